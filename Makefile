@@ -1,0 +1,26 @@
+# The two quickstart commands: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+$(BIN)/parley: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(BIN)/parley
+
+.PHONY: setup demo test lint bench
+setup: $(BIN)/parley
+
+demo: setup
+	$(BIN)/parley demo
+
+test: setup
+	$(BIN)/pytest -q
+
+lint: setup
+	$(BIN)/ruff check parley coordinator workers shared tests benchmarks
+	$(BIN)/mypy parley coordinator workers shared
+
+bench: setup
+	$(BIN)/python -m benchmarks.run_all

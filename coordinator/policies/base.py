@@ -1,0 +1,54 @@
+"""What every floor policy takes and returns. No I/O here or in any policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.models import Bid, RoomStatus, StopReason
+
+
+@dataclass(frozen=True)
+class TurnView:
+    """The room as a policy sees it when a turn opens: all a decision may depend on."""
+
+    turn: int
+    run: int
+    run_turns: int  # 1 on the first turn of a run
+    messages_in_run: int  # the seed and posted messages included
+    recent: tuple[str, ...]  # recent speakers, oldest first
+    snapshot_seq: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Who takes the floor (if anyone), and whether the run ends with this turn."""
+
+    winner: str | None = None
+    score: float | None = None
+    message: str = ""
+    recent: tuple[str, ...] = ()
+    adjusted: dict[str, float] = field(default_factory=dict)
+    stop: StopReason | None = None
+    detail: str = ""
+
+    @property
+    def status(self) -> RoomStatus:
+        """The room's status after this decision: a room nobody could bid in has failed."""
+        if self.stop is None:
+            return RoomStatus.RUNNING
+        if self.stop in (StopReason.NO_BIDS, StopReason.ALL_FAILED):
+            return RoomStatus.FAILED
+        return RoomStatus.IDLE
+
+
+def stopped(reason: StopReason, recent: tuple[str, ...], detail: str = "") -> Decision:
+    """A decision that ends the run with no winner."""
+    return Decision(recent=recent, stop=reason, detail=detail)
+
+
+def bids_in_order(agents: tuple[str, ...], bids: list[Bid]) -> list[Bid]:
+    """One bid per agent in spec order (the first bid per agent counts)."""
+    by_agent: dict[str, Bid] = {}
+    for bid in bids:
+        by_agent.setdefault(bid.agent, bid)
+    return [by_agent[name] for name in agents if name in by_agent]

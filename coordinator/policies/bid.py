@@ -1,0 +1,76 @@
+"""The ``bid`` floor policy: swarms GroupChat's speaker selection and loop guard, exactly.
+
+=====================  =================================================================
+rule                   behaviour
+=====================  =================================================================
+empty message          never wins, whatever its score
+recency                ``recency_penalty`` is subtracted from each agent among the last
+                       ``max(1, recency_window)`` speakers
+strict bar             the winner's adjusted score must be > ``threshold``; equal loses
+ties                   the agent listed first in the spec keeps the floor
+raw score              the posted message carries the raw score, not the adjusted one
+lull                   a turn with no winner ends the run
+cap                    the run ends once ``max_messages`` (seed included) are posted
+failure                a failed or missing bid is (0.0, ""): silent
+=====================  =================================================================
+"""
+
+from __future__ import annotations
+
+from coordinator.policies.base import Decision, TurnView, bids_in_order, stopped
+from shared.models import Bid, BidPolicy, RoomSpec, StopReason
+
+
+def recent_window(policy: BidPolicy) -> int:
+    """How many recent speakers are penalised: never fewer than one."""
+    return max(1, policy.recency_window)
+
+
+def adjusted_scores(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...]) -> dict[str, float]:
+    """Each bid's score after the recency penalty."""
+    penalised = set(recent[-recent_window(policy):])
+    return {
+        bid.agent: bid.score - policy.recency_penalty if bid.agent in penalised else bid.score
+        for bid in bids
+    }
+
+
+def select_speaker(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...]) -> Bid | None:
+    """The strict, recency-adjusted argmax over non-empty bids, or None for a lull."""
+    adjusted = adjusted_scores(policy, bids, recent)
+    best: Bid | None = None
+    best_adjusted = policy.threshold
+    for bid in bids:
+        if not bid.message:
+            continue
+        if adjusted[bid.agent] <= best_adjusted:
+            continue
+        best, best_adjusted = bid, adjusted[bid.agent]
+    return best
+
+
+def stop_before_turn(spec: RoomSpec, view: TurnView) -> Decision | None:
+    """swarms' loop guard: no turn once the run holds ``max_messages`` messages."""
+    if view.messages_in_run >= spec.policy.max_messages:
+        return stopped(StopReason.MAX_MESSAGES, view.recent)
+    return None
+
+
+def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
+    """Pick this turn's speaker from every agent's bid, or end the run on a lull."""
+    policy = spec.policy
+    ordered = bids_in_order(spec.agent_names, bids)
+    adjusted = adjusted_scores(policy, ordered, view.recent)
+    winner = select_speaker(policy, ordered, view.recent)
+    if winner is None:
+        return Decision(recent=view.recent, adjusted=adjusted, stop=StopReason.LULL)
+    recent = (*view.recent, winner.agent)[-recent_window(policy):]
+    reached_cap = view.messages_in_run + 1 >= policy.max_messages
+    return Decision(
+        winner=winner.agent,
+        score=winner.score,
+        message=winner.message,
+        recent=recent,
+        adjusted=adjusted,
+        stop=StopReason.MAX_MESSAGES if reached_cap else None,
+    )

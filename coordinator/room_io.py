@@ -1,0 +1,126 @@
+"""A coordinator's reads and fenced writes of one room's keys (asyncio)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from redis.exceptions import ResponseError
+
+from coordinator.lease import Lease, LeaseLost
+from shared.keys import Keys
+from shared.models import Bid, RoomSpec
+from shared.records import RoomState, bid_from_fields
+from shared.scripts import Scripts
+from shared.store import now_ms
+
+_FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
+
+
+@dataclass(frozen=True)
+class OpenTurn:
+    """A turn in flight: fixed by open_turn.lua, so a successor can resume it."""
+
+    number: int
+    snapshot_seq: int
+    bids_from: str
+    deadline: float
+    opened_at: float
+
+
+def _fence(error: ResponseError) -> Exception:
+    """A refused fenced write means this coordinator must drop the room."""
+    if str(error).startswith(_FENCED):
+        return LeaseLost(str(error))
+    return error
+
+
+class RoomIO:
+    """Room reads and the fenced writes of the turn loop, for one coordinator."""
+
+    def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256):
+        self.redis = client
+        self.keys = keys
+        self.scripts = scripts
+        self.drain_batch = drain_batch
+
+    async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
+        """The room's spec and its version."""
+        version, spec_json = await self.redis.hmget(self.keys.spec(room), "version", "json")
+        return int(version), RoomSpec.model_validate_json(spec_json)
+
+    async def read_state(self, room: str) -> RoomState:
+        """The room's state hash."""
+        return RoomState(await self.redis.hgetall(self.keys.state(room)))
+
+    async def drain_inbox(self, lease: Lease) -> int:
+        """Commit posted messages to the log; returns how many moved."""
+        room = lease.room
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
+                self.keys.log(room)]
+        try:
+            return int(await self.scripts.drain(keys=keys,
+                                                args=[lease.token, lease.epoch, self.drain_batch]))
+        except ResponseError as error:
+            raise _fence(error) from error
+
+    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn:
+        """Open the next turn with a deadline ``timeout_s`` from now."""
+        room = lease.room
+        opened_at = time.time()
+        deadline = opened_at + timeout_s
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.bids(room)]
+        try:
+            turn, snapshot, bids_from = await self.scripts.open_turn(
+                keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}"])
+        except ResponseError as error:
+            raise _fence(error) from error
+        return OpenTurn(int(turn), int(snapshot), _text(bids_from), deadline, opened_at)
+
+    async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
+        """Bids written after ``after_id`` (exclusive), oldest first."""
+        entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
+        return [(_text(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+
+    async def wait_bids(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Bid]]:
+        """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
+        reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
+        return [(_text(entry_id), bid_from_fields(fields))
+                for _, entries in reply for entry_id, fields in entries]
+
+    async def commit(self, lease: Lease, turn: int, expected_seq: int, payload: dict) -> int:
+        """Run commit.lua; returns the new message's seq (0 for no message)."""
+        room = lease.room
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
+                self.keys.turns(room)]
+        args = [lease.token, turn, expected_seq, orjson.dumps(payload)]
+        try:
+            return int(await self.scripts.commit(keys=keys, args=args))
+        except ResponseError as error:
+            raise _fence(error) from error
+
+    async def end_run(self, lease: Lease, status: str, reason: str, detail: str) -> None:
+        """End the run outside a turn."""
+        keys = [self.keys.lease(lease.room), self.keys.state(lease.room)]
+        try:
+            await self.scripts.end_run(keys=keys, args=[lease.token, status, reason, detail])
+        except ResponseError as error:
+            raise _fence(error) from error
+
+    async def set_runnable(self, room: str, runnable: bool) -> None:
+        """Put the room in (due now) or take it out of the runnable set."""
+        if runnable:
+            await self.redis.zadd(self.keys.runnable, {room: now_ms()})
+        else:
+            await self.redis.zrem(self.keys.runnable, room)
+
+    async def touch(self, room: str) -> None:
+        """Mark the room active now, for dashboards ordering rooms by activity."""
+        await self.redis.zadd(self.keys.rooms, {room: now_ms()})
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+

@@ -1,0 +1,65 @@
+"""How bid requests reach workers: Celery in production, a list in memory for tests.
+
+The coordinator sends tasks by name and never imports the workers' code.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from celery import Celery
+
+from shared.models import BidRequest
+
+BID_TASK = "parley.bid"
+
+
+class Transport(Protocol):
+    """Sends one turn's bid requests, each to its agents' queue."""
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Send each (queue, request)."""
+
+
+class CeleryTransport:
+    """Publishes bid requests as Celery tasks on the broker."""
+
+    def __init__(self, broker_url: str) -> None:
+        self.app = Celery("parley-coordinator", broker=broker_url)
+        self.app.conf.update(broker_connection_retry_on_startup=True, task_ignore_result=True)
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Publish each request; it expires at the turn's deadline, so a late or redelivered
+        task is dropped by the worker instead of being paid for."""
+        with self.app.producer_or_acquire() as producer:
+            for queue, request in requests:
+                self.app.send_task(
+                    BID_TASK,
+                    kwargs={"request": request.model_dump()},
+                    queue=queue,
+                    expires=datetime.fromtimestamp(request.deadline, tz=UTC),
+                    producer=producer,
+                )
+
+
+class InMemoryTransport:
+    """Keeps what was sent, for tests that play the worker themselves."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, BidRequest]] = []
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Record the requests."""
+        self.sent.extend(requests)
+
+
+def chunk_requests(agents_by_queue: dict[str, list[str]], agents_per_task: int,
+                   template: BidRequest) -> list[tuple[str, BidRequest]]:
+    """Split a turn's agents into one request per queue and chunk of ``agents_per_task``."""
+    requests = []
+    for queue, agents in agents_by_queue.items():
+        for start in range(0, len(agents), agents_per_task):
+            chunk = agents[start:start + agents_per_task]
+            requests.append((queue, template.model_copy(update={"agents": chunk})))
+    return requests

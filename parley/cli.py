@@ -1,0 +1,200 @@
+"""The ``parley`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any
+
+import redis
+import typer
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+
+from parley import output
+from parley.client import Client, RunTimeout, load_spec
+from shared.logs import configure_logging
+from shared.settings import get_settings
+from shared.store import RoomExists, RoomNotFound
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Group chats of LLM agents: one speaker per turn, across processes.")
+console = Console()
+errors = Console(stderr=True)
+
+
+class CliError(Exception):
+    """A failure to report as one line, without a traceback."""
+
+
+def describe_validation(error: ValidationError) -> str:
+    """Each problem as ``field.path: message``, joined into one line."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "spec"
+        problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn expected failures into one clear line on stderr and exit code 2."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        settings = get_settings()
+        try:
+            return command(*args, **kwargs)
+        except redis.ConnectionError as error:
+            message = (f"cannot reach Redis at {settings.redis_url} ({error}); start Redis "
+                       "or point PARLEY_REDIS_URL at one")
+        except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
+            message = str(error)
+        errors.print(f"parley: {message}", highlight=False, markup=False)
+        raise typer.Exit(2)
+
+    return wrapper
+
+
+def read_spec(path: Path):  # noqa: ANN201
+    """Load a spec file, with load errors as CliError naming the file and field."""
+    try:
+        return load_spec(path)
+    except FileNotFoundError as error:
+        raise CliError(f"no such spec file: {path}") from error
+    except yaml.YAMLError as error:
+        raise CliError(f"{path} is not valid YAML: {error}") from error
+    except ValidationError as error:
+        raise CliError(f"invalid room spec {path}: {describe_validation(error)}") from error
+
+
+@app.command()
+@friendly
+def run(
+    spec: Annotated[Path, typer.Argument(help="Room spec (YAML or JSON)")],
+    task: Annotated[str, typer.Option("--task", "-t", help="The task, posted as message 1")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
+) -> None:
+    """Run TASK in a new room built from SPEC and print the conversation."""
+    room_spec = read_spec(spec)
+    configure_logging("console", "WARNING")
+    client = Client()
+    client.ping()
+    live = None if as_json else (lambda message: output.print_message(console, message))
+    result = client.run(room_spec, task, timeout_s=timeout, on_message=live)
+    if as_json:
+        print(json.dumps(output.run_json(result), ensure_ascii=False))
+    else:
+        output.print_run(console, result, printed=True)
+
+
+@app.command()
+@friendly
+def post(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    content: Annotated[str, typer.Argument(help="What to say")],
+    sender: Annotated[str, typer.Option("--as", help="Who says it")] = "User",
+) -> None:
+    """Post a message into a room (starting a run if the room is idle)."""
+    Client().post(room, content, sender)
+
+
+@app.command()
+@friendly
+def follow(room: Annotated[str, typer.Argument(help="Room id")],
+           after: Annotated[int, typer.Option(help="Start after this seq")] = 0) -> None:
+    """Print a room's messages as they are committed (Ctrl-C to stop)."""
+    client = Client()
+    client.state(room)
+    try:
+        for message in client.follow(room, after):
+            output.print_message(console, message)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+@friendly
+def status(room: Annotated[str | None, typer.Argument(help="One room's details")] = None,
+           limit: Annotated[int, typer.Option(help="Most rooms to list")] = 20) -> None:
+    """Rooms and coordinators, as operators see them."""
+    client = Client()
+    store = client.store
+    ttl = client.settings.lease_ttl_s
+    if room is not None:
+        state = client.state(room)
+        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room)}))
+        return
+    rows = []
+    for room_id in store.list_rooms(limit):
+        state = store.read_state(room_id)
+        rows.append({"room": room_id, "status": state.status.value, "run": state.run,
+                     "turn": state.turn, "last_seq": state.last_seq,
+                     "stop_reason": state.stop_reason or "-",
+                     "lease": store.lease_holder(room_id) or "-"})
+    console.print(output.rooms_table(rows))
+    for coordinator_id, age in store.coordinators():
+        health = "live" if age < 3 * ttl else "vanished"
+        console.print(f"coordinator {coordinator_id}: {health}, last heartbeat {age:.1f}s ago",
+                      highlight=False)
+
+
+@app.command()
+def coordinator(
+    coordinator_id: Annotated[str, typer.Option("--id", help="Coordinator id")] = "",
+    capacity: Annotated[int | None, typer.Option(help="Most rooms served at once")] = None,
+) -> None:
+    """Serve rooms: lease runnable rooms and run their turns (until SIGTERM)."""
+    from coordinator.service import serve_forever
+    from coordinator.transport import CeleryTransport
+
+    settings = get_settings()
+    if capacity is not None:
+        settings = settings.model_copy(update={"coordinator_capacity": capacity})
+    configure_logging(settings.log_format, settings.log_level)
+    asyncio.run(serve_forever(settings, CeleryTransport(settings.broker_url), coordinator_id))
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = "parley.agents",
+    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
+    pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
+    loglevel: Annotated[str, typer.Option()] = "WARNING",
+) -> None:
+    """Run agent tasks (a Celery worker with an I/O-bound pool)."""
+    settings = get_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    from workers.app import app as celery_app
+
+    celery_app.worker_main([
+        "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
+        "--concurrency", str(concurrency or settings.worker_concurrency),
+        "--loglevel", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ])
+
+
+@app.command()
+@friendly
+def demo(
+    spec: Annotated[Path, typer.Option(help="Room spec")] = Path("examples/rooms/demo.yaml"),
+    task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
+) -> None:
+    """Start a worker and a coordinator, run a scripted room, print it, stop them."""
+    from parley.demo import run_demo
+
+    run_demo(read_spec(spec), task, console)
+
+
+def main() -> None:
+    """Entry point of the ``parley`` console script."""
+    app(prog_name="parley")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The Python front door: create rooms, post into them, run tasks, follow conversations."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import redis
+import yaml
+from pydantic import BaseModel
+
+from shared.keys import Keys
+from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
+from shared.records import RoomState
+from shared.settings import Settings, get_settings
+from shared.store import RoomStore
+
+
+
+class RunResult(BaseModel):
+    """How a run ended, with the room's whole conversation."""
+
+    room: str
+    status: RoomStatus
+    stop_reason: StopReason | None
+    stop_detail: str = ""
+    messages: list[Message]
+
+
+class RunTimeout(TimeoutError):
+    """The run did not finish (or never started) in time."""
+
+
+def load_spec(path: str | Path) -> RoomSpec:
+    """Read and validate a room spec from YAML (or JSON) text."""
+    data = yaml.safe_load(Path(path).read_text())
+    return RoomSpec.model_validate(data)
+
+
+def new_room_id(spec: RoomSpec) -> str:
+    """A readable, unique room id: the spec's name and a random suffix."""
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in spec.name.lower())[:40]
+    return f"{slug.strip('-') or 'room'}-{uuid.uuid4().hex[:8]}"
+
+
+def _stream_id(value: str) -> tuple[int, int]:
+    millis, _, sequence = value.partition("-")
+    return int(millis), int(sequence or 0)
+
+
+class Client:
+    """A connection to one parley deployment (its Redis and key prefix)."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.redis = redis.Redis.from_url(self.settings.redis_url)
+        self.store = RoomStore(self.redis, Keys(self.settings.key_prefix))
+
+    def ping(self) -> None:
+        """Raise redis.ConnectionError when Redis does not answer."""
+        self.redis.ping()
+
+    def create_room(self, spec: RoomSpec, room: str | None = None) -> str:
+        """Store a new room; returns its id."""
+        room = room or new_room_id(spec)
+        self.store.create_room(room, spec)
+        return room
+
+    def post(self, room: str, content: str, sender: str = SEED_SENDER) -> str:
+        """Post a message as ``sender``; the room's coordinator commits it and, if the room
+        was idle, starts a run. Returns the inbox entry id."""
+        return self.store.post(room, sender, content)
+
+    def state(self, room: str) -> RoomState:
+        """The room's current state."""
+        return self.store.read_state(room)
+
+    def messages(self, room: str, after_seq: int = 0) -> list[Message]:
+        """The room's conversation after ``after_seq``."""
+        return self.store.read_messages(room, after_seq)
+
+    def turns(self, room: str) -> list[TurnRecord]:
+        """The room's turn records."""
+        return self.store.read_turns(room)
+
+    def follow(self, room: str, after_seq: int = 0) -> Iterator[Message]:
+        """Yield the room's messages as they are committed, forever."""
+        return self.store.iter_messages(room, after_seq)
+
+    def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
+             start_timeout_s: float = 15.0, on_message=None) -> RunResult:  # noqa: ANN001
+        """Wait until the post ``inbox_id`` is in the log and the run it joined has ended.
+
+        ``on_message`` is called with each message as it is committed. Raises RunTimeout
+        when no coordinator picks the post up within ``start_timeout_s`` or the run is not
+        over within ``timeout_s``.
+        """
+        started = time.monotonic()
+        seen = 0
+        while True:
+            for message in self.store.follow(room, seen, block_ms=100):
+                seen = message.seq
+                if on_message is not None:
+                    on_message(message)
+            state = self.store.read_state(room)
+            picked_up = _stream_id(state.inbox_last_id) >= _stream_id(inbox_id)
+            if picked_up and state.status is not RoomStatus.RUNNING:
+                return RunResult(room=room, status=state.status, stop_reason=state.stop_reason,
+                                 stop_detail=state.stop_detail, messages=self.messages(room))
+            waited = time.monotonic() - started
+            if not picked_up and waited > start_timeout_s:
+                raise RunTimeout(self._not_started_hint(room, start_timeout_s))
+            if timeout_s is not None and waited > timeout_s:
+                raise RunTimeout(f"room {room} did not finish within {timeout_s:g}s")
+
+    def run(self, spec: RoomSpec, task: str, timeout_s: float | None = None,
+            on_message=None) -> RunResult:  # noqa: ANN001
+        """Run ``task`` in a new room (as swarms gives each task a fresh conversation)."""
+        room = self.create_room(spec)
+        inbox_id = self.post(room, task)
+        return self.wait(room, inbox_id, timeout_s, on_message=on_message)
+
+    def _not_started_hint(self, room: str, waited_s: float) -> str:
+        live = [cid for cid, age in self.store.coordinators() if age < 3 * self.settings.lease_ttl_s]
+        return (
+            f"no coordinator took room {room} within {waited_s:g}s "
+            f"({len(live)} live coordinator(s) on {self.settings.redis_url}); "
+            "start one with `parley coordinator`"
+        )

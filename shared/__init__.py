@@ -1,0 +1,1 @@
+"""Code every parley process shares: models, settings, Redis keys, scripts, store, logging."""

@@ -1,0 +1,110 @@
+"""Every Redis key parley uses. Nothing else builds key names.
+
+Per-room keys carry the room id as a hash tag, ``<prefix>:{<room>}:<name>``, so one
+room's keys live in one Redis Cluster slot and its Lua scripts run unchanged there.
+
+========================  ======  ==========================================  ===================
+key                       type    holds                                       writers / readers
+========================  ======  ==========================================  ===================
+``{R}:spec``              hash    ``version``, ``name``, ``policy``, ``json``   client / all
+``{R}:state``             hash    status, last_seq, run, messages_in_run,       coordinator (Lua) /
+                                  recent (JSON list), turn, turn_open,          client, dashboards
+                                  turn_deadline, turn_snapshot_seq,
+                                  turn_bids_from, turn_opened_at, epoch,
+                                  stop_reason, stop_detail, token/cost totals
+                                  (``prompt_tokens``, ``completion_tokens``,
+                                  ``cost_usd``, and per agent
+                                  ``agent:<name>:<same>``)
+``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
+                                  fields seq, sender, content, score (absent    workers, client
+                                  for people), turn, run, epoch, ts
+``{R}:inbox``             stream  posted by people/apps, not yet in the log:    client / coordinator
+                                  sender, content, ts
+``{R}:bids``              stream  every bid workers returned, late ones too:    workers / coordinator
+                                  turn, agent, attempt, score, message,
+                                  status, error, tokens, cost, latency;
+                                  trimmed to about ``bids_stream_maxlen``
+``{R}:turns``             stream  one record per decided turn (flat fields;     coordinator (Lua) /
+                                  ``bids`` is a JSON list); trimmed to about    operators, tests
+                                  ``turns_stream_maxlen``
+``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
+``rooms``                 zset    every room by last activity (ms)              client, coordinator
+``runnable``              zset    rooms needing a coordinator, by due time      client, coordinator
+                                  (ms); the lease holder pushes it forward
+``coordinators``          zset    live coordinator ids by last heartbeat (ms)   coordinator / ops
+========================  ======  ==========================================  ===================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_ROOM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+
+
+def check_room_id(room: str) -> str:
+    """Return ``room`` if it is a valid room id (it becomes a hash tag), else raise."""
+    if not _ROOM_ID.match(room):
+        raise ValueError(
+            f"invalid room id {room!r}: use 1-128 letters, digits, '_', '.' or '-'"
+        )
+    return room
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one prefix (tests give each run its own prefix)."""
+
+    prefix: str = "parley"
+
+    def _room(self, room: str, name: str) -> str:
+        return f"{self.prefix}:{{{room}}}:{name}"
+
+    def spec(self, room: str) -> str:
+        """The room's spec hash."""
+        return self._room(room, "spec")
+
+    def state(self, room: str) -> str:
+        """The room's state hash."""
+        return self._room(room, "state")
+
+    def log(self, room: str) -> str:
+        """The room's conversation stream."""
+        return self._room(room, "log")
+
+    def inbox(self, room: str) -> str:
+        """Messages posted into the room and not yet committed to its log."""
+        return self._room(room, "inbox")
+
+    def bids(self, room: str) -> str:
+        """Every bid workers wrote for the room."""
+        return self._room(room, "bids")
+
+    def turns(self, room: str) -> str:
+        """One record per decided turn."""
+        return self._room(room, "turns")
+
+    def lease(self, room: str) -> str:
+        """Which coordinator serves the room, and under which epoch."""
+        return self._room(room, "lease")
+
+    def room_keys(self, room: str) -> list[str]:
+        """All of one room's keys (for deleting a room)."""
+        names = ("spec", "state", "log", "inbox", "bids", "turns", "lease")
+        return [self._room(room, name) for name in names]
+
+    @property
+    def rooms(self) -> str:
+        """All rooms by last activity."""
+        return f"{self.prefix}:rooms"
+
+    @property
+    def runnable(self) -> str:
+        """Rooms that need a coordinator, by due time."""
+        return f"{self.prefix}:runnable"
+
+    @property
+    def coordinators(self) -> str:
+        """Coordinator heartbeats."""
+        return f"{self.prefix}:coordinators"

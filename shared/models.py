@@ -1,0 +1,254 @@
+"""The public data shapes: room specs (the YAML contract), messages, bids, turn records."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+SCRIPTED_MODEL = "scripted"
+SEED_SENDER = "User"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
+
+
+class Strict(BaseModel):
+    """Base for spec models: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ScriptEntry(Strict):
+    """One scripted model output. Exactly one of: a respond call (score and/or message),
+    raw tool-call ``arguments``, plain ``content``, or an ``error`` to raise."""
+
+    score: Any = None
+    message: Any = None
+    arguments: str | None = None
+    content: str | None = None
+    error: str | None = None
+    sleep: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> ScriptEntry:
+        given = self.model_fields_set - {"sleep"}
+        shapes = [
+            bool(given & {"score", "message"}),
+            "arguments" in given,
+            "content" in given,
+            "error" in given,
+        ]
+        if sum(shapes) != 1:
+            raise ValueError(
+                "a script entry is exactly one of {score, message}, {arguments}, "
+                "{content} or {error} (with an optional sleep)"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Which fields were given is the entry's meaning: {score: null} is not {}.
+        data = handler(self)
+        return {name: value for name, value in data.items()
+                if name in self.model_fields_set or name == "sleep"}
+
+    @property
+    def is_respond_call(self) -> bool:
+        """True when the entry stands for a respond(score, message) tool call."""
+        return bool(self.model_fields_set & {"score", "message"})
+
+
+class AgentSpec(Strict):
+    """An agent is data: who it is, which model answers for it, and where its tasks go."""
+
+    name: str
+    role: str = ""
+    system_prompt: str = ""
+    model: str
+    script: list[ScriptEntry] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    api_base: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    timeout_s: float | None = Field(default=None, gt=0)
+    max_context_tokens: int | None = Field(default=None, ge=256)
+    litellm_kwargs: dict[str, Any] = Field(default_factory=dict)
+    queue: str = Field(default="parley.agents", min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, name: str) -> str:
+        if not _NAME.match(name):
+            raise ValueError(
+                "must be 1-64 letters, digits, spaces, '_', '.' or '-', starting with a letter "
+                "or digit"
+            )
+        if name == SEED_SENDER:
+            raise ValueError(f"{SEED_SENDER!r} is reserved for the person who posts the task")
+        return name
+
+    @field_validator("litellm_kwargs")
+    @classmethod
+    def _no_secrets(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if "api_key" in kwargs:
+            raise ValueError("never put a key in a spec: name its variable with api_key_env")
+        return kwargs
+
+    @model_validator(mode="after")
+    def _script_only_for_scripted(self) -> AgentSpec:
+        if self.model == SCRIPTED_MODEL and self.script is None:
+            raise ValueError("a scripted agent needs a script (a list of entries)")
+        if self.model != SCRIPTED_MODEL and self.script is not None:
+            raise ValueError(f"script is only for agents with model: {SCRIPTED_MODEL}")
+        return self
+
+    @property
+    def is_scripted(self) -> bool:
+        """True when the agent replays a script instead of calling an LLM."""
+        return self.model == SCRIPTED_MODEL
+
+
+class BidPolicy(Strict):
+    """swarms GroupChat bidding: the highest recency-adjusted bid strictly above threshold."""
+
+    kind: Literal["bid"] = "bid"
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    recency_penalty: float = Field(default=0.3, ge=0)
+    recency_window: int = 1
+    max_messages: int = Field(default=20, ge=1)
+    bid_timeout_s: float = Field(default=30.0, gt=0)
+
+
+PolicySpec = BidPolicy
+
+
+class RoomSpec(Strict):
+    """A room: its agents (in order: ties go to the first listed) and its floor policy."""
+
+    name: str = Field(default="room", min_length=1, max_length=100)
+    description: str = ""
+    policy: PolicySpec = Field(default_factory=BidPolicy)
+    agents: list[AgentSpec]
+
+    @field_validator("agents")
+    @classmethod
+    def _enough_distinct_agents(cls, agents: list[AgentSpec]) -> list[AgentSpec]:
+        if len(agents) < 2:
+            raise ValueError(f"a room needs at least 2 agents, got {len(agents)}")
+        names = [agent.name for agent in agents]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"agent names must be unique, repeated: {', '.join(duplicates)}")
+        return agents
+
+    def agent(self, name: str) -> AgentSpec:
+        """The agent called ``name``."""
+        return next(agent for agent in self.agents if agent.name == name)
+
+    @property
+    def agent_names(self) -> tuple[str, ...]:
+        """Agent names in spec order."""
+        return tuple(agent.name for agent in self.agents)
+
+
+class RoomStatus(StrEnum):
+    """Where a room's current run stands."""
+
+    IDLE = "idle"  # no run in progress; waits for someone to post
+    RUNNING = "running"  # a coordinator is taking turns
+    FAILED = "failed"  # the run ended because the room cannot work as configured
+
+
+class StopReason(StrEnum):
+    """Why a run ended."""
+
+    LULL = "lull"  # no bid cleared the threshold
+    MAX_MESSAGES = "max_messages"  # the run posted max_messages, the seed included
+    NO_BIDS = "no_bids"  # no agent answered before the deadline: are workers running?
+    ALL_FAILED = "all_agents_failed"  # on the run's first turn every agent's call failed
+
+
+class BidStatus(StrEnum):
+    """What became of one agent's bid in a turn."""
+
+    OK = "ok"  # parsed into (score, message); may still be silent by choice
+    UNPARSED = "unparsed"  # the model answered but not with a usable respond call
+    ERROR = "error"  # the call raised
+    TIMEOUT = "timeout"  # nothing arrived before the deadline
+
+
+class Message(BaseModel):
+    """One entry of a room's conversation log."""
+
+    seq: int
+    sender: str
+    content: str
+    score: float | None = None
+    turn: int | None = None
+    run: int = 0
+    ts: float = 0.0
+
+
+class Bid(BaseModel):
+    """What one agent returned for one turn (or that it returned nothing)."""
+
+    agent: str
+    turn: int
+    score: float = 0.0
+    message: str = ""
+    status: BidStatus = BidStatus.OK
+    error: str = ""
+    attempt: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    dropped_messages: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """True when the agent could not bid at all (as opposed to choosing silence)."""
+        return self.status in (BidStatus.ERROR, BidStatus.UNPARSED)
+
+
+class TurnRecord(BaseModel):
+    """Everything a turn was decided from, and what was decided: enough to replay it."""
+
+    turn: int
+    run: int
+    run_turns: int
+    epoch: int
+    snapshot_seq: int
+    messages_in_run: int
+    recent: list[str]
+    bids: list[Bid]
+    adjusted: dict[str, float] = Field(default_factory=dict)
+    winner: str | None = None
+    score: float | None = None
+    stop_reason: StopReason | None = None
+    stop_detail: str = ""
+    opened_at: float = 0.0
+    deadline: float = 0.0
+    decided_at: float = 0.0
+
+
+class BidRequest(BaseModel):
+    """One Celery task's payload: a chunk of agents asked to bid on the same snapshot."""
+
+    prefix: str
+    room: str
+    turn: int
+    attempt: int
+    agents: list[str]
+    snapshot_seq: int
+    deadline: float
+    spec_version: int

@@ -1,0 +1,119 @@
+"""Flat Redis field encodings of messages, bids, state and turn records, both ways.
+
+Dashboards read these fields directly, so each value is a plain string: numbers as
+decimals, absent values as absent fields, lists as JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def decode_fields(fields: dict[Any, Any]) -> dict[str, str]:
+    """A Redis reply's field map with str keys and values."""
+    return {_text(k): _text(v) for k, v in fields.items()}
+
+
+def message_from_fields(fields: dict[Any, Any]) -> Message:
+    """A log entry as a Message."""
+    f = decode_fields(fields)
+    return Message(
+        seq=int(f["seq"]),
+        sender=f["sender"],
+        content=f["content"],
+        score=float(f["score"]) if f.get("score") else None,
+        turn=int(f["turn"]) if f.get("turn") else None,
+        run=int(f.get("run") or 0),
+        ts=float(f.get("ts") or 0),
+    )
+
+
+def agent_message_fields(
+    sender: str, content: str, score: float, turn: int, run: int, epoch: int, ts: float
+) -> dict[str, str]:
+    """Log fields of an agent's message (the commit script adds the seq)."""
+    return {
+        "sender": sender,
+        "content": content,
+        "score": repr(score),
+        "turn": str(turn),
+        "run": str(run),
+        "epoch": str(epoch),
+        "ts": f"{ts:.6f}",
+    }
+
+
+def bid_fields(bid: Bid) -> dict[str, str]:
+    """A bid as bids-stream fields."""
+    return {name: _plain(value) for name, value in bid.model_dump().items()}
+
+
+def bid_from_fields(fields: dict[Any, Any]) -> Bid:
+    """A bids-stream entry as a Bid."""
+    return Bid.model_validate(decode_fields(fields))
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+class RoomState:
+    """A room's state hash, typed. Missing fields read as their starting values."""
+
+    def __init__(self, fields: dict[Any, Any]) -> None:
+        f = decode_fields(fields)
+        self.raw = f
+        self.status = RoomStatus(f.get("status") or RoomStatus.IDLE)
+        self.last_seq = int(f.get("last_seq") or 0)
+        self.run = int(f.get("run") or 0)
+        self.messages_in_run = int(f.get("messages_in_run") or 0)
+        self.recent: list[str] = orjson.loads(f.get("recent") or "[]")
+        self.turn = int(f.get("turn") or 0)
+        self.run_turns = int(f.get("run_turns") or 0)
+        self.turn_open = f.get("turn_open") == "1"
+        self.turn_deadline = float(f.get("turn_deadline") or 0)
+        self.turn_opened_at = float(f.get("turn_opened_at") or 0)
+        self.turn_snapshot_seq = int(f.get("turn_snapshot_seq") or 0)
+        self.turn_bids_from = f.get("turn_bids_from") or "0-0"
+        self.epoch = int(f.get("epoch") or 0)
+        self.stop_reason = StopReason(f["stop_reason"]) if f.get("stop_reason") else None
+        self.stop_detail = f.get("stop_detail") or ""
+        self.inbox_last_id = f.get("inbox_last_id") or "0-0"
+        self.spec_version = int(f.get("spec_version") or 0)
+
+    def totals(self) -> dict[str, float]:
+        """Token and cost totals, for the room (plain names) and per agent (``agent:..``)."""
+        names = ("prompt_tokens", "completion_tokens", "cost_usd")
+        return {k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in names}
+
+
+def turn_record_fields(record: TurnRecord) -> dict[str, str]:
+    """A turn record as flat turns-stream fields (the bids as one JSON list)."""
+    data = record.model_dump(mode="json", exclude={"bids", "recent", "adjusted"})
+    fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
+    fields["recent"] = orjson.dumps(record.recent).decode()
+    fields["adjusted"] = orjson.dumps(record.adjusted).decode()
+    fields["bids"] = orjson.dumps([bid.model_dump(mode="json") for bid in record.bids]).decode()
+    return fields
+
+
+def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
+    """A turns-stream entry as a TurnRecord."""
+    f = decode_fields(fields)
+    f.pop("seq", None)
+    data: dict[str, Any] = {k: v for k, v in f.items() if v != ""}
+    data["recent"] = orjson.loads(f["recent"])
+    data["adjusted"] = orjson.loads(f["adjusted"])
+    data["bids"] = orjson.loads(f["bids"])
+    return TurnRecord.model_validate(data)
+

@@ -1,0 +1,35 @@
+"""The Lua scripts in ``shared/lua/``, read once and registered per Redis client."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+SCRIPT_NAMES = ("acquire", "renew", "release", "drain", "open_turn", "commit", "end_run")
+
+
+@cache
+def source(name: str) -> str:
+    """The text of ``lua/<name>.lua``."""
+    return resources.files("shared").joinpath("lua", f"{name}.lua").read_text()
+
+
+class Scripts:
+    """Every script registered on one client (sync or asyncio); call as ``scripts.commit(...)``.
+
+    redis-py's ``Script`` runs EVALSHA and loads the script on NOSCRIPT, so a Redis restart
+    that forgot the scripts costs one extra round trip, not an error.
+    """
+
+    def __init__(self, client: Any) -> None:
+        for name in SCRIPT_NAMES:
+            setattr(self, name, client.register_script(source(name)))
+
+    acquire: Any
+    renew: Any
+    release: Any
+    drain: Any
+    open_turn: Any
+    commit: Any
+    end_run: Any

@@ -1,0 +1,56 @@
+"""The one settings object, read from the environment (``PARLEY_*``) once at start-up."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# litellm fetches its model cost map over the network at import unless told not to;
+# there may be no network, so every parley process sets this before anything imports it.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+class Settings(BaseSettings):
+    """Process-wide configuration. Units are in the names; defaults live only here."""
+
+    model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str = Field(default="", description="Celery broker; empty means redis_url")
+    key_prefix: str = "parley"
+
+    lease_ttl_s: float = Field(default=5.0, gt=0)
+    scan_interval_s: float = Field(default=0.5, gt=0)
+    coordinator_capacity: int = Field(default=1000, ge=1)
+    agents_per_task: int = Field(default=8, ge=1)
+
+    worker_pool: str = "threads"
+    worker_concurrency: int = Field(default=64, ge=1)
+    worker_preload_litellm: bool = True
+    task_visibility_timeout_s: float = Field(default=300.0, gt=0)
+
+    bids_stream_maxlen: int = Field(default=5000, ge=100)
+    turns_stream_maxlen: int = Field(default=100_000, ge=100)
+
+    log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
+    log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _default_broker(self) -> Settings:
+        if not self.broker_url:
+            self.broker_url = self.redis_url
+        return self
+
+    @property
+    def lease_renew_every_s(self) -> float:
+        """Renew three times per ttl so that one missed renewal does not lose the room."""
+        return self.lease_ttl_s / 3
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read from the environment on first use."""
+    return Settings()

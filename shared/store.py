@@ -1,0 +1,144 @@
+"""Synchronous access to rooms, for clients and workers (the coordinator has its own, async).
+
+Posting a message is ``XADD inbox`` and then ``ZADD runnable``, in that order: a coordinator
+going idle removes the room from ``runnable`` before its last look at the inbox, so a post
+that races with it always leaves the room runnable (no lost wake-up).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import redis
+
+from shared.keys import Keys, check_room_id
+from shared.models import Bid, Message, RoomSpec, TurnRecord
+from shared.records import (
+    RoomState,
+    bid_fields,
+    message_from_fields,
+    turn_record_from_fields,
+)
+
+
+class RoomNotFound(LookupError):
+    """The room id names no room."""
+
+
+class RoomExists(ValueError):
+    """A room with that id already exists."""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, the unit of the scheduling sorted sets."""
+    return int(time.time() * 1000)
+
+
+class RoomStore:
+    """Rooms in one Redis under one key prefix."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+
+    def create_room(self, room: str, spec: RoomSpec) -> None:
+        """Store a new room's spec and idle state; raise RoomExists if the id is taken."""
+        check_room_id(room)
+        if not self.redis.hsetnx(self.keys.state(room), "status", "idle"):
+            raise RoomExists(f"room {room!r} already exists")
+        spec_json = spec.model_dump_json(exclude_defaults=False)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(
+            self.keys.spec(room),
+            mapping={"version": 1, "name": spec.name, "policy": spec.policy.kind, "json": spec_json},
+        )
+        pipe.hset(self.keys.state(room), mapping={"last_seq": 0, "epoch": 0, "spec_version": 1})
+        pipe.zadd(self.keys.rooms, {room: now_ms()})
+        pipe.execute()
+
+    def post(self, room: str, sender: str, content: str) -> str:
+        """Queue a message from a person or app into the room; return its inbox id."""
+        if not sender.strip():
+            raise ValueError("a message needs a sender")
+        if not content.strip():
+            raise ValueError("a message needs some content")
+        if not self.redis.exists(self.keys.state(room)):
+            raise RoomNotFound(f"no room {room!r}")
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.xadd(self.keys.inbox(room), {"sender": sender, "content": content,
+                                           "ts": f"{time.time():.6f}"})
+        pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
+        pipe.zadd(self.keys.rooms, {room: now_ms()})
+        inbox_id, _, _ = pipe.execute()
+        return inbox_id.decode() if isinstance(inbox_id, bytes) else inbox_id
+
+    def read_spec(self, room: str) -> tuple[int, RoomSpec]:
+        """The room's spec and its version."""
+        version, spec_json = self.redis.hmget(self.keys.spec(room), "version", "json")
+        if spec_json is None:
+            raise RoomNotFound(f"no room {room!r}")
+        return int(version), RoomSpec.model_validate_json(spec_json)
+
+    def read_state(self, room: str) -> RoomState:
+        """The room's state hash."""
+        fields = self.redis.hgetall(self.keys.state(room))
+        if not fields:
+            raise RoomNotFound(f"no room {room!r}")
+        return RoomState(fields)
+
+    def read_messages(self, room: str, after_seq: int = 0, upto_seq: int | None = None
+                      ) -> list[Message]:
+        """Log messages with ``after_seq < seq <= upto_seq``."""
+        end = f"{upto_seq}-0" if upto_seq is not None else "+"
+        entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", end)
+        return [message_from_fields(fields) for _, fields in entries]
+
+    def follow(self, room: str, after_seq: int = 0, block_ms: int = 1000) -> list[Message]:
+        """Messages after ``after_seq``, waiting up to ``block_ms`` for the first one."""
+        reply = self.redis.xread({self.keys.log(room): f"{after_seq}-0"}, block=block_ms)
+        return [message_from_fields(fields) for _, entries in reply for _, fields in entries]
+
+    def iter_messages(self, room: str, after_seq: int = 0) -> Iterator[Message]:
+        """Every message from ``after_seq`` on, forever (stop iterating to end)."""
+        while True:
+            for message in self.follow(room, after_seq):
+                after_seq = message.seq
+                yield message
+
+    def read_turns(self, room: str) -> list[TurnRecord]:
+        """Every turn record still in the turns stream, oldest first."""
+        return [turn_record_from_fields(f) for _, f in self.redis.xrange(self.keys.turns(room))]
+
+    def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
+        """Append a worker's bid to the room's bids stream."""
+        self.redis.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
+
+    def list_rooms(self, limit: int = 100) -> list[str]:
+        """Room ids, most recently active first."""
+        return [decode(r) for r in self.redis.zrevrange(self.keys.rooms, 0, limit - 1)]
+
+    def coordinators(self) -> list[tuple[str, float]]:
+        """Coordinator ids with the age of their last heartbeat in seconds."""
+        now = now_ms()
+        beats = self.redis.zrange(self.keys.coordinators, 0, -1, withscores=True)
+        return [(decode(member), (now - score) / 1000) for member, score in beats]
+
+    def lease_holder(self, room: str) -> str | None:
+        """``<coordinator id>:<epoch>`` of the room's lease, or None."""
+        token = self.redis.get(self.keys.lease(room))
+        return decode(token) if token is not None else None
+
+    def delete_room(self, room: str) -> None:
+        """Remove every key of the room."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.delete(*self.keys.room_keys(room))
+        for index in (self.keys.rooms, self.keys.runnable):
+            pipe.zrem(index, room)
+        pipe.execute()
+
+
+def decode(value: bytes | str) -> str:
+    """A Redis reply value as str."""
+    return value.decode() if isinstance(value, bytes) else value
+

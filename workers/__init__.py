@@ -1,0 +1,1 @@
+"""Agent workers: the Celery app and tasks that turn an agent's model output into a bid."""

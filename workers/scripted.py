@@ -1,0 +1,56 @@
+"""Offline agents: each script entry becomes the raw completion a provider would return,
+so scripted bids go through the same parsing as real model output, with no LLM client."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from shared.models import AgentSpec, ScriptEntry
+
+
+class ScriptedError(RuntimeError):
+    """The error a script entry tells the agent to raise."""
+
+
+def entry_for_turn(agent: AgentSpec, turn: int) -> ScriptEntry | None:
+    """Turn k (1-based) replays entry k; past the end of the script the agent is silent."""
+    script = agent.script or []
+    return script[turn - 1] if 0 < turn <= len(script) else None
+
+
+def completion(entry: ScriptEntry) -> dict[str, Any]:
+    """The provider-shaped completion (OpenAI chat format) the entry stands for."""
+    if entry.error is not None:
+        raise ScriptedError(entry.error)
+    if entry.content is not None:
+        return _response({"role": "assistant", "content": entry.content})
+    if entry.arguments is not None:
+        arguments = entry.arguments
+    else:
+        given = {name: getattr(entry, name) for name in ("score", "message")
+                 if name in entry.model_fields_set}
+        arguments = orjson.dumps(given).decode()
+    call = {"id": "call_scripted", "type": "function",
+            "function": {"name": "respond", "arguments": arguments}}
+    return _response({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def scripted_completion(agent: AgentSpec, turn: int) -> dict[str, Any]:
+    """Replay the agent's entry for ``turn`` (sleeping first if it says so)."""
+    entry = entry_for_turn(agent, turn)
+    if entry is None:
+        return _response({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_scripted", "type": "function",
+             "function": {"name": "respond", "arguments": '{"score": 0, "message": ""}'}}]})
+    if entry.sleep:
+        time.sleep(entry.sleep)
+    return completion(entry)
+
+
+def _response(message: dict[str, Any]) -> dict[str, Any]:
+    return {"object": "chat.completion", "model": "scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}

@@ -1,0 +1,95 @@
+"""The ``parley.bid`` task: bid for a chunk of a room's agents, against one snapshot."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import cache
+from threading import Lock
+
+import redis
+import structlog
+
+from shared.keys import Keys
+from shared.models import BidRequest, Message, RoomSpec
+from shared.settings import get_settings
+from shared.store import RoomStore
+from workers.app import app
+from workers.bidding import make_bid
+
+log = structlog.get_logger("parley.worker")
+
+# Agent calls are I/O bound: a chunk's calls run side by side on these threads.
+_calls = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agent-call")
+
+
+@cache
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(get_settings().redis_url)
+
+
+def store_for(prefix: str) -> RoomStore:
+    """The room store under the request's key prefix."""
+    return RoomStore(_redis(), Keys(prefix))
+
+
+class SpecCache:
+    """Room specs by (prefix, room), kept while their version is current."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self.specs: OrderedDict[tuple[str, str], tuple[int, RoomSpec]] = OrderedDict()
+        self.lock = Lock()
+
+    def get(self, store: RoomStore, prefix: str, room: str, version: int) -> RoomSpec:
+        """The spec at ``version``, read from Redis only when not cached."""
+        key = (prefix, room)
+        with self.lock:
+            cached = self.specs.get(key)
+            if cached and cached[0] == version:
+                self.specs.move_to_end(key)
+                return cached[1]
+        read_version, spec = store.read_spec(room)
+        with self.lock:
+            self.specs[key] = (read_version, spec)
+            if len(self.specs) > self.size:
+                self.specs.popitem(last=False)
+        return spec
+
+
+_specs = SpecCache()
+
+
+@app.task(name="parley.bid")
+def bid(request: dict) -> None:
+    """Bid for each agent of the chunk concurrently; write each bid as soon as it exists."""
+    req = BidRequest.model_validate(request)
+    if time.time() > req.deadline:
+        log.info("bid_request_expired", room=req.room, turn=req.turn)
+        return
+    store = store_for(req.prefix)
+    spec = _specs.get(store, req.prefix, req.room, req.spec_version)
+    transcript = _transcript_once(store, req)
+    maxlen = get_settings().bids_stream_maxlen
+    futures = [
+        _calls.submit(make_bid, spec.agent(name), spec.agents, req.turn, req.attempt,
+                      transcript, req.deadline)
+        for name in req.agents
+    ]
+    for future in as_completed(futures):
+        store.write_bid(req.room, future.result(), maxlen)
+
+
+def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
+    """The snapshot's messages, read at most once per task and only if an agent needs it."""
+    lock = Lock()
+    cached: list[list[Message]] = []
+
+    def transcript() -> list[Message]:
+        with lock:
+            if not cached:
+                cached.append(store.read_messages(req.room, upto_seq=req.snapshot_seq))
+            return cached[0]
+
+    return transcript
