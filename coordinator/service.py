@@ -35,15 +35,13 @@ def new_coordinator_id() -> str:
 class Coordinator:
     """Serves rooms: one asyncio task per leased room, up to ``coordinator_capacity``."""
 
-    def __init__(self, settings: Settings, transport: Transport, coordinator_id: str = ""):
+    def __init__(self, settings: Settings, transport: Transport, coordinator_id: str = "",
+                 client: Redis | None = None):
         self.settings = settings
         self.transport = transport
         self.id = coordinator_id or new_coordinator_id()
         self.keys = Keys(settings.key_prefix)
-        # Each room waiting for bids holds a connection in XREAD BLOCK.
-        pool = BlockingConnectionPool.from_url(
-            settings.redis_url, max_connections=settings.coordinator_capacity + 8, timeout=None)
-        self.redis = Redis(connection_pool=pool)
+        self.redis = client or connect(settings)
         scripts = Scripts(self.redis)
         self.io = RoomIO(self.redis, self.keys, scripts)
         self.leases = Leases(self.redis, self.keys, scripts, self.id, settings.lease_ttl_s)
@@ -162,6 +160,14 @@ class Coordinator:
             await self.redis.zrem(self.keys.coordinators, self.id)
         await self.redis.aclose()
         log.info("coordinator_stopped", coordinator=self.id, released=len(entries))
+
+
+def connect(settings: Settings) -> Redis:
+    """The coordinator's Redis client: each room waiting for bids holds one connection in
+    XREAD BLOCK, so the pool is sized to the capacity."""
+    pool = BlockingConnectionPool.from_url(
+        settings.redis_url, max_connections=settings.coordinator_capacity + 8, timeout=None)
+    return Redis(connection_pool=pool)
 
 
 async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "") -> None:

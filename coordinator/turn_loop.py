@@ -87,21 +87,26 @@ class RoomRunner:
         are reused, the missing agents are asked, and whoever has not answered by the
         deadline counts as timed out."""
         room = self.lease.room
-        wanted = set(self.spec.agent_names)
         got: dict[str, Bid] = {}
-        cursor = turn.bids_from
-        for cursor, bid in await self.io.read_bids(room, turn.bids_from):
-            if bid.turn == turn.number and bid.agent in wanted:
-                got.setdefault(bid.agent, bid)
+        cursor = self.keep_bids(turn, got, await self.io.read_bids(room, turn.bids_from),
+                                turn.bids_from)
         self.fan_out(turn, [name for name in self.spec.agent_names if name not in got])
-        while len(got) < len(wanted):
+        while len(got) < len(self.spec.agents):
             block_ms = int((turn.deadline - time.time()) * 1000)
             if block_ms <= 0:
                 break
-            for cursor, bid in await self.io.wait_bids(room, cursor, block_ms):
-                if bid.turn == turn.number and bid.agent in wanted:
-                    got.setdefault(bid.agent, bid)
+            cursor = self.keep_bids(turn, got, await self.io.wait_bids(room, cursor, block_ms),
+                                    cursor)
         return [got.get(name) or timed_out(name, turn.number) for name in self.spec.agent_names]
+
+    def keep_bids(self, turn: OpenTurn, got: dict[str, Bid], entries: list[tuple[str, Bid]],
+                  cursor: str) -> str:
+        """Keep each agent's first bid for this turn (late bids of earlier turns and
+        redelivered duplicates are ignored); returns the stream id read up to."""
+        for cursor, bid in entries:  # noqa: B007 - the last id read is the new cursor
+            if bid.turn == turn.number and bid.agent in self.spec.agent_names:
+                got.setdefault(bid.agent, bid)
+        return cursor
 
     def fan_out(self, turn: OpenTurn, agents: list[str]) -> None:
         """Send one task per queue and chunk of agents."""

@@ -25,7 +25,6 @@ from shared.store import RoomExists, RoomNotFound
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 console = Console()
-errors = Console(stderr=True)
 
 
 class CliError(Exception):
@@ -54,7 +53,8 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
                        "or point PARLEY_REDIS_URL at one")
         except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
-        errors.print(f"parley: {message}", highlight=False, markup=False)
+        # Plain print: one line, never wrapped to the terminal's width.
+        print(f"parley: {message}", file=sys.stderr)
         raise typer.Exit(2)
 
     return wrapper

@@ -18,7 +18,6 @@ from shared.settings import Settings, get_settings
 from shared.store import RoomStore
 
 
-
 class RunResult(BaseModel):
     """How a run ended, with the room's whole conversation."""
 

@@ -83,3 +83,59 @@ def start_redis(port: int, directory: Path, *options: str) -> subprocess.Popen[b
         time.sleep(0.05)
     stop(process)
     raise RuntimeError(f"redis-server did not answer on port {port}")
+
+
+class ProcessGroup:
+    """Coordinators and workers started together and all stopped together, by PID.
+
+    Use as a context manager so that they are stopped even when the caller fails.
+    """
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        self.directory = directory
+        self.env = env
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.logs: dict[int, Path] = {}
+
+    def __enter__(self) -> ProcessGroup:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop_all()
+
+    def _track(self, kind: str, starter, *extra: str,  # noqa: ANN001
+               env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log_path = self.directory / f"{kind}-{len(self.processes)}.log"
+        process = starter(log_path, {**self.env, **(env or {})}, *extra)
+        self.processes.append(process)
+        self.logs[process.pid] = log_path
+        return process
+
+    def coordinator(self, *extra: str, env: dict[str, str] | None = None
+                    ) -> subprocess.Popen[bytes]:
+        """Start one more coordinator."""
+        return self._track("coordinator", start_coordinator, *extra, env=env)
+
+    def worker(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start one more worker."""
+        return self._track("worker", start_worker, *extra, env=env)
+
+    def kill(self, process: subprocess.Popen[bytes], signum: int = signal.SIGKILL) -> None:
+        """Send ``signum`` to one process (by PID) and reap it if it was a kill."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signum)
+        if signum == signal.SIGKILL:
+            process.wait()
+
+    def stop_all(self) -> None:
+        """Stop every process still running, newest first."""
+        for process in reversed(self.processes):
+            stop(process)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of every process's log, for a failing test's report."""
+        parts = []
+        for pid, path in self.logs.items():
+            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+            parts.append(f"--- {path.name} (pid {pid})\n" + "\n".join(text))
+        return "\n".join(parts)

@@ -30,6 +30,7 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Not cached: tests re-configure structlog (capture_logs) after loggers were used.
+        cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")

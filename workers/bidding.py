@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
@@ -41,10 +40,3 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], turn: int, attempt:
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     return bid.model_copy(update={"latency_ms": latency_ms})
 
-
-def usage_of(response: Any) -> dict[str, Any]:
-    """Token counts from a provider response (zero where it gives none)."""
-    usage = getattr(response, "usage", None) or (response.get("usage") if isinstance(response, dict) else None) or {}
-    get = usage.get if isinstance(usage, dict) else lambda name, default=0: getattr(usage, name, default)
-    return {"prompt_tokens": int(get("prompt_tokens", 0) or 0),
-            "completion_tokens": int(get("completion_tokens", 0) or 0)}

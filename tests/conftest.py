@@ -1,0 +1,116 @@
+"""Fixtures shared by every layer of the suite.
+
+Integration tests use the real Redis at PARLEY_REDIS_URL (default 127.0.0.1:6379/0),
+each test under its own key prefix and Celery queue, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+
+from parley.processes import ProcessGroup
+from shared.keys import Keys
+from shared.settings import Settings
+
+REDIS_URL = os.environ.get("PARLEY_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def delete_prefix(client: redis.Redis, prefix: str) -> None:
+    """Delete every key under ``prefix``."""
+    for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+        client.delete(key)
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A key prefix no other test uses."""
+    return f"parley-test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def keys(prefix: str) -> Keys:
+    """Key names under the test's prefix."""
+    return Keys(prefix)
+
+
+@pytest.fixture
+def real_redis(prefix: str) -> Iterator[redis.Redis]:
+    """The real Redis; the test's keys are deleted afterwards."""
+    client = redis.Redis.from_url(REDIS_URL)
+    client.ping()
+    yield client
+    delete_prefix(client, prefix)
+    client.close()
+
+
+@pytest.fixture
+def fake_redis() -> fakeredis.FakeRedis:
+    """An in-memory Redis with Lua, private to the test."""
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.redis)])
+def any_redis(request: pytest.FixtureRequest) -> redis.Redis:
+    """The store tests run on both fakeredis and the real Redis."""
+    fixture = "fake_redis" if request.param == "fakeredis" else "real_redis"
+    return request.getfixturevalue(fixture)
+
+
+@pytest.fixture
+def queue() -> str:
+    """A Celery queue no other test uses."""
+    return f"parley-test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def settings(prefix: str) -> Settings:
+    """Settings for the test's prefix on the real Redis."""
+    return Settings(redis_url=REDIS_URL, key_prefix=prefix)
+
+
+@pytest.fixture
+def processes(tmp_path: Path, prefix: str, real_redis: redis.Redis,
+              request: pytest.FixtureRequest) -> Iterator[ProcessGroup]:
+    """Real coordinator and worker processes for the test; all stopped by PID afterwards,
+    and their logs printed when the test failed."""
+    env = {
+        "PARLEY_REDIS_URL": REDIS_URL,
+        "PARLEY_BROKER_URL": REDIS_URL,
+        "PARLEY_KEY_PREFIX": prefix,
+        "PARLEY_WORKER_PRELOAD_LITELLM": "false",
+        "PARLEY_LOG_FORMAT": "json",
+        "PARLEY_SCAN_INTERVAL_S": "0.1",
+    }
+    group = ProcessGroup(tmp_path, env)
+    try:
+        yield group
+    finally:
+        group.stop_all()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(group.log_tail())
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ANN201
+    """Keep each phase's report on the item, so fixtures can tell a test failed."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture(autouse=True)
+def fresh_structlog() -> Iterator[None]:
+    """Each test starts from structlog's defaults, whatever an earlier test configured."""
+    yield
+    import structlog
+
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()

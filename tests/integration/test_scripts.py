@@ -1,0 +1,203 @@
+"""Lease and commit scripts, on fakeredis and on the real Redis."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+import redis
+
+from shared.keys import Keys
+from shared.models import RoomSpec
+from shared.records import RoomState
+from shared.scripts import Scripts
+from shared.store import RoomStore
+from tests.support.rooms import scripted_spec
+
+ROOM = "r1"
+TTL_MS = 5000
+
+
+@pytest.fixture
+def store(any_redis: redis.Redis, keys: Keys) -> RoomStore:
+    store = RoomStore(any_redis, keys)
+    spec: RoomSpec = scripted_spec({"A": [], "B": []})
+    store.create_room(ROOM, spec)
+    return store
+
+
+@pytest.fixture
+def scripts(any_redis: redis.Redis) -> Scripts:
+    return Scripts(any_redis)
+
+
+def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
+    return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=[owner, TTL_MS]))
+
+
+def drain(scripts: Scripts, keys: Keys, token: str) -> int:
+    return int(scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                   keys.log(ROOM)], args=[token, 1, 100]))
+
+
+def open_turn(scripts: Scripts, keys: Keys, token: str) -> list:
+    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM)],
+                             args=[token, "2000000000.0", "1000.0"])
+
+
+def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: int,
+           sender: str = "A") -> int:
+    payload = {
+        "message": {"sender": sender, "content": "hello", "score": "0.9", "turn": str(turn)},
+        "recent": orjson.dumps([sender]).decode(),
+        "usage": {"prompt_tokens": "10", f"agent:{sender}:prompt_tokens": "10"},
+        "record": {"turn": str(turn), "winner": sender},
+        "turns_maxlen": "1000",
+    }
+    return int(scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
+                                    keys.turns(ROOM)],
+                              args=[token, turn, expected_seq, orjson.dumps(payload)]))
+
+
+def test_acquire_takes_a_free_lease_and_bumps_the_epoch(store, scripts, keys):
+    assert acquire(scripts, keys, "c1") == 1
+    assert store.lease_holder(ROOM) == "c1:1"
+    assert store.read_state(ROOM).epoch == 1
+
+
+def test_concurrent_acquire_lets_exactly_one_coordinator_in(store, scripts, keys):
+    results = [acquire(scripts, keys, f"c{i}") for i in range(5)]
+    assert results == [1, 0, 0, 0, 0]
+    assert store.lease_holder(ROOM) == "c0:1"
+
+
+def test_acquire_of_an_unknown_room_is_an_error(scripts, keys):
+    with pytest.raises(redis.ResponseError, match="NOROOM"):
+        scripts.acquire(keys=[keys.lease("nope"), keys.state("nope")], args=["c1", TTL_MS])
+
+
+def test_renew_by_a_non_holder_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c2:1", TTL_MS]) == 0
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", TTL_MS]) == 1
+
+
+def test_release_by_a_non_holder_changes_nothing(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    assert scripts.release(keys=[keys.lease(ROOM)], args=["c2:1"]) == 0
+    assert store.lease_holder(ROOM) == "c1:1"
+    assert scripts.release(keys=[keys.lease(ROOM)], args=["c1:1"]) == 1
+    assert store.lease_holder(ROOM) is None
+
+
+def test_drain_moves_posts_to_the_log_in_order_and_starts_a_run(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "first")
+    store.post(ROOM, "Ann", "second")
+    assert drain(scripts, keys, "c1:1") == 2
+    messages = store.read_messages(ROOM)
+    assert [(m.seq, m.sender, m.content, m.score) for m in messages] == [
+        (1, "User", "first", None), (2, "Ann", "second", None)]
+    state = store.read_state(ROOM)
+    assert (state.status, state.run, state.messages_in_run, state.last_seq) == ("running", 1, 2, 2)
+    assert store.redis.xlen(keys.inbox(ROOM)) == 0
+
+
+def test_drain_with_a_stale_token_writes_nothing(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "hi")
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        drain(scripts, keys, "c2:1")
+    assert store.redis.xlen(keys.inbox(ROOM)) == 1
+    assert store.read_messages(ROOM) == []
+
+
+def test_commit_appends_the_winner_and_closes_the_turn(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    turn, snapshot, _ = open_turn(scripts, keys, "c1:1")
+    assert (turn, snapshot) == (1, 1)
+    assert commit(scripts, keys, "c1:1", 1, 1) == 2
+    state = store.read_state(ROOM)
+    assert (state.last_seq, state.turn_open, state.recent, state.messages_in_run) == (
+        2, False, ["A"], 2)
+    assert state.totals() == {"prompt_tokens": 10.0, "agent:A:prompt_tokens": 10.0}
+    assert [m.seq for m in store.read_messages(ROOM)] == [1, 2]
+
+
+def test_commit_with_a_stale_epoch_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    # c1's lease lapses and c2 takes the room under epoch 2.
+    store.redis.delete(keys.lease(ROOM))
+    assert acquire(scripts, keys, "c2") == 2
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        commit(scripts, keys, "c1:1", 1, 1)
+    assert [m.seq for m in store.read_messages(ROOM)] == [1]
+    assert store.redis.xlen(keys.turns(ROOM)) == 0
+
+
+def test_commit_with_the_same_epoch_but_another_owner_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        commit(scripts, keys, "c9:1", 1, 0)
+
+
+def test_commit_with_a_wrong_expected_seq_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    with pytest.raises(redis.ResponseError, match="STALESEQ"):
+        commit(scripts, keys, "c1:1", 1, 0)
+    assert store.read_state(ROOM).turn_open
+
+
+def test_commit_of_a_turn_that_is_not_open_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    commit(scripts, keys, "c1:1", 1, 1)
+    with pytest.raises(redis.ResponseError, match="NOTURN"):
+        commit(scripts, keys, "c1:1", 1, 2)
+    assert [m.seq for m in store.read_messages(ROOM)] == [1, 2]
+
+
+def test_open_turn_twice_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    open_turn(scripts, keys, "c1:1")
+    with pytest.raises(redis.ResponseError, match="TURNOPEN"):
+        open_turn(scripts, keys, "c1:1")
+
+
+def test_open_turn_records_where_its_bids_start(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    late = store.redis.xadd(keys.bids(ROOM), {"agent": "A", "turn": "0"})
+    _, _, bids_from = open_turn(scripts, keys, "c1:1")
+    assert bids_from == late
+    state = RoomState(store.redis.hgetall(keys.state(ROOM)))
+    assert state.turn_bids_from == late.decode()
+
+
+def test_end_run_sets_the_stop_reason(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM)],
+                    args=["c1:1", "idle", "max_messages", ""])
+    state = store.read_state(ROOM)
+    assert (state.status, state.stop_reason) == ("idle", "max_messages")
+
+
+@pytest.mark.redis
+def test_a_lease_expires_after_its_ttl(real_redis, keys):
+    import time
+
+    store = RoomStore(real_redis, keys)
+    store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
+    scripts = Scripts(real_redis)
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 150])) == 1
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 0
+    time.sleep(0.3)
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 2

@@ -1,0 +1,32 @@
+"""An in-process twin of the Celery transport: answers bid requests at once, through the
+workers' own bidding code, so the coordinator's logic runs in milliseconds."""
+
+from __future__ import annotations
+
+import redis
+
+from shared.keys import Keys
+from shared.models import BidRequest
+from shared.store import RoomStore
+from workers.bidding import make_bid
+
+
+class LocalWorkerTransport:
+    """Bids for every request as it is sent (optionally only for some agents)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, answering: set[str] | None = None):
+        self.store = RoomStore(client, keys)
+        self.answering = answering
+        self.sent: list[tuple[str, BidRequest]] = []
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Record each request and write the bids of the agents that answer."""
+        self.sent.extend(requests)
+        for _, request in requests:
+            _, spec = self.store.read_spec(request.room)
+            for name in request.agents:
+                if self.answering is not None and name not in self.answering:
+                    continue
+                bid = make_bid(spec.agent(name), spec.agents, request.turn, request.attempt,
+                               lambda: [], request.deadline)
+                self.store.write_bid(request.room, bid, 1000)

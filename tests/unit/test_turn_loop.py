@@ -1,0 +1,166 @@
+"""The coordinator's turn loop on fakeredis with an in-process worker twin."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+import pytest
+import structlog
+
+from coordinator.lease import LeaseLost, Leases
+from coordinator.room_io import RoomIO
+from coordinator.service import Coordinator
+from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared.keys import Keys
+from shared.models import Bid, StopReason
+from shared.scripts import Scripts
+from shared.settings import Settings
+from shared.store import RoomStore
+from tests.support.local_worker import LocalWorkerTransport
+from tests.support.rooms import rotating_scripts, scripted_spec
+
+ROOM = "room-1"
+
+
+@pytest.fixture
+def server() -> fakeredis.FakeServer:
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def sync_redis(server):
+    return fakeredis.FakeRedis(server=server)
+
+
+@pytest.fixture
+def async_redis(server):
+    return fakeredis.FakeAsyncRedis(server=server)
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys("t")
+
+
+def runner_parts(async_redis, keys, owner="c1"):
+    scripts = Scripts(async_redis)
+    return RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
+
+
+async def serve_once(async_redis, keys, transport, owner="c1", agents_per_task=8):
+    io, leases = runner_parts(async_redis, keys, owner)
+    lease = await leases.acquire(ROOM)
+    assert lease is not None
+    runner = RoomRunner(lease, io, transport, TurnOptions("t", agents_per_task, 1000))
+    await runner.run()
+    return lease
+
+
+def test_a_room_runs_to_its_lull_and_goes_idle(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(3, 4)))
+    store.post(ROOM, "User", "go")
+    transport = LocalWorkerTransport(sync_redis, keys)
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(serve_once(async_redis, keys, transport))
+
+    assert [m.sender for m in store.read_messages(ROOM)] == [
+        "User", "agent1", "agent2", "agent0", "agent1"]
+    state = store.read_state(ROOM)
+    assert (state.status, state.stop_reason, state.turn_open) == ("idle", StopReason.LULL, False)
+    assert sync_redis.zscore(keys.runnable, ROOM) is None
+    committed = [e for e in logs if e["event"] == "turn_committed"]
+    assert [e["speaker"] for e in committed] == ["agent1", "agent2", "agent0", "agent1", None]
+    assert all(len(e["calls"]) == 3 for e in committed)
+
+
+def test_a_turn_is_sent_in_chunks_of_agents_per_task(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(5, 1)))
+    store.post(ROOM, "User", "go")
+    transport = LocalWorkerTransport(sync_redis, keys)
+
+    asyncio.run(serve_once(async_redis, keys, transport, agents_per_task=2))
+
+    first_turn = [r.agents for _, r in transport.sent if r.turn == 1]
+    assert first_turn == [["agent0", "agent1"], ["agent2", "agent3"], ["agent4"]]
+
+
+def test_a_resumed_turn_reuses_arrived_bids_and_asks_only_the_missing(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(3, 1)))
+    store.post(ROOM, "User", "go")
+
+    async def crash_after_open() -> None:
+        io, leases = runner_parts(async_redis, keys, "dead")
+        lease = await leases.acquire(ROOM)
+        await io.drain_inbox(lease)
+        await io.open_turn(lease, 30)
+        # A worker answered for agent1 before the coordinator died.
+        store.write_bid(ROOM, Bid(agent="agent1", turn=1, score=0.9, message="kept", attempt=1),
+                        1000)
+        sync_redis.delete(keys.lease(ROOM))
+
+    asyncio.run(crash_after_open())
+    transport = LocalWorkerTransport(sync_redis, keys)
+    asyncio.run(serve_once(async_redis, keys, transport, owner="c2"))
+
+    resumed = [r for _, r in transport.sent if r.turn == 1]
+    assert [r.agents for r in resumed] == [["agent0", "agent2"]]
+    assert resumed[0].attempt == 2
+    assert [m.content for m in store.read_messages(ROOM)] == ["go", "kept"]
+    assert store.read_turns(ROOM)[0].epoch == 2
+
+
+def test_a_coordinator_that_lost_its_lease_cannot_commit(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 3)))
+    store.post(ROOM, "User", "go")
+
+    class StealingTransport(LocalWorkerTransport):
+        def send(self, requests):
+            super().send(requests)
+            sync_redis.set(keys.lease(ROOM), "thief:9")
+
+    with pytest.raises(LeaseLost):
+        asyncio.run(serve_once(async_redis, keys, StealingTransport(sync_redis, keys)))
+    assert [m.sender for m in store.read_messages(ROOM)] == ["User"]
+    assert store.read_turns(ROOM) == []
+
+
+def test_agents_that_do_not_answer_time_out_and_are_silent(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2), bid_timeout_s=0.05))
+    store.post(ROOM, "User", "go")
+    transport = LocalWorkerTransport(sync_redis, keys, answering={"agent0"})
+
+    asyncio.run(serve_once(async_redis, keys, transport))
+
+    turns = store.read_turns(ROOM)
+    assert [(b.agent, b.status) for b in turns[0].bids] == [("agent0", "ok"), ("agent1", "timeout")]
+    assert turns[0].stop_reason is StopReason.LULL
+
+
+def test_the_scheduler_takes_rooms_up_to_its_capacity(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    for i in range(3):
+        store.create_room(f"r{i}", scripted_spec(rotating_scripts(2, 1), bid_timeout_s=30))
+        store.post(f"r{i}", "User", "go")
+    silent = LocalWorkerTransport(sync_redis, keys, answering=set())
+    coordinator = Coordinator(Settings(key_prefix="t", coordinator_capacity=2), silent, "c1",
+                              client=async_redis)
+
+    async def scan_three_times() -> list[str]:
+        for _ in range(3):
+            await coordinator.scan()
+            await asyncio.sleep(0.01)
+        held = sorted(coordinator.rooms)
+        assert {store.lease_holder(room) for room in held} == {"c1:1"}
+        for _, task in coordinator.rooms.values():
+            task.cancel()
+        return held
+
+    assert len(asyncio.run(scan_three_times())) == 2
+    assert sync_redis.zscore(keys.coordinators, "c1") is not None
