@@ -1,5 +1,7 @@
 """parley: group chats of LLM agents, one speaker per turn, run across processes."""
 
 from parley.client import Client, RunResult
+from parley.groupchat import GroupChat
+from workers.prompts import RESPOND_TOOL
 
-__all__ = ["Client", "RunResult"]
+__all__ = ["RESPOND_TOOL", "Client", "GroupChat", "RunResult"]
