@@ -1,9 +1,10 @@
 """Turn whatever a provider returned for the forced ``respond`` call into (score, message).
 
 Providers and client libraries hand the same decision back in many shapes: a completion
-with tool calls, one tool call, a list of them, a dict, a JSON string, a Python repr, a
-pydantic object. ``parse_respond`` accepts them all and never raises: anything it cannot
-read becomes the silent bid (0.0, "") with the reason kept for operators.
+with tool calls, one tool call, a list of them, a dict, a JSON string, a Python repr (of
+plain data or of client objects), a pydantic object, a score given as a string, a field
+left out. ``parse_respond`` accepts them all and never raises: anything it cannot read
+becomes the silent bid (0.0, "") with the reason kept for operators.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import orjson
 
 RESPOND = "respond"
 _MAX_DEPTH = 12
+_SNIPPET_CHARS = 80
+# The keys that carry a call's arguments: OpenAI ``arguments``, Gemini ``args``,
+# Anthropic ``input`` (on a tool_use block).
+_ARGUMENT_KEYS = ("arguments", "args", "input")
 
 
 @dataclass(frozen=True)
@@ -53,23 +58,48 @@ def _decision(raw: Any, depth: int) -> tuple[float, str]:
         raise Unparseable(f"unexpected output type {type(raw).__name__}")
     if "choices" in raw:
         return _decision(_first_message(raw), depth - 1)
-    if "tool_calls" in raw or ("content" in raw and "score" not in raw):
-        calls = raw.get("tool_calls")
-        if not calls:
-            raise Unparseable("no respond tool call in the reply")
-        return _decision(calls, depth - 1)
-    if "function" in raw:
+    if _is_chat_message(raw):
+        return _decision(_calls_of(raw), depth - 1)
+    if raw.get("function"):
         return _decision(raw["function"], depth - 1)
-    if "arguments" in raw:
-        return _decision(raw["arguments"], depth - 1)
+    for key in _ARGUMENT_KEYS:
+        if key in raw:
+            return _decision(raw[key], depth - 1)
     if "score" in raw or "message" in raw:
         return _score(raw.get("score")), _message(raw.get("message"))
     raise Unparseable("no score or message in the output")
 
 
+def _is_chat_message(raw: dict[str, Any]) -> bool:
+    """An assistant message (tool calls and/or content), as opposed to a decision."""
+    if "tool_calls" in raw or "function_call" in raw:
+        return True
+    return "content" in raw and "score" not in raw and "message" not in raw
+
+
+def _calls_of(message: dict[str, Any]) -> list[Any]:
+    """The message's tool calls (or legacy function call); Unparseable when there are none."""
+    calls = message.get("tool_calls") or []
+    if not calls and message.get("function_call"):
+        calls = [message["function_call"]]
+    if not calls and isinstance(message.get("content"), list):
+        calls = [block for block in map(_plain, message["content"])
+                 if isinstance(block, dict) and block.get("type") == "tool_use"]
+    if not calls:
+        raise Unparseable("no respond tool call in the reply" + _answered_in_text(message))
+    return list(calls)
+
+
+def _answered_in_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return f" (it answered in text: {_snippet(content)})"
+    return ""
+
+
 def _plain(raw: Any) -> Any:
     """Objects with ``model_dump`` (pydantic, litellm responses) or ``__dict__`` as dicts."""
-    if hasattr(raw, "model_dump"):
+    if hasattr(raw, "model_dump") and not isinstance(raw, type):
         return raw.model_dump()
     if hasattr(raw, "__dict__") and not isinstance(raw, type):
         return dict(vars(raw))
@@ -85,9 +115,29 @@ def _load_text(text: str) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError) as error:
-        raise Unparseable(f"not JSON or a Python literal: {text[:80]!r}") from error
+        return _literal(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
+        raise Unparseable(f"not JSON or a Python literal: {_snippet(text)}") from error
+
+
+def _literal(node: ast.AST) -> Any:
+    """A Python repr read as data, never evaluated: literals as themselves, and calls with
+    keyword arguments only (the repr of client objects, ``Function(name='respond', ...)``)
+    as dicts of their arguments."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _literal(node.operand)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(item) for item in node.elts]
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_literal(key): _literal(value)
+                for key, value in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.Call) and not node.args and all(k.arg for k in node.keywords):
+        return {keyword.arg: _literal(keyword.value) for keyword in node.keywords}
+    raise ValueError(f"not a literal: {type(node).__name__}")
 
 
 def _first_message(response: dict[str, Any]) -> Any:
@@ -103,11 +153,16 @@ def _pick_call(calls: list[Any]) -> Any:
     if not calls:
         raise Unparseable("empty list of tool calls")
     for call in calls:
-        call = _plain(call)
-        function = _plain(call.get("function")) if isinstance(call, dict) else None
-        if isinstance(function, dict) and function.get("name") == RESPOND:
+        if _call_name(_plain(call)) == RESPOND:
             return call
     return calls[0]
+
+
+def _call_name(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return None
+    function = _plain(call.get("function"))
+    return function.get("name") if isinstance(function, dict) else call.get("name")
 
 
 def _score(value: Any) -> float:
@@ -118,7 +173,7 @@ def _score(value: Any) -> float:
     try:
         score = float(value)
     except (TypeError, ValueError) as error:
-        raise Unparseable(f"score must be a number, got {value!r}") from error
+        raise Unparseable(f"score must be a number, got {_snippet(value)}") from error
     if math.isnan(score):
         raise Unparseable("score is NaN")
     return min(1.0, max(0.0, score))
@@ -132,3 +187,8 @@ def _message(value: Any) -> str:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     raise Unparseable(f"message must be text, got {type(value).__name__}")
+
+
+def _snippet(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:_SNIPPET_CHARS] + ("..." if len(text) > _SNIPPET_CHARS else ""))
