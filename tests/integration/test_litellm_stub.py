@@ -1,0 +1,184 @@
+"""Bids through litellm's real HTTP client and response parsing, against a local
+OpenAI-compatible stub server: agents with model ``openai/<name>`` and the stub as api_base."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import litellm
+import pytest
+
+from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
+from shared.models import AgentSpec, Bid, BidStatus, Message
+from tests.support.openai_stub import (
+    OpenAIStub,
+    error,
+    model_not_found,
+    rate_limited,
+    raw_arguments,
+    text,
+    tool_call,
+)
+from workers.bidding import make_bid
+from workers.llm import token_counter
+from workers.prompts import input_budget
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
+
+KEY_ENV, KEY = "PARLEY_STUB_KEY", "sk-stub-key"
+TRANSCRIPT = [
+    Message(seq=1, sender="User", content="Should we launch the beta?"),
+    Message(seq=2, sender="Skeptic", content="What fails first?"),
+    Message(seq=3, sender="Optimist", content="Nothing we cannot roll back."),
+]
+
+
+@pytest.fixture
+def stub(monkeypatch) -> Iterator[OpenAIStub]:
+    """The stub server, expecting the key the agents read from KEY_ENV."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with OpenAIStub(api_key=KEY) as server:
+        yield server
+
+
+def agent_on(stub: OpenAIStub, name: str, model: str | None = None, **fields) -> AgentSpec:
+    return AgentSpec(name=name, role="finds what fails first", model=f"openai/{model or name}",
+                     api_base=stub.url, api_key_env=KEY_ENV, **fields)
+
+
+def bid(agent: AgentSpec, transcript: list[Message] = TRANSCRIPT, deadline_s: float = 10) -> Bid:
+    others = [AgentSpec(name="Optimist", model="scripted", script=[])]
+    return make_bid(agent, [*others, agent], 1, 0, lambda: transcript, time.time() + deadline_s)
+
+
+def test_a_tool_call_reply_is_a_bid_with_the_providers_token_counts(stub):
+    stub.script("skeptic", tool_call(0.8, "  Rehearse the migration.  ",
+                                     prompt_tokens=321, completion_tokens=12))
+    result = bid(agent_on(stub, "Skeptic", "skeptic"))
+
+    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.8,
+                                                             "Rehearse the migration.")
+    assert (result.prompt_tokens, result.completion_tokens) == (321, 12)
+    assert result.cost_usd == 0.0  # litellm has no price for a stub model
+
+
+def test_the_request_forces_respond_and_sends_typed_turns_with_the_key(stub):
+    stub.script("skeptic", tool_call(0.1, ""))
+    bid(agent_on(stub, "Skeptic", "skeptic", system_prompt="You find risks.", temperature=0.2))
+
+    [request] = stub.requests_for("skeptic")
+    body = request.body
+    assert request.authorization == f"Bearer {KEY}"
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "respond"}}
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["respond"]
+    assert body["temperature"] == 0.2
+    assert body["messages"][:4] == [
+        {"role": "system", "content": "You find risks."},
+        {"role": "user", "content": "User: Should we launch the beta?"},
+        {"role": "assistant", "content": "What fails first?"},
+        {"role": "user", "content": "Optimist: Nothing we cannot roll back."},
+    ]
+    decide = body["messages"][4]
+    assert decide["role"] == "user" and decide["content"].startswith("You are Skeptic,")
+    assert "Latest message, from Optimist:\nNothing we cannot roll back." in decide["content"]
+
+
+def test_a_score_sent_as_a_string_is_read(stub):
+    stub.script("economist", raw_arguments('{"score": "0.7", "message": "Delay is cheap."}'))
+    result = bid(agent_on(stub, "Economist", "economist"))
+    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.7, "Delay is cheap.")
+
+
+def test_a_reply_without_a_tool_call_is_an_unparsed_silent_bid(stub):
+    stub.script("chatty", text("I think we should ship it."))
+    result = bid(agent_on(stub, "Chatty", "chatty"))
+    assert (result.status, result.score, result.message) == (BidStatus.UNPARSED, 0.0, "")
+    assert "I think we should ship it." in result.error
+    assert likely_fix(result.error) == FUNCTION_CALLING_FIX
+    assert result.prompt_tokens > 0
+
+
+def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, "sk-wrong")
+    result = bid(agent_on(stub, "Skeptic", "skeptic"))
+    assert result.status is BidStatus.ERROR and result.score == 0.0
+    assert result.error.startswith("AuthenticationError: ") and "Incorrect API key" in result.error
+    assert likely_fix(result.error).startswith("the provider refused the API key")
+    assert len(stub.received) == 1
+
+
+def test_a_rate_limit_then_success_is_retried_after_the_providers_delay(stub):
+    stub.script("busy", rate_limited(retry_after_s=0.3), tool_call(0.9, "Now I can answer."))
+    started = time.monotonic()
+    result = bid(agent_on(stub, "Busy", "busy"))
+
+    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.9,
+                                                             "Now I can answer.")
+    assert [item.reply.status for item in stub.requests_for("busy")] == [429, 200]
+    assert time.monotonic() - started >= 0.3
+
+
+def test_rate_limits_past_the_deadline_give_up_before_it(stub):
+    stub.script("swamped", *[rate_limited(retry_after_s=0.2) for _ in range(50)])
+    started = time.monotonic()
+    result = bid(agent_on(stub, "Swamped", "swamped"), deadline_s=1.0)
+
+    assert result.status is BidStatus.ERROR and result.error.startswith("RateLimitError: ")
+    assert 2 <= len(stub.requests_for("swamped")) < 10
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_server_error_is_a_silent_bid_and_is_not_retried(stub):
+    stub.script("broken", error(500))
+    result = bid(agent_on(stub, "Broken", "broken"))
+    assert result.status is BidStatus.ERROR
+    assert result.error.startswith("InternalServerError: ")
+    assert len(stub.requests_for("broken")) == 1
+
+
+def test_an_unknown_model_is_recorded_with_the_model_name_hint(stub):
+    stub.script("gpt-nope", model_not_found("gpt-nope"))
+    result = bid(agent_on(stub, "Nope", "gpt-nope"))
+    assert result.error.startswith("NotFoundError: ") and "gpt-nope" in result.error
+    assert likely_fix(result.error).startswith("check the model name")
+
+
+def test_a_slow_reply_times_out_at_the_agents_timeout(stub):
+    stub.script("slow", tool_call(0.9, "late", delay_s=2.0))
+    started = time.monotonic()
+    result = bid(agent_on(stub, "Slow", "slow", timeout_s=0.3))
+    assert result.status is BidStatus.ERROR and result.error.startswith("Timeout: ")
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_priced_model_is_costed_from_the_usage_it_reported(stub):
+    stub.script("gpt-4o-mini", tool_call(0.6, "x", prompt_tokens=1000, completion_tokens=100))
+    result = bid(agent_on(stub, "Priced", "gpt-4o-mini"))
+
+    price = litellm.model_cost["gpt-4o-mini"]
+    assert result.cost_usd == pytest.approx(1000 * price["input_cost_per_token"]
+                                            + 100 * price["output_cost_per_token"])
+
+
+def test_a_long_transcript_reaches_the_model_trimmed_but_with_the_task(stub):
+    long = TRANSCRIPT[:1] + [
+        Message(seq=i, sender="Optimist" if i % 2 else "Trimmed",
+                content=f"message {i}: " + "more detail " * 30)
+        for i in range(2, 80)
+    ]
+    agent = agent_on(stub, "Trimmed", "trimmed", max_context_tokens=2000, max_tokens=200)
+    stub.script("trimmed", tool_call(0.2, ""))
+
+    result = bid(agent, long)
+
+    [request] = stub.requests_for("trimmed")
+    sent = request.body["messages"]
+    count = token_counter(agent.model)
+    assert result.dropped_messages > 0
+    assert len(sent) == 1 + len(long) - result.dropped_messages + 1
+    assert sent[1]["content"] == "User: Should we launch the beta?"
+    assert sent[-2]["content"].startswith("Optimist: message 79:")
+    assert count(sent) <= input_budget(2000, 200)
+    assert json.dumps(sent).count("message 2:") == 0

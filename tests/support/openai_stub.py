@@ -1,0 +1,234 @@
+"""A tiny OpenAI-compatible chat completions server for tests, on 127.0.0.1.
+
+Each model name has its own script: a queue of replies, one per request, so an agent whose
+``model`` is ``openai/<name>`` and whose ``api_base`` is the stub's URL gets exactly the
+replies the test scripted, through litellm's real HTTP client and response parsing. A
+model whose script has run out answers with the ``default`` reply.
+
+    with OpenAIStub(api_key="sk-test") as stub:
+        stub.script("alice", tool_call(0.8, "hello"), error(429), text("prose"))
+        ... agents with model "openai/alice" and api_base stub.url ...
+        stub.requests   # every request body the stub received, in order
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: a completion (tool call or text) or an HTTP error."""
+
+    status: int = 200
+    arguments: str | None = None  # the respond call's arguments, as the model wrote them
+    content: str | None = None  # plain text instead of a tool call
+    error_message: str = ""
+    error_type: str = ""
+    error_code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    prompt_tokens: int = 0  # 0: the stub estimates from the request
+    completion_tokens: int = 0
+    delay_s: float = 0.0
+
+
+def tool_call(score: Any, message: Any, **options: Any) -> Reply:
+    """A completion whose one tool call is respond(score, message)."""
+    return Reply(arguments=json.dumps({"score": score, "message": message}), **options)
+
+
+def raw_arguments(arguments: str, **options: Any) -> Reply:
+    """A completion whose respond call carries exactly ``arguments``."""
+    return Reply(arguments=arguments, **options)
+
+
+def text(content: str, **options: Any) -> Reply:
+    """A completion with plain text and no tool call."""
+    return Reply(content=content, **options)
+
+
+def error(status: int, message: str = "", error_type: str = "", code: str | None = None,
+          **options: Any) -> Reply:
+    """An HTTP error with an OpenAI-style error body."""
+    return Reply(status=status, error_message=message or HTTPStatus(status).phrase,
+                 error_type=error_type or "server_error", error_code=code, **options)
+
+
+def rate_limited(retry_after_s: float = 0.1) -> Reply:
+    """A 429 asking the client to come back after ``retry_after_s``."""
+    return error(429, "Rate limit reached for requests", "requests", "rate_limit_exceeded",
+                 headers={"retry-after": f"{retry_after_s:g}"})
+
+
+def model_not_found(name: str) -> Reply:
+    """The 404 OpenAI answers for a model name it does not serve."""
+    return error(404, f"The model `{name}` does not exist or you do not have access to it.",
+                 "invalid_request_error", "model_not_found")
+
+
+@dataclass
+class Received:
+    """One request the stub answered."""
+
+    model: str
+    body: dict[str, Any]
+    authorization: str
+    reply: Reply
+
+
+class OpenAIStub:
+    """The server: scripts per model, every request recorded; start/stop or use ``with``."""
+
+    def __init__(self, api_key: str | None = None, default: Reply | None = None) -> None:
+        self.api_key = api_key
+        self.default = default or tool_call(0.0, "")
+        self.scripts: dict[str, deque[Reply]] = {}
+        self.received: list[Received] = []
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def __enter__(self) -> OpenAIStub:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """The api_base to give agents."""
+        assert self.server is not None, "the stub is not running"
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, model: str, *replies: Reply) -> None:
+        """Queue replies for requests naming ``model`` (without the ``openai/`` prefix)."""
+        with self.lock:
+            self.scripts.setdefault(model, deque()).extend(replies)
+
+    def requests_for(self, model: str) -> list[Received]:
+        """The requests that named ``model``, in arrival order."""
+        with self.lock:
+            return [item for item in self.received if item.model == model]
+
+    def start(self) -> None:
+        """Listen on a free port of 127.0.0.1 and serve from a background thread."""
+        self.stopping.clear()
+        self.server = _QuietServer(("127.0.0.1", 0), _handler_for(self))
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True,
+                                       name="openai-stub")
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, cut short any delayed reply, close the socket and join every
+        thread the server started."""
+        if self.server is None:
+            return
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+        if self.thread is not None:
+            self.thread.join(timeout=5)
+        self.server = None
+        self.thread = None
+
+    def answer(self, body: dict[str, Any], authorization: str) -> Reply:
+        """The reply for one request: 401 on a wrong key, else the model's next reply."""
+        model = str(body.get("model", ""))
+        if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+            reply = error(401, "Incorrect API key provided.", "invalid_request_error",
+                          "invalid_api_key")
+        else:
+            with self.lock:
+                queue = self.scripts.get(model)
+                reply = queue.popleft() if queue else self.default
+        with self.lock:
+            self.received.append(Received(model, body, authorization, reply))
+        return reply
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """Serves each request on its own thread, all joined on close; a client that hung up
+    before its (delayed) reply is expected in timeout tests, not an error to print."""
+
+    daemon_threads = False
+    block_on_close = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        """Answers POST .../chat/completions from the stub's scripts."""
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers.get("content-length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                return
+            reply = stub.answer(body, self.headers.get("authorization", ""))
+            if reply.delay_s:
+                stub.stopping.wait(reply.delay_s)
+            if reply.status != 200:
+                payload = {"error": {"message": reply.error_message, "type": reply.error_type,
+                                     "param": None, "code": reply.error_code}}
+            else:
+                payload = completion(body, reply)
+            self._send(reply.status, payload, reply.headers)
+
+        def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("connection", "close")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            """Quiet: tests assert on ``stub.received`` instead."""
+
+    return Handler
+
+
+def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    """The chat.completion object for a successful reply."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.arguments is not None:
+        message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                                  "function": {"name": "respond", "arguments": reply.arguments}}]
+    prompt_tokens = reply.prompt_tokens or estimate_tokens(json.dumps(body.get("messages", [])))
+    completion_tokens = reply.completion_tokens or estimate_tokens(
+        reply.arguments or reply.content or "")
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if reply.arguments is not None else "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def estimate_tokens(text_: str) -> int:
+    """About four characters a token, never zero."""
+    return max(1, len(text_) // 4)

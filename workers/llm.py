@@ -1,0 +1,181 @@
+"""One agent's bid call through litellm: the only module that imports it.
+
+The call forces the respond tool, fits the transcript into the model's context budget,
+reads the agent's key from the environment at call time, bounds every attempt by the
+turn's deadline (retrying a provider's rate limit with backoff while the deadline allows),
+and accounts for tokens and cost.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from functools import lru_cache
+from typing import Any
+
+import structlog
+
+import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before litellm loads
+
+# isort: split
+import litellm
+
+from shared.models import AgentSpec, Message
+from workers.prompts import RESPOND_CHOICE, RESPOND_TOOL, ChatMessage, build_prompt, input_budget
+
+# Keep litellm's help banners out of worker logs: every failure is logged once, by us.
+litellm.suppress_debug_info = True
+
+log = structlog.get_logger("parley.worker")
+
+# No call starts with less time than this before the deadline: it could not finish.
+MIN_CALL_S = 0.05
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 8.0
+
+
+class MissingApiKey(RuntimeError):
+    """The environment variable the agent names for its key is not set on this worker."""
+
+
+class DeadlinePassed(TimeoutError):
+    """Too little time is left before the turn's deadline to make (another) call."""
+
+
+def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
+               deadline: float) -> tuple[Any, dict[str, Any]]:
+    """Ask the agent's model for its respond decision on ``transcript``.
+
+    Returns the provider's raw response and the Bid usage fields (prompt_tokens,
+    completion_tokens, cost_usd, dropped_messages). Raises whatever the call raised.
+    """
+    api_key = read_api_key(agent)
+    budget = input_budget(context_window(agent), agent.max_tokens)
+    prompt = build_prompt(agent, room_agents, transcript, budget, token_counter(agent.model))
+    request = request_kwargs(agent, prompt.messages, api_key)
+    response = complete_until(agent, request, deadline)
+    usage = {**response_usage(agent, response), "dropped_messages": prompt.dropped}
+    return response, usage
+
+
+def read_api_key(agent: AgentSpec) -> str | None:
+    """The key from the variable the agent names, read now (keys rotate); None when the
+    agent names none and litellm reads the provider's default variable itself."""
+    if agent.api_key_env is None:
+        return None
+    value = os.environ.get(agent.api_key_env, "").strip()
+    if not value:
+        raise MissingApiKey(f"environment variable {agent.api_key_env} is not set")
+    return value
+
+
+def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None
+                   ) -> dict[str, Any]:
+    """litellm.completion's arguments, except the per-attempt timeout."""
+    request: dict[str, Any] = {
+        **agent.litellm_kwargs,
+        "model": agent.model,
+        "messages": messages,
+        "tools": [RESPOND_TOOL],
+        "tool_choice": RESPOND_CHOICE,
+        # Retries are ours, bounded by the turn's deadline; the client must not add its own.
+        "num_retries": 0,
+    }
+    optional = {"temperature": agent.temperature, "max_tokens": agent.max_tokens,
+                "api_base": agent.api_base, "api_key": api_key}
+    request.update({name: value for name, value in optional.items() if value is not None})
+    return request
+
+
+def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -> Any:
+    """Call litellm; on a rate limit, back off and retry while the deadline allows."""
+    attempt = 0
+    while True:
+        timeout = attempt_timeout(agent, deadline)
+        try:
+            return litellm.completion(**request, timeout=timeout)
+        except litellm.RateLimitError as error:
+            wait = backoff_s(attempt, retry_after_s(error))
+            if time.time() + wait + MIN_CALL_S >= deadline:
+                raise
+            log.info("rate_limited_retry", agent=agent.name, attempt=attempt + 1,
+                     wait_s=round(wait, 3))
+            time.sleep(wait)
+            attempt += 1
+
+
+def attempt_timeout(agent: AgentSpec, deadline: float) -> float:
+    """Seconds this attempt may take: the agent's timeout, cut to the time left."""
+    left = deadline - time.time()
+    if left < MIN_CALL_S:
+        raise DeadlinePassed(f"only {max(left, 0.0):.3f}s left before the bid deadline")
+    return min(agent.timeout_s or left, left)
+
+
+def backoff_s(attempt: int, retry_after: float | None = None) -> float:
+    """Exponential backoff with jitter, never sooner than the provider's Retry-After."""
+    exponential = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** attempt)
+    jittered = exponential * random.uniform(0.5, 1.0)
+    return max(jittered, retry_after or 0.0)
+
+
+def retry_after_s(error: Exception) -> float | None:
+    """The Retry-After seconds a rate-limit response carried, if any."""
+    headers = getattr(error, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(error, "response", None), "headers", None)
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None  # an HTTP date or garbage: fall back to our own backoff
+
+
+def response_usage(agent: AgentSpec, response: Any) -> dict[str, Any]:
+    """Tokens the provider reported and the call's cost (zero where litellm has no price)."""
+    usage = getattr(response, "usage", None)
+    return {
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "cost_usd": call_cost(agent, response),
+    }
+
+
+def call_cost(agent: AgentSpec, response: Any) -> float:
+    """litellm's price of the call; zero for models it has no price for (local, stubs)."""
+    custom = {name: float(agent.litellm_kwargs[name])
+              for name in ("input_cost_per_token", "output_cost_per_token")
+              if name in agent.litellm_kwargs}
+    try:
+        cost = litellm.completion_cost(completion_response=response,
+                                       custom_cost_per_token=custom or None)
+    except Exception:  # noqa: BLE001 - unknown models have no price: that is not a failure
+        return 0.0
+    return float(cost or 0.0)
+
+
+def context_window(agent: AgentSpec) -> int | None:
+    """The agent's own max_context_tokens, else litellm's figure for the model, else None."""
+    return agent.max_context_tokens or model_context_window(agent.model)
+
+
+@lru_cache(maxsize=1024)
+def model_context_window(model: str) -> int | None:
+    """Input tokens litellm's model map gives the model, or None when it does not know it."""
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # noqa: BLE001 - litellm raises several types for unmapped models
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None
+
+
+def token_counter(model: str):  # noqa: ANN201 - a TokenCounter
+    """Count chat messages as litellm does for ``model``, the respond tool included."""
+
+    def count(messages: list[ChatMessage]) -> int:
+        return litellm.token_counter(model=model, messages=messages, tools=[RESPOND_TOOL],
+                                     tool_choice=RESPOND_CHOICE)
+
+    return count

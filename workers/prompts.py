@@ -1,0 +1,162 @@
+"""What an agent's model is sent for one bid: the respond tool, the decide prompt, and the
+room's transcript as typed chat turns, trimmed to the model's context budget.
+
+Pure functions: token counting comes in as a function (workers.llm passes litellm's
+counter), so this module never imports an LLM client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shared.models import AgentSpec, Message
+from workers.parsing import RESPOND
+
+ChatMessage = dict[str, Any]
+TokenCounter = Callable[[list[ChatMessage]], int]
+
+# The respond tool of seed 001, exactly.
+RESPOND_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": RESPOND,
+        "description": (
+            "Decide whether to reply in the groupchat. Set score 0..1 for how much "
+            "you want to speak. If you don't want to speak, set message to empty string."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "score": {
+                    "type": "number",
+                    "description": "How much you want to respond (0 = silent, 1 = strongly want to).",
+                    "minimum": 0,
+                    "maximum": 1,
+                },
+                "message": {
+                    "type": "string",
+                    "description": "Your reply to the group, or empty string if you don't want to speak.",
+                },
+            },
+            "required": ["score", "message"],
+        },
+    },
+}
+# tool_choice naming the tool: the model must call respond, not answer in prose.
+RESPOND_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": RESPOND}}
+
+DECIDE_PROMPT = """\
+You are {agent}, one of the participants in this group chat. The others are: {others}.
+The conversation so far is above; your own earlier messages are your replies.
+
+Latest message, from {sender}{sender_note}:
+{message}
+
+Decide whether you should take the next turn. Only one participant speaks per turn, and
+staying quiet is the normal choice: most messages need no answer from you.
+
+Score high (0.7 to 1.0) only when at least one of these holds:
+- the message asks for expertise that your role gives you;
+- you are addressed by name, or asked directly to do something;
+- the message contains an error you can correct before the group relies on it;
+- you can propose a concrete next step that moves the group to a decision.
+
+Score low (0.0 to 0.3) when:
+- the topic is outside your role;
+- your point has already been made, by you or by someone else;
+- you would only agree, thank, praise or restate;
+- you spoke last, or very recently: let others answer first.
+
+Something useful but not essential sits in between (0.4 to 0.6). The score is how much
+the group needs to hear from you now, not how interesting the topic is.
+
+Call the respond tool exactly once. To stay silent: score 0 and an empty message. To
+speak: your calibrated score, and in message only what you would post, in your own voice:
+lead with your point, keep it short, no preamble, and never write lines for the other
+participants or prefix your own name."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """The chat messages of one bid call, and how many transcript messages were left out."""
+
+    messages: list[ChatMessage]
+    dropped: int = 0
+
+
+def system_message(agent: AgentSpec) -> ChatMessage:
+    """The agent's own system prompt, or a one-line identity when it has none."""
+    content = agent.system_prompt.strip()
+    if not content:
+        content = f"You are {agent.name}" + (f", who {agent.role}." if agent.role else ".")
+    return {"role": "system", "content": content}
+
+
+def describe_agent(agent: AgentSpec) -> str:
+    """``Name`` or ``Name (role)``, as the other agents see it."""
+    return f"{agent.name} ({agent.role})" if agent.role else agent.name
+
+
+def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                  transcript: Sequence[Message]) -> str:
+    """The decide instruction: who the agent is, who else is here, and the latest message."""
+    others = [describe_agent(other) for other in room_agents if other.name != agent.name]
+    latest = transcript[-1] if transcript else None
+    return DECIDE_PROMPT.format(
+        agent=agent.name,
+        others=", ".join(others) or "nobody else yet",
+        sender=latest.sender if latest else "nobody",
+        sender_note=" (you)" if latest and latest.sender == agent.name else "",
+        message=latest.content if latest else "(the conversation is empty)",
+    )
+
+
+def chat_turns(agent_name: str, transcript: Sequence[Message]) -> list[ChatMessage]:
+    """The transcript from one agent's point of view: its own posts as ``assistant`` turns,
+    everyone else's as ``user`` turns prefixed with the speaker's name."""
+    return [
+        {"role": "assistant", "content": message.content} if message.sender == agent_name
+        else {"role": "user", "content": f"{message.sender}: {message.content}"}
+        for message in transcript
+    ]
+
+
+def input_budget(context_window: int | None, max_reply_tokens: int | None,
+                 margin: float = 0.05, default_reply_tokens: int = 1024) -> int | None:
+    """Tokens the prompt may use: the window less the reply's room and a margin for
+    tokenizers that count differently from the provider. None when the window is unknown."""
+    if context_window is None:
+        return None
+    reply = max_reply_tokens or min(default_reply_tokens, context_window // 4)
+    return int(context_window * (1 - margin)) - reply
+
+
+def trim_oldest(turns: list[ChatMessage], budget: int, cost: Callable[[ChatMessage], int]
+                ) -> tuple[list[ChatMessage], int]:
+    """Drop turns oldest first, never the first one (the room's task), until the rest
+    cost at most ``budget``; returns the kept turns and how many were dropped."""
+    costs = [cost(turn) for turn in turns]
+    total = sum(costs)
+    dropped = 0
+    while total > budget and dropped < len(turns) - 1:
+        dropped += 1
+        total -= costs[dropped]
+    return turns[:1] + turns[1 + dropped:], dropped
+
+
+def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                 transcript: Sequence[Message], budget: int | None,
+                 count: TokenCounter) -> Prompt:
+    """System prompt, transcript turns and decide instruction, fitted into ``budget``
+    tokens (``count`` counts a list of chat messages, tools included)."""
+    system = system_message(agent)
+    instruction = {"role": "user", "content": decide_prompt(agent, room_agents, transcript)}
+    turns = chat_turns(agent.name, transcript)
+    if budget is None or count([system, *turns, instruction]) <= budget:
+        return Prompt([system, *turns, instruction])
+    empty = count([])
+    fixed = count([system, instruction])
+    kept, dropped = trim_oldest(turns, budget - fixed, lambda turn: count([turn]) - empty)
+    return Prompt([system, *kept, instruction], dropped)
