@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    computed_field,
     field_validator,
     model_serializer,
     model_validator,
@@ -19,6 +20,35 @@ from pydantic import (
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
+_MODEL = re.compile(r"^\S{1,200}$")
+_URL = re.compile(r"^https?://[^\s/]+\S*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_QUEUE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+# litellm arguments with their own AgentSpec field, and those the respond protocol owns.
+_OWN_FIELDS = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens",
+               "api_base": "api_base", "base_url": "api_base", "api_key": "api_key_env",
+               "timeout": "timeout_s", "request_timeout": "timeout_s"}
+_PROTOCOL_KWARGS = frozenset({"messages", "tools", "tool_choice", "functions", "function_call",
+                              "stream", "n", "num_retries", "max_retries"})
+_SECRET_NAME = re.compile(
+    r"api[_-]?key|access[_-]?key|private[_-]?key|secret|password|credential|authorization"
+    r"|(^|_)(auth|access|session|bearer|refresh|ad|id)_token$|^token$",
+    re.IGNORECASE,
+)
+
+
+def _secret_names(value: Any) -> str:
+    """The first mapping key, at any depth, that names a credential; empty if none."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if _SECRET_NAME.search(str(name)):
+                return str(name)
+            found = _secret_names(item)
+            if found:
+                return found
+    if isinstance(value, list):
+        return next((found for found in map(_secret_names, value) if found), "")
+    return ""
 
 
 class Strict(BaseModel):
@@ -73,16 +103,16 @@ class AgentSpec(Strict):
     name: str
     role: str = ""
     system_prompt: str = ""
-    model: str
+    model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
     script: list[ScriptEntry] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     api_base: str | None = None
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_env: str | None = None  # the variable holding the key, never the key
     timeout_s: float | None = Field(default=None, gt=0)
     max_context_tokens: int | None = Field(default=None, ge=256)
     litellm_kwargs: dict[str, Any] = Field(default_factory=dict)
-    queue: str = Field(default="parley.agents", min_length=1)
+    queue: str = "parley.agents"
 
     @field_validator("name")
     @classmethod
@@ -96,11 +126,49 @@ class AgentSpec(Strict):
             raise ValueError(f"{SEED_SENDER!r} is reserved for the person who posts the task")
         return name
 
+    @field_validator("model")
+    @classmethod
+    def _valid_model(cls, model: str) -> str:
+        if not _MODEL.match(model):
+            raise ValueError("must be a litellm model string such as openai/gpt-4o-mini "
+                             f"(no spaces), or {SCRIPTED_MODEL!r}")
+        return model
+
+    @field_validator("api_base")
+    @classmethod
+    def _valid_api_base(cls, api_base: str | None) -> str | None:
+        if api_base is not None and not _URL.match(api_base):
+            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
+        return api_base
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _valid_api_key_env(cls, name: str | None) -> str | None:
+        if name is not None and not _ENV_NAME.match(name):
+            raise ValueError("must name an environment variable (letters, digits and '_', "
+                             "e.g. OPENAI_API_KEY), not hold the key itself")
+        return name
+
+    @field_validator("queue")
+    @classmethod
+    def _valid_queue(cls, queue: str) -> str:
+        if not _QUEUE.match(queue):
+            raise ValueError("must be a Celery queue name: letters, digits, '_', '.', ':' "
+                             "or '-' (e.g. parley.local)")
+        return queue
+
     @field_validator("litellm_kwargs")
     @classmethod
-    def _no_secrets(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
-        if "api_key" in kwargs:
-            raise ValueError("never put a key in a spec: name its variable with api_key_env")
+    def _no_protocol_or_secrets(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        secret = _secret_names(kwargs)
+        if secret:
+            raise ValueError(f"{secret!r}: never put credentials in a spec (Redis stores it); "
+                             "keep them in the workers' environment (the key via api_key_env)")
+        for name in kwargs:
+            if name in _OWN_FIELDS:
+                raise ValueError(f"{name!r}: set the agent's {_OWN_FIELDS[name]} field instead")
+            if name in _PROTOCOL_KWARGS:
+                raise ValueError(f"{name!r} is set by parley for the respond protocol")
         return kwargs
 
     @model_validator(mode="after")
@@ -109,6 +177,13 @@ class AgentSpec(Strict):
             raise ValueError("a scripted agent needs a script (a list of entries)")
         if self.model != SCRIPTED_MODEL and self.script is not None:
             raise ValueError(f"script is only for agents with model: {SCRIPTED_MODEL}")
+        return self
+
+    @model_validator(mode="after")
+    def _reply_fits_context(self) -> AgentSpec:
+        if self.max_tokens and self.max_context_tokens and self.max_tokens >= self.max_context_tokens:
+            raise ValueError(f"max_tokens ({self.max_tokens}) must be smaller than "
+                             f"max_context_tokens ({self.max_context_tokens})")
         return self
 
     @property
@@ -239,6 +314,25 @@ class TurnRecord(BaseModel):
     opened_at: float = 0.0
     deadline: float = 0.0
     decided_at: float = 0.0
+
+    # The turn's totals over its calls, derived from the bids so they always agree with them.
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def prompt_tokens(self) -> int:
+        """Prompt tokens of every call in the turn."""
+        return sum(bid.prompt_tokens for bid in self.bids)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def completion_tokens(self) -> int:
+        """Completion tokens of every call in the turn."""
+        return sum(bid.completion_tokens for bid in self.bids)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cost_usd(self) -> float:
+        """What the turn's calls cost, in US dollars."""
+        return sum(bid.cost_usd for bid in self.bids)
 
 
 class BidRequest(BaseModel):
