@@ -153,7 +153,8 @@ class RoomRunner:
             "turn_committed", speaker=decision.winner, seq=seq or None,
             message_chars=len(decision.message), stop_reason=decision.stop,
             detail=decision.detail or None, turn_ms=round((now - turn.opened_at) * 1000, 2),
-            calls=[call_usage(bid) for bid in bids],
+            calls=[call_usage(bid) for bid in bids], prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens, cost_usd=record.cost_usd,
         )
 
     async def go_idle(self) -> bool:
@@ -196,7 +197,8 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
 def call_usage(bid: Bid) -> dict[str, object]:
     """One call's line in the per-turn log event."""
     return {"agent": bid.agent, "status": bid.status.value, "prompt_tokens": bid.prompt_tokens,
-            "completion_tokens": bid.completion_tokens, "latency_ms": bid.latency_ms}
+            "completion_tokens": bid.completion_tokens, "cost_usd": bid.cost_usd,
+            "latency_ms": bid.latency_ms}
 
 
 def _json_list(items: tuple[str, ...]) -> str:
