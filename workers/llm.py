@@ -26,6 +26,11 @@ from workers.prompts import RESPOND_CHOICE, RESPOND_TOOL, ChatMessage, build_pro
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
+# Count tokens with the bundled tiktoken encoding for every model: otherwise litellm fetches
+# some models' tokenizers (Llama, ...) from the Hugging Face hub on first use, inside a bid's
+# deadline (23 s of retries here, offline). The context budget's margin absorbs the
+# difference.
+litellm.disable_hf_tokenizer_download = True
 
 log = structlog.get_logger("parley.worker")
 
@@ -173,9 +178,18 @@ def model_context_window(model: str) -> int | None:
 
 def token_counter(model: str):  # noqa: ANN201 - a TokenCounter
     """Count chat messages as litellm does for ``model``, the respond tool included."""
+    tool_tokens = respond_tool_tokens(model)
 
     def count(messages: list[ChatMessage]) -> int:
-        return litellm.token_counter(model=model, messages=messages, tools=[RESPOND_TOOL],
-                                     tool_choice=RESPOND_CHOICE)
+        return litellm.token_counter(model=model, messages=messages) + tool_tokens
 
     return count
+
+
+@lru_cache(maxsize=1024)
+def respond_tool_tokens(model: str) -> int:
+    """What the respond tool and tool_choice add to a request's count: counted once per
+    model, since trimming counts many single messages."""
+    with_tool = litellm.token_counter(model=model, messages=[], tools=[RESPOND_TOOL],
+                                      tool_choice=RESPOND_CHOICE)
+    return with_tool - litellm.token_counter(model=model, messages=[])

@@ -170,3 +170,9 @@ def test_backoff_grows_is_capped_and_honours_retry_after():
     assert all(0 < wait <= llm.BACKOFF_MAX_S for wait in waits)
     assert waits[3] > llm.BACKOFF_FIRST_S
     assert llm.backoff_s(0, retry_after=2.5) == 2.5
+
+
+def test_counting_tokens_never_waits_for_a_tokenizer_download():
+    started = time.monotonic()
+    count = llm.token_counter("groq/llama-3.1-8b-instant")([{"role": "user", "content": "hi"}])
+    assert count > 0 and time.monotonic() - started < 2
