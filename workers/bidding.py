@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -27,6 +28,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], turn: int, attempt:
     """Ask the agent's model for its decision; any failure is a silent bid with the reason."""
     started = time.perf_counter()
     bid = Bid(agent=agent.name, turn=turn, attempt=attempt)
+    usage: dict[str, Any]
     try:
         if agent.is_scripted:
             raw, usage = scripted_completion(agent, turn), {}

@@ -38,6 +38,8 @@ log = structlog.get_logger("parley.worker")
 MIN_CALL_S = 0.05
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 8.0
+# The arguments that force the respond call (and count it in the prompt's tokens).
+FORCE_RESPOND: dict[str, Any] = {"tools": [RESPOND_TOOL], "tool_choice": RESPOND_CHOICE}
 
 
 class MissingApiKey(RuntimeError):
@@ -82,8 +84,7 @@ def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str |
         **agent.litellm_kwargs,
         "model": agent.model,
         "messages": messages,
-        "tools": [RESPOND_TOOL],
-        "tool_choice": RESPOND_CHOICE,
+        **FORCE_RESPOND,
         # Retries are ours, bounded by the turn's deadline; the client must not add its own.
         "num_retries": 0,
     }
@@ -190,6 +191,5 @@ def token_counter(model: str):  # noqa: ANN201 - a TokenCounter
 def respond_tool_tokens(model: str) -> int:
     """What the respond tool and tool_choice add to a request's count: counted once per
     model, since trimming counts many single messages."""
-    with_tool = litellm.token_counter(model=model, messages=[], tools=[RESPOND_TOOL],
-                                      tool_choice=RESPOND_CHOICE)
+    with_tool = litellm.token_counter(model=model, messages=[], **FORCE_RESPOND)
     return with_tool - litellm.token_counter(model=model, messages=[])

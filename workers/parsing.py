@@ -134,7 +134,7 @@ def _literal(node: ast.AST) -> Any:
         return [_literal(item) for item in node.elts]
     if isinstance(node, ast.Dict) and None not in node.keys:
         return {_literal(key): _literal(value)
-                for key, value in zip(node.keys, node.values, strict=True)}
+                for key, value in zip(node.keys, node.values, strict=True) if key is not None}
     if isinstance(node, ast.Call) and not node.args and all(k.arg for k in node.keywords):
         return {keyword.arg: _literal(keyword.value) for keyword in node.keywords}
     raise ValueError(f"not a literal: {type(node).__name__}")
