@@ -62,8 +62,8 @@ class Leases:
         """
         pipe = self.redis.pipeline(transaction=False)
         for lease in leases:
-            self.scripts.renew(keys=[self.keys.lease(lease.room)], args=[lease.token, self.ttl_ms],
-                               client=pipe)
+            await self.scripts.renew(keys=[self.keys.lease(lease.room)], args=[lease.token, self.ttl_ms],
+                                     client=pipe)
         due = now_ms() + self.ttl_ms
         for lease in leases:
             pipe.zadd(self.keys.runnable, {lease.room: due}, xx=True)

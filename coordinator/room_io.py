@@ -28,6 +28,7 @@ class OpenTurn:
     bids_from: str
     deadline: float
     opened_at: float
+    resumed: bool = False  # opened by an earlier holder: some bids may already be in
 
 
 def _fence(error: ResponseError) -> Exception:
@@ -49,22 +50,24 @@ class RoomIO:
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""
         version, spec_json = await self.redis.hmget(self.keys.spec(room), "version", "json")
-        return int(version), RoomSpec.model_validate_json(spec_json)
+        return int(version), without_scripts(RoomSpec.model_validate_json(spec_json))
 
     async def read_state(self, room: str) -> RoomState:
         """The room's state hash."""
         return RoomState(await self.redis.hgetall(self.keys.state(room)))
 
-    async def drain_inbox(self, lease: Lease) -> int:
-        """Commit posted messages to the log; returns how many moved."""
+    async def drain_inbox(self, lease: Lease) -> tuple[int, RoomState]:
+        """Commit posted messages to the log unless a turn is open; returns how many moved
+        and the room's state afterwards."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
                 self.keys.log(room)]
         try:
-            return int(await self.scripts.drain(keys=keys,
-                                                args=[lease.token, lease.epoch, self.drain_batch]))
+            moved, fields = await self.scripts.drain(
+                keys=keys, args=[lease.token, lease.epoch, self.drain_batch])
         except ResponseError as error:
             raise _fence(error) from error
+        return int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
 
     async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn:
         """Open the next turn with a deadline ``timeout_s`` from now."""
@@ -119,6 +122,14 @@ class RoomIO:
     async def touch(self, room: str) -> None:
         """Mark the room active now, for dashboards ordering rooms by activity."""
         await self.redis.zadd(self.keys.rooms, {room: now_ms()})
+
+
+def without_scripts(spec: RoomSpec) -> RoomSpec:
+    """The spec with scripted agents' scripts emptied: the coordinator never replays one,
+    and a long script held for each of a thousand rooms would cost more than the rooms."""
+    agents = [agent.model_copy(update={"script": []}) if agent.script else agent
+              for agent in spec.agents]
+    return spec.model_copy(update={"agents": agents})
 
 
 def _text(value: bytes | str) -> str:

@@ -40,6 +40,9 @@ class CeleryTransport:
                     queue=queue,
                     expires=datetime.fromtimestamp(request.deadline, tz=UTC),
                     producer=producer,
+                    # Given, Celery skips its costly safe repr of the arguments.
+                    argsrepr="()",
+                    kwargsrepr=describe(request),
                 )
 
 
@@ -52,6 +55,11 @@ class InMemoryTransport:
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
         """Record the requests."""
         self.sent.extend(requests)
+
+
+def describe(request: BidRequest) -> str:
+    """A short summary of a request, for Celery's monitoring tools."""
+    return f"{{room: {request.room}, turn: {request.turn}, agents: {', '.join(request.agents)}}}"
 
 
 def chunk_requests(agents_by_queue: dict[str, list[str]], agents_per_task: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
@@ -47,12 +48,10 @@ class RoomRunner:
         """Take turns until the room goes idle. LeaseLost propagates to the caller."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         while True:
-            state = await self.io.read_state(self.lease.room)
+            _, state = await self.io.drain_inbox(self.lease)
             if state.turn_open:
                 await self.take_turn(state, self.resume_turn(state))
                 continue
-            await self.io.drain_inbox(self.lease)
-            state = await self.io.read_state(self.lease.room)
             if state.status is not RoomStatus.RUNNING:
                 if await self.go_idle():
                     return
@@ -72,7 +71,7 @@ class RoomRunner:
             deadline = time.time() + self.spec.policy.bid_timeout_s
         log.info("turn_resumed", room=self.lease.room, turn=state.turn)
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
-                        state.turn_opened_at)
+                        state.turn_opened_at, resumed=True)
 
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> None:
         """Fan out, collect, decide and commit one turn."""
@@ -88,9 +87,11 @@ class RoomRunner:
         deadline counts as timed out."""
         room = self.lease.room
         got: dict[str, Bid] = {}
-        cursor = self.keep_bids(turn, got, await self.io.read_bids(room, turn.bids_from),
-                                turn.bids_from)
-        self.fan_out(turn, [name for name in self.spec.agent_names if name not in got])
+        cursor = turn.bids_from
+        if turn.resumed:
+            # A fresh turn has no bids yet: only a resumed one reads what already came.
+            cursor = self.keep_bids(turn, got, await self.io.read_bids(room, cursor), cursor)
+        await self.fan_out(turn, [name for name in self.spec.agent_names if name not in got])
         while len(got) < len(self.spec.agents):
             block_ms = int((turn.deadline - time.time()) * 1000)
             if block_ms <= 0:
@@ -108,7 +109,7 @@ class RoomRunner:
                 got.setdefault(bid.agent, bid)
         return cursor
 
-    def fan_out(self, turn: OpenTurn, agents: list[str]) -> None:
+    async def fan_out(self, turn: OpenTurn, agents: list[str]) -> None:
         """Send one task per queue and chunk of agents."""
         if not agents:
             return
@@ -120,8 +121,10 @@ class RoomRunner:
             attempt=self.lease.epoch, agents=[], snapshot_seq=turn.snapshot_seq,
             deadline=turn.deadline, spec_version=self.spec_version,
         )
-        # A synchronous publish: about 2 ms of CPU per message whichever thread pays it.
-        self.transport.send(chunk_requests(by_queue, self.options.agents_per_task, template))
+        requests = chunk_requests(by_queue, self.options.agents_per_task, template)
+        # A publish waits for the broker's reply: in a thread, so that meanwhile the event
+        # loop (every other room of this coordinator) keeps moving.
+        await asyncio.to_thread(self.transport.send, requests)
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
                      decision: Decision) -> None:
@@ -160,7 +163,8 @@ class RoomRunner:
     async def go_idle(self) -> bool:
         """Leave the runnable set unless someone posted meanwhile (then keep serving)."""
         await self.io.set_runnable(self.lease.room, False)
-        if await self.io.drain_inbox(self.lease):
+        moved, _ = await self.io.drain_inbox(self.lease)
+        if moved:
             await self.io.set_runnable(self.lease.room, True)
             return False
         await self.io.touch(self.lease.room)

@@ -112,7 +112,14 @@ class RoomStore:
 
     def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
         """Append a worker's bid to the room's bids stream."""
-        self.redis.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
+        self.write_bids(room, [bid], maxlen)
+
+    def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> None:
+        """Append bids to the room's bids stream in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for bid in bids:
+            pipe.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
+        pipe.execute()
 
     def list_rooms(self, limit: int = 100) -> list[str]:
         """Room ids, most recently active first."""

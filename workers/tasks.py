@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import cache
 from threading import Lock
 
@@ -20,13 +20,21 @@ from workers.bidding import make_bid
 
 log = structlog.get_logger("parley.worker")
 
-# Agent calls are I/O bound: a chunk's calls run side by side on these threads.
-_calls = ThreadPoolExecutor(max_workers=256, thread_name_prefix="agent-call")
+# Agent calls are I/O bound: a chunk's calls run side by side on these threads. Threads
+# start only when needed, but the cap must cover every call in flight (tasks in flight x
+# agents per task), or calls wait for each other and a turn takes several waves.
+_calls = ThreadPoolExecutor(
+    max_workers=get_settings().worker_concurrency * get_settings().agents_per_task,
+    thread_name_prefix="agent-call")
 
 
 @cache
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(get_settings().redis_url)
+    # Every task thread may write bids at once: past redis-py's default cap of 100
+    # connections a plain pool fails the write, a blocking one makes the thread wait.
+    pool = redis.BlockingConnectionPool.from_url(
+        get_settings().redis_url, max_connections=2 * get_settings().worker_concurrency + 8)
+    return redis.Redis(connection_pool=pool)
 
 
 def store_for(prefix: str) -> RoomStore:
@@ -72,13 +80,15 @@ def bid(request: dict) -> None:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     maxlen = get_settings().bids_stream_maxlen
-    futures = [
+    pending = {
         _calls.submit(make_bid, spec.agent(name), spec.agents, req.turn, req.attempt,
                       transcript, req.deadline)
         for name in req.agents
-    ]
-    for future in as_completed(futures):
-        store.write_bid(req.room, future.result(), maxlen)
+    }
+    while pending:
+        # Bids that finish together go out in one round trip and wake the coordinator once.
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        store.write_bids(req.room, [future.result() for future in done], maxlen)
 
 
 def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202

@@ -1,15 +1,20 @@
--- Move posted messages from the inbox into the log, in arrival order. If the room was
--- not running, the first of them starts a new run.
+-- Move posted messages from the inbox into the log, in arrival order, unless a turn is
+-- open (its transcript snapshot must stay the end of the log). If the room was not
+-- running, the first of them starts a new run.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] log
 -- ARGV[1] lease token   ARGV[2] epoch   ARGV[3] most entries to move
--- Returns the number of messages moved.
+-- Returns {number of messages moved, the state hash afterwards as a flat field/value list},
+-- so that the top of the coordinator's turn loop is one round trip.
 -- Fails with LEASELOST (and writes nothing) when the token no longer holds the lease.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST drain refused')
 end
+if redis.call('HGET', KEYS[2], 'turn_open') == '1' then
+  return {0, redis.call('HGETALL', KEYS[2])}
+end
 local entries = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', ARGV[3])
 if #entries == 0 then
-  return 0
+  return {0, redis.call('HGETALL', KEYS[2])}
 end
 if redis.call('HGET', KEYS[2], 'status') ~= 'running' then
   redis.call('HINCRBY', KEYS[2], 'run', 1)
@@ -30,4 +35,4 @@ for _, entry in ipairs(entries) do
   redis.call('HSET', KEYS[2], 'inbox_last_id', id)
 end
 redis.call('HINCRBY', KEYS[2], 'messages_in_run', #entries)
-return #entries
+return {#entries, redis.call('HGETALL', KEYS[2])}

@@ -35,8 +35,9 @@ def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
 
 
 def drain(scripts: Scripts, keys: Keys, token: str) -> int:
-    return int(scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                   keys.log(ROOM)], args=[token, 1, 100]))
+    moved, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                   keys.log(ROOM)], args=[token, 1, 100])
+    return int(moved)
 
 
 def open_turn(scripts: Scripts, keys: Keys, token: str) -> list:
@@ -109,6 +110,29 @@ def test_drain_with_a_stale_token_writes_nothing(store, scripts, keys):
         drain(scripts, keys, "c2:1")
     assert store.redis.xlen(keys.inbox(ROOM)) == 1
     assert store.read_messages(ROOM) == []
+
+
+def test_drain_returns_the_state_it_leaves(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "first")
+    moved, fields = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                        keys.log(ROOM)], args=["c1:1", 1, 100])
+    state = RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
+    assert (moved, state.status, state.last_seq, state.epoch) == (1, "running", 1, 1)
+
+
+def test_drain_moves_nothing_while_a_turn_is_open(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    store.post(ROOM, "Ann", "while the agents think")
+    # The open turn's bids are formed against seq 1: the log must not move under them.
+    assert drain(scripts, keys, "c1:1") == 0
+    assert [m.seq for m in store.read_messages(ROOM)] == [1]
+    assert commit(scripts, keys, "c1:1", 1, 1) == 2
+    assert drain(scripts, keys, "c1:1") == 1
+    assert [m.sender for m in store.read_messages(ROOM)] == ["User", "A", "Ann"]
 
 
 def test_commit_appends_the_winner_and_closes_the_turn(store, scripts, keys):
