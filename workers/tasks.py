@@ -66,7 +66,42 @@ class SpecCache:
         return spec
 
 
+class TranscriptCache:
+    """Each room's log as far as this worker has read it, so that a task reads only the
+    messages committed since its room's last task here, not the whole conversation.
+
+    A log only grows and a seq never changes once written; a room deleted and created
+    again under the same id is noticed by its last known message no longer matching.
+    """
+
+    def __init__(self, rooms: int = 256) -> None:
+        self.rooms = rooms
+        self.logs: OrderedDict[tuple[str, str], list[Message]] = OrderedDict()
+        self.lock = Lock()
+
+    def upto(self, store: RoomStore, prefix: str, room: str, seq: int) -> list[Message]:
+        """The room's messages with seq up to ``seq``."""
+        key = (prefix, room)
+        with self.lock:
+            known = self.logs.get(key, [])
+        if known and known[-1].seq >= seq:
+            return known[:seq]
+        # Read again from the last known message, to check that it is still there.
+        fresh = store.read_messages(room, after_seq=max(0, len(known) - 1), upto_seq=seq)
+        if known and fresh[:1] == known[-1:]:
+            messages = known + fresh[1:]
+        else:
+            messages = fresh if not known else store.read_messages(room, upto_seq=seq)
+        with self.lock:
+            self.logs[key] = messages
+            self.logs.move_to_end(key)
+            if len(self.logs) > self.rooms:
+                self.logs.popitem(last=False)
+        return messages
+
+
 _specs = SpecCache()
+_transcripts = TranscriptCache()
 
 
 @app.task(name="parley.bid")
@@ -99,7 +134,7 @@ def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
     def transcript() -> list[Message]:
         with lock:
             if not cached:
-                cached.append(store.read_messages(req.room, upto_seq=req.snapshot_seq))
+                cached.append(_transcripts.upto(store, req.prefix, req.room, req.snapshot_seq))
             return cached[0]
 
     return transcript

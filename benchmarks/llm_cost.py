@@ -1,0 +1,130 @@
+"""The LLM client's own cost, for sizing workers: CPU time per bid call through litellm
+(its mock path, and a local OpenAI-compatible stub server over HTTP), the time to import
+litellm, and how long a fresh worker takes to answer its first scripted and LLM bids.
+
+    .venv/bin/python -m benchmarks.llm_cost --calls 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from benchmarks.harness import Deployment
+from parley.processes import stop
+from shared.models import AgentSpec, Message, RoomSpec
+
+KEY_VARIABLE = "PARLEY_BENCH_STUB_KEY"
+RESPOND = '{"score": 0.8, "message": "A mocked answer."}'
+MOCK_KWARGS = {"mock_response": "", "mock_tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "respond", "arguments": RESPOND}}]}
+
+
+def transcript(messages: int) -> list[Message]:
+    """A conversation of ``messages`` short posts, the task first."""
+    return [Message(seq=1, sender="User", content="Should we launch the beta next week?")] + [
+        Message(seq=seq, sender=f"agent{seq % 4}", content=f"Point {seq}: one more consideration.",
+                score=0.7, turn=seq - 1) for seq in range(2, messages + 1)]
+
+
+def call_cost(agent: AgentSpec, calls: int, history: list[Message]) -> dict[str, float]:
+    """CPU (this thread only, so a stub server's threads are not counted) and wall time
+    per bid, through the worker's own bid code."""
+    from workers.bidding import make_bid
+
+    other = AgentSpec(name="Other", model="scripted", script=[])
+    room = [agent, other]
+    make_bid(agent, room, 1, 0, lambda: history, time.time() + 30)  # first call warms up
+    cpu, wall = [], []
+    for turn in range(calls):
+        started_cpu, started = time.thread_time(), time.perf_counter()
+        bid = make_bid(agent, room, turn + 1, 0, lambda: history, time.time() + 30)
+        cpu.append((time.thread_time() - started_cpu) * 1000)
+        wall.append((time.perf_counter() - started) * 1000)
+        if bid.status != "ok":
+            raise RuntimeError(f"{agent.model}: the bid failed: {bid.error}")
+    return {"cpu_ms": round(statistics.median(cpu), 2), "wall_ms": round(statistics.median(wall), 2)}
+
+
+def per_call(calls: int, messages: int) -> dict[str, Any]:
+    """Mocked and stub-served calls against a transcript of ``messages`` posts."""
+    from tests.support.openai_stub import OpenAIStub, tool_call
+
+    history = transcript(messages)
+    mocked = AgentSpec(name="Mocked", model="gpt-4o-mini", litellm_kwargs=MOCK_KWARGS)
+    result = {"messages": messages, "mock": call_cost(mocked, calls, history)}
+    os.environ[KEY_VARIABLE] = "sk-bench"
+    with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer.")) as stub:
+        served = AgentSpec(name="Served", model="openai/bench-model", api_base=stub.url,
+                           api_key_env=KEY_VARIABLE)
+        result["stub"] = call_cost(served, calls, history)
+    return result
+
+
+def import_seconds(runs: int = 3) -> float:
+    """Median wall time of ``import litellm`` in a fresh interpreter."""
+    code = "import time; t = time.perf_counter(); import litellm; print(time.perf_counter() - t)"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    times = [float(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                  capture_output=True, text=True).stdout)
+             for _ in range(runs)]
+    return round(statistics.median(times), 2)
+
+
+def first_bid_seconds(deployment: Deployment, agent: AgentSpec, preload: bool) -> float:
+    """Seconds from starting a worker to the first committed message of a waiting room
+    whose agent is ``agent`` (the coordinator is already up and has fanned out)."""
+    client = deployment.client()
+    quiet = AgentSpec(name="Quiet", model="scripted", script=[{"score": 0.0, "message": ""}])
+    spec = RoomSpec.model_validate({"name": "first-bid", "agents": [agent, quiet],
+                                    "policy": {"max_messages": 2, "bid_timeout_s": 120}})
+    room = client.create_room(spec)
+    client.post(room, "go")
+    while not client.state(room).turn_open:
+        time.sleep(0.02)
+    started = time.time()
+    worker = deployment.group.worker("-Q", "parley.agents", env={
+        "PARLEY_WORKER_PRELOAD_LITELLM": "true" if preload else "false"})
+    try:
+        while len(client.messages(room)) < 2:
+            if time.time() - started > 120:
+                raise TimeoutError("no bid within 120 s of the worker's start")
+            time.sleep(0.02)
+        return round(client.messages(room)[1].ts - started, 2)
+    finally:
+        stop(worker)
+
+
+def start_up() -> dict[str, float]:
+    """A fresh worker's time to its first scripted bid and to its first LLM bid."""
+    scripted = AgentSpec(name="Scripted", model="scripted", script=[{"score": 0.9, "message": "hi"}])
+    mocked = AgentSpec(name="Mocked", model="gpt-4o-mini", litellm_kwargs=MOCK_KWARGS)
+    with Deployment() as deployment:
+        deployment.group.coordinator()
+        return {
+            "first_scripted_bid_s": first_bid_seconds(deployment, scripted, preload=False),
+            "first_llm_bid_s": first_bid_seconds(deployment, mocked, preload=True),
+        }
+
+
+def run(calls: int) -> dict[str, Any]:
+    """Every measurement of this module."""
+    return {"import_litellm_s": import_seconds(), "worker": start_up(),
+            "per_call": [per_call(calls, 1), per_call(calls, 100)]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run from the command line and print the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    print(json.dumps(run(parser.parse_args(argv).calls), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""RESULTS.md from the suite's results: every number in it comes from the run it describes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# The targets this machine (2 cores; coordinator, worker and Redis local) must meet.
+N4_MAX_MS = 4.0
+N16_MAX_SWARMS_RATIO = 2.0
+SWARMS_N16_REFERENCE_MS = 3.3  # the figure the N=16 target was set against
+N40_MAX_MS = 60.0
+HISTORY_MAX_RATIO = 1.2
+COORDINATOR_MAX_RSS_MB = 150.0
+
+
+def table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    """A markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def verdict(ok: bool) -> str:
+    """The table cell for a target."""
+    return "met" if ok else "**missed**"
+
+
+def row_of(runs: list[dict], agents: int, sleep_s: float) -> dict | None:
+    """The run of N=``agents`` with calls sleeping ``sleep_s``, if there was one."""
+    return next((r for r in runs if r["agents"] == agents and r["sleep_s"] == sleep_s), None)
+
+
+def targets(results: dict) -> list[str]:
+    """The headline table: each target, what was measured, met or missed."""
+    parley = results.get("turns", {}).get("runs", [])
+    swarms = results.get("anchor", {}).get("runs", [])
+    rows = []
+    n4 = row_of(parley, 4, 0.0)
+    if n4:
+        rows.append(["N=4, instant agents: at most 4 ms per turn",
+                     f"{n4['median_ms']:.2f} ms", verdict(n4["median_ms"] <= N4_MAX_MS)])
+    n16, s16 = row_of(parley, 16, 0.0), row_of(swarms, 16, 0.0)
+    if n16 and s16:
+        ratio = n16["median_ms"] / s16["median_ms"]
+        rows.append(["N=16, instant agents: at most 2x swarms in-process (measured anchor)",
+                     f"{n16['median_ms']:.2f} ms = {ratio:.1f}x swarms' {s16['median_ms']:.2f} ms",
+                     verdict(ratio <= N16_MAX_SWARMS_RATIO)])
+        rows.append([f"N=16, against the {SWARMS_N16_REFERENCE_MS} ms swarms figure the target "
+                     "was set with", f"{n16['median_ms'] / SWARMS_N16_REFERENCE_MS:.1f}x",
+                     verdict(n16["median_ms"] <= N16_MAX_SWARMS_RATIO * SWARMS_N16_REFERENCE_MS)])
+    n40 = row_of(parley, 40, 0.05)
+    if n40:
+        rows.append(["N=40, 50 ms agents: at most 60 ms per turn, one wave",
+                     f"{n40['median_ms']:.2f} ms, {'one wave' if n40['one_wave'] else 'several waves'}",
+                     verdict(n40["median_ms"] <= N40_MAX_MS and n40["one_wave"])])
+    growth = results.get("turns", {}).get("history")
+    if growth:
+        rows.append(["Turn 1,000 within 1.2x of turn 10 (N=16)",
+                     f"{growth['late_over_early']:.2f}x",
+                     verdict(growth["late_over_early"] <= HISTORY_MAX_RATIO)])
+    rooms = results.get("many_rooms", [])
+    if rooms:
+        peak = max(rooms[0]["coordinator_peak_rss_mb"])
+        rows.append([f"{rooms[0]['rooms']:,} live rooms on one coordinator under 150 MB",
+                     f"{peak:.0f} MB peak", verdict(peak < COORDINATOR_MAX_RSS_MB)])
+    if len(rooms) > 1:
+        one, two = rooms[0]["turns_per_s"], rooms[1]["turns_per_s"]
+        rows.append(["Two coordinators serve more turns per second than one",
+                     f"{two:.0f} vs {one:.0f} turns/s", verdict(two > one)])
+    return ["## Targets", "", *table(["target", "measured", ""], rows), ""]
+
+
+def per_turn(results: dict) -> list[str]:
+    """Sections 1 and 2: parley and the swarms anchor side by side."""
+    parley = results.get("turns", {}).get("runs", [])
+    swarms = results.get("anchor", {}).get("runs", [])
+    rows = []
+    for run in parley:
+        anchor = row_of(swarms, run["agents"], run["sleep_s"])
+        ratio = f"{run['median_ms'] / anchor['median_ms']:.1f}x" if anchor else "-"
+        rows.append([run["agents"], f"{run['sleep_s'] * 1000:.0f} ms",
+                     f"{run['median_ms']:.2f}", f"{run['p95_ms']:.2f}",
+                     f"{anchor['median_ms']:.2f}" if anchor else "-",
+                     f"{anchor['p95_ms']:.2f}" if anchor else "-", ratio])
+    turns = parley[0]["turns"] if parley else 0
+    return [
+        "## 1-2. Per-turn time: parley against swarms in-process", "",
+        f"Scripted agents (no LLM client on either side), {turns} measured turns per room "
+        "(turn 1 left out on both sides: a room's pick-up here, the thread pool's start in "
+        "swarms). A turn is the interval between two consecutive committed messages of a "
+        "room; in swarms between two consecutive posts. Times in ms.", "",
+        *table(["N", "call sleep", "parley median", "parley p95", "swarms median",
+                "swarms p95", "parley / swarms"], rows), ""]
+
+
+def history(results: dict) -> list[str]:
+    """Section 3: turn 10 against turn 1,000 of one long room."""
+    parley = results.get("turns", {}).get("history")
+    swarms = results.get("anchor", {}).get("history")
+    rows = [[name, f"{h['early_median_ms']:.2f}", f"{h['late_median_ms']:.2f}",
+             f"{h['late_over_early']:.2f}x"] for name, h in (("parley", parley), ("swarms", swarms))
+            if h]
+    if not rows:
+        return []
+    h = parley or swarms
+    return ["## 3. History growth", "",
+            f"One room of N={h['agents']} scripted agents, {h['turns']} turns. Median turn "
+            f"time over turns {h['early_window'][0]}-{h['early_window'][1]} and over turns "
+            f"{h['late_window'][0]}-{h['late_window'][1]}, in ms.", "",
+            *table(["", "around turn 10", "around turn 1,000", "growth"], rows), ""]
+
+
+def many_rooms(results: dict) -> list[str]:
+    """Section 4: many rooms live at once, one coordinator then two."""
+    runs = results.get("many_rooms", [])
+    if not runs:
+        return []
+    rows = [[r["coordinators"], r["rooms"], f"{r['turns_per_s']:.0f}",
+             f"{r['latency_median_ms']:.0f}", f"{r['latency_p95_ms']:.0f}",
+             " + ".join(f"{mb:.0f}" for mb in r["coordinator_peak_rss_mb"]),
+             " / ".join(map(str, r["rooms_per_coordinator"])),
+             r.get("lease_churn", "-"),
+             ", ".join(f"{name} {cores:.2f}" for name, cores in r["cpu_cores"].items())]
+            for r in runs]
+    first = runs[0]
+    return ["## 4. Many rooms", "",
+            f"{first['rooms']:,} rooms live at once, 4 scripted agents each sleeping 200 ms per "
+            f"call, served by {first['workers']} worker processes (threads pool, concurrency "
+            f"{first['worker_concurrency']} each). The workers start once the coordinators "
+            f"hold every room; a {first['window_s']:.0f} s window is measured after a warm-up. "
+            "Latency is the time a room waits from one committed message to its next. "
+            "Lease churn counts the rooms a coordinator dropped because it could not renew "
+            "their leases in time (each one resumed by the next holder).", "",
+            *table(["coordinators", "rooms", "turns/s", "latency median ms", "latency p95 ms",
+                    "coordinator peak RSS MB", "rooms held (end of window)", "lease churn",
+                    "CPU cores used"], rows), ""]
+
+
+def waves(results: dict) -> list[str]:
+    """Section 5: whether a big room's calls all run at once."""
+    rows = [[r["agents"], f"{r['median_ms']:.2f}", f"{r['open_to_last_bid_median_ms']:.2f}",
+             f"{r['open_to_last_bid_max_ms']:.2f}", "yes" if r["one_wave"] else "**no**"]
+            for r in results.get("turns", {}).get("runs", []) if r["sleep_s"]]
+    if not rows:
+        return []
+    settings = results.get("turns", {}).get("worker_settings", {})
+    return ["## 5. Worker concurrency: one wave", "",
+            "Agents sleeping 50 ms per call. One wave means every call of a turn is in flight "
+            "at once: the last bid is written about 50 ms after the turn opened, not 100.", "",
+            *table(["N", "turn median ms", "open to last bid, median ms",
+                    "open to last bid, max ms", "one wave"], rows), "",
+            "Worker settings of this run: " + ", ".join(f"`{k}={v}`" for k, v in settings.items()),
+            ""]
+
+
+def takeover(results: dict) -> list[str]:
+    """Section 6: the failover benchmark's own report, when it exists."""
+    output = results.get("takeover")
+    if output is None:
+        return ["## 6. Takeover", "", "benchmarks/takeover.py does not exist yet: no takeover "
+                "figures in this run.", ""]
+    return ["## 6. Takeover", "", "`.venv/bin/python -m benchmarks.takeover`, as it reported:",
+            "", "```", output.strip(), "```", ""]
+
+
+def llm_cost(results: dict) -> list[str]:
+    """Section 7: what the LLM client itself costs a worker."""
+    cost = results.get("llm_cost")
+    if not cost:
+        return []
+    rows = [[c["messages"], f"{c['mock']['cpu_ms']:.2f}", f"{c['mock']['wall_ms']:.2f}",
+             f"{c['stub']['cpu_ms']:.2f}", f"{c['stub']['wall_ms']:.2f}"]
+            for c in cost["per_call"]]
+    worker = cost["worker"]
+    return ["## 7. The LLM client's own cost", "",
+            "One bid through the worker's own code (prompt, litellm.completion with the forced "
+            "respond tool, parsing, cost accounting): through litellm's mock parameters, and "
+            "over HTTP to a local OpenAI-compatible stub server. CPU is the calling thread's "
+            "only (the stub's threads are not counted); medians, in ms.", "",
+            *table(["transcript messages", "mock CPU", "mock wall", "stub CPU", "stub wall"],
+                   rows), "",
+            f"- `import litellm`: {cost['import_litellm_s']:.2f} s in a fresh interpreter.",
+            f"- A fresh worker answers its first scripted bid {worker['first_scripted_bid_s']:.2f} s "
+            f"after it is started, and its first LLM bid (litellm imported in the background "
+            f"at start-up) {worker['first_llm_bid_s']:.2f} s after.", ""]
+
+
+def anatomy(results: dict) -> list[str]:
+    """Where a turn's time goes, from the turn records of the N=4 and N=16 rooms."""
+    rows = [[a["agents"], f"{a['decided_to_opened_ms']:.2f}", f"{a['opened_to_decided_ms']:.2f}",
+             f"{a['coordinator_cpu_ms']:.2f}", f"{a['worker_cpu_ms']:.2f}", f"{a['redis_cpu_ms']:.2f}"]
+            for a in results.get("turns", {}).get("anatomy", [])]
+    if not rows:
+        return []
+    return ["## Where a turn's time goes", "",
+            "From the turn records (instant agents): decided-to-opened is the commit, the next "
+            "drain-and-read-state and open_turn; opened-to-decided is the fan-out, the broker "
+            "hop, the worker's task and bid writes, and the coordinator's wake-ups. CPU is each "
+            "process's user+system time per turn over the whole room. Medians, in ms. The "
+            "profile behind these figures is in [benchmarks/README.md](README.md).", "",
+            *table(["N", "decided to opened", "opened to decided", "coordinator CPU",
+                    "worker CPU", "Redis CPU"], rows), ""]
+
+
+def header(results: dict) -> list[str]:
+    """Machine, command, date and what else was running."""
+    machine = results["machine"]
+    quiet = results["quiet"]
+    return [
+        "# parley benchmark results", "",
+        f"Produced by `{results['command']}` on {results['date']} in {results['wall_s']:.0f} s.",
+        "Regenerate with the same command; [benchmarks/README.md](README.md) says what each "
+        "benchmark measures and how.", "",
+        *table(["machine", ""], [[k, v] for k, v in machine.items()]), "",
+        f"Load average before the run {quiet['before']['load']}, after it "
+        f"{quiet['after']['load']}; other test runs going on: {quiet['before']['pytest']} "
+        f"before, {quiet['after']['pytest']} after. Redis: a private `redis-server` per "
+        f"benchmark, `{results.get('redis_options', '')}`; coordinator, workers and Redis "
+        "are separate local processes.", ""]
+
+
+def render(results: dict) -> str:
+    """The whole RESULTS.md."""
+    sections = [header(results), targets(results), per_turn(results), anatomy(results),
+                history(results), many_rooms(results), waves(results), takeover(results),
+                llm_cost(results)]
+    return "\n".join(line for section in sections for line in section).rstrip() + "\n"
