@@ -5,11 +5,17 @@ the room's state. Every write a coordinator makes to a room checks the whole tok
 its Lua script, so a coordinator that lost its lease cannot write, even if it has not
 noticed yet. The epoch alone is not enough: a Redis restart that lost recent writes can
 hand out the same epoch twice, but never to the same coordinator id at once.
+
+The coordinator also keeps its own reckoning of how long each lease is good for, counted
+from the moment it *sent* the acquire or renew (Redis extended the lease no earlier than
+that). It stops work on a room while a margin is still left, so it never relies on the
+fencing check alone; fencing is the backstop for pauses it cannot see coming.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.keys import Keys
@@ -21,56 +27,87 @@ class LeaseLost(Exception):
     """This coordinator no longer holds the room: stop working on it at once."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Lease:
-    """A held lease: the token every fenced write presents."""
+    """A held lease: the token every fenced write presents, and how long it is good for."""
 
     room: str
     owner: str
     epoch: int
+    # time.monotonic() past which the lease may have expired in Redis.
+    valid_until: float = field(default=0.0, repr=False)
+    # Work stops once less than this is left (the coordinator sets it from its settings).
+    margin_s: float = field(default=0.0, repr=False)
 
     @property
     def token(self) -> str:
         """``<coordinator id>:<epoch>``, the lease key's value."""
         return f"{self.owner}:{self.epoch}"
 
+    def seconds_left(self) -> float:
+        """How long the lease is surely still ours, by this process's clock."""
+        return self.valid_until - time.monotonic()
+
+    def lapsing(self) -> bool:
+        """True once less than the margin is left: time to stop work on the room."""
+        return self.seconds_left() < self.margin_s
+
+    def ensure_held(self) -> None:
+        """Raise LeaseLost unless the lease is surely ours for at least the margin."""
+        if self.lapsing():
+            raise LeaseLost(f"lease on {self.room} not renewed in time "
+                            f"({self.seconds_left():.2f}s left)")
+
 
 class Leases:
     """Acquire, renew and release room leases for one coordinator."""
 
-    def __init__(self, client: Any, keys: Keys, scripts: Scripts, owner: str, ttl_s: float):
+    def __init__(self, client: Any, keys: Keys, scripts: Scripts, owner: str, ttl_s: float,
+                 margin_s: float = 0.0):
         self.redis = client
         self.keys = keys
         self.scripts = scripts
         self.owner = owner
+        self.ttl_s = ttl_s
         self.ttl_ms = int(ttl_s * 1000)
+        self.margin_s = margin_s
 
     async def acquire(self, room: str) -> Lease | None:
         """Take the room if nobody holds it, and push its due time past our ttl."""
+        sent = time.monotonic()
         keys = [self.keys.lease(room), self.keys.state(room)]
         epoch = int(await self.scripts.acquire(keys=keys, args=[self.owner, self.ttl_ms]))
         if not epoch:
             return None
         await self.redis.zadd(self.keys.runnable, {room: now_ms() + self.ttl_ms}, xx=True)
-        return Lease(room, self.owner, epoch)
+        return Lease(room, self.owner, epoch, sent + self.ttl_s, self.margin_s)
 
     async def renew(self, leases: list[Lease]) -> list[bool]:
         """Renew many leases in one round trip; False where a lease was lost.
 
-        Held rooms' due times move past the ttl, so other coordinators' scans skip them
-        until this one stops renewing.
+        Each renewed lease is good for a ttl from the moment the renewal was sent. Held
+        rooms stay in the runnable set with their due time at the lease's expiry, so other
+        coordinators' scans skip them until this one stops renewing, and take them over
+        then (even if a stale holder removed them from the set meanwhile).
         """
+        if not leases:
+            return []
         pipe = self.redis.pipeline(transaction=False)
         for lease in leases:
             await self.scripts.renew(keys=[self.keys.lease(lease.room)], args=[lease.token, self.ttl_ms],
                                      client=pipe)
-        due = now_ms() + self.ttl_ms
-        for lease in leases:
-            pipe.zadd(self.keys.runnable, {lease.room: due}, xx=True)
-        replies = await pipe.execute()
-        return [bool(reply) for reply in replies[: len(leases)]]
+        sent = time.monotonic()
+        renewed = [bool(reply) for reply in await pipe.execute()]
+        held = [lease for lease, ok in zip(leases, renewed, strict=True) if ok]
+        for lease in held:
+            lease.valid_until = sent + self.ttl_s
+        if held:
+            due = now_ms() + self.ttl_ms
+            await self.redis.zadd(self.keys.runnable, {lease.room: due for lease in held})
+        return renewed
 
     async def release(self, lease: Lease) -> bool:
         """Give the room up; False if it was no longer ours."""
+        lease.valid_until = 0.0
         return bool(await self.scripts.release(keys=[self.keys.lease(lease.room)],
                                                args=[lease.token]))

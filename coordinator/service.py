@@ -1,5 +1,6 @@
 """The coordinator process: a scheduler that leases runnable rooms up to a capacity and
-runs each one's turn loop as an asyncio task, plus lease renewal and a heartbeat."""
+runs each one's turn loop as an asyncio task, a lease keeper that renews the leases and
+stops work on any room whose lease it cannot vouch for, and a heartbeat for operators."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ import socket
 import uuid
 
 import structlog
+from kombu.exceptions import OperationalError as BrokerError
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from coordinator.lease import Lease, LeaseLost, Leases
@@ -20,16 +25,41 @@ from coordinator.room_io import RoomIO
 from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.keys import Keys
+from shared.models import BidRequest
 from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import decode, now_ms
 
 log = structlog.get_logger("parley.coordinator")
 
+# Redis or the broker is unreachable for now: back off and let the room be taken again.
+TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
+# A vanished coordinator stays visible to operators this long, then its heartbeat goes.
+FORGET_VANISHED_MS = 24 * 3600 * 1000
+
 
 def new_coordinator_id() -> str:
     """A coordinator id operators can trace to a host and process."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class HeldTransport:
+    """A room's view of the transport: sends only while the room's lease is surely held.
+
+    A coordinator that stalled past its renewals must not pay for bids that the room's
+    next holder asks for again; and a send that stalled past the lease ends the room's work
+    there rather than at its next fenced write.
+    """
+
+    def __init__(self, transport: Transport, lease: Lease) -> None:
+        self.transport = transport
+        self.lease = lease
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Send the requests if the lease holds; raise LeaseLost otherwise."""
+        self.lease.ensure_held()
+        self.transport.send(requests)
+        self.lease.ensure_held()
 
 
 class Coordinator:
@@ -44,7 +74,11 @@ class Coordinator:
         self.redis = client or connect(settings)
         scripts = Scripts(self.redis)
         self.io = RoomIO(self.redis, self.keys, scripts)
-        self.leases = Leases(self.redis, self.keys, scripts, self.id, settings.lease_ttl_s)
+        self.renew_every_s = settings.lease_renew_every_s
+        # Checked once per renewal period: stopping with 1.5 periods left leaves at least
+        # half a period between the room's last work and the lease's expiry.
+        self.leases = Leases(self.redis, self.keys, scripts, self.id, settings.lease_ttl_s,
+                             margin_s=1.5 * self.renew_every_s)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
         self.rooms: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
@@ -52,27 +86,35 @@ class Coordinator:
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
-        log.info("coordinator_started", coordinator=self.id, capacity=self.settings.coordinator_capacity)
-        renewer = asyncio.create_task(self.keep_leases())
+        log.info("coordinator_started", coordinator=self.id,
+                 capacity=self.settings.coordinator_capacity, lease_ttl_s=self.settings.lease_ttl_s)
+        keeper = asyncio.create_task(self.keep_leases(), name="lease-keeper")
         try:
             while not self.stopping.is_set():
-                try:
-                    await self.scan()
-                except (RedisConnectionError, RedisTimeoutError) as error:
-                    log.warning("scan_failed", error=str(error))
+                await self.scan_once()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
-            renewer.cancel()
+            keeper.cancel()
             await self.shutdown()
 
     def stop(self) -> None:
         """Ask run() to return (safe from a signal handler)."""
         self.stopping.set()
 
+    async def scan_once(self) -> None:
+        """One bounded scan: a Redis that hangs must not keep the scheduler (or a
+        shutdown) waiting."""
+        try:
+            await asyncio.wait_for(self.scan(), self.settings.lease_ttl_s)
+        except (RedisError, TimeoutError) as error:
+            log.warning("scan_failed", error=str(error) or type(error).__name__)
+        except Exception:
+            log.exception("scan_failed")
+
     async def scan(self) -> None:
-        """Lease due runnable rooms while there is capacity, and heartbeat."""
-        await self.redis.zadd(self.keys.coordinators, {self.id: now_ms()})
+        """Heartbeat, then lease due runnable rooms while there is capacity."""
+        await self.heartbeat()
         free = self.settings.coordinator_capacity - len(self.rooms)
         if free <= 0:
             return
@@ -85,10 +127,29 @@ class Coordinator:
                 break
             if room in self.rooms:
                 continue
-            lease = await self.leases.acquire(room)
+            lease = await self.take(room)
             if lease is not None:
                 self.start_room(lease)
                 taken += 1
+
+    async def heartbeat(self) -> None:
+        """Tell operators this coordinator is alive; forget long-vanished ones."""
+        now = now_ms()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(self.keys.coordinators, {self.id: now})
+        pipe.zremrangebyscore(self.keys.coordinators, "-inf", now - FORGET_VANISHED_MS)
+        await pipe.execute()
+
+    async def take(self, room: str) -> Lease | None:
+        """Acquire one room's lease; a deleted room is taken off the runnable set."""
+        try:
+            return await self.leases.acquire(room)
+        except ResponseError as error:
+            if not str(error).startswith("NOROOM"):
+                raise
+            log.warning("runnable_room_missing", room=room)
+            await self.io.set_runnable(room, False)
+            return None
 
     def start_room(self, lease: Lease) -> None:
         """Run the room's turn loop in its own task (and its own log context)."""
@@ -96,77 +157,117 @@ class Coordinator:
         self.rooms[lease.room] = (lease, task)
 
     async def serve(self, lease: Lease) -> None:
-        """One room's loop with an explicit policy per failure; always releases."""
+        """One room's loop with an explicit policy per failure; always lets the room go."""
         structlog.contextvars.bind_contextvars(room=lease.room, epoch=lease.epoch)
         log.info("room_acquired", coordinator=self.id)
-        runner = RoomRunner(lease, self.io, self.transport, self.options)
+        runner = RoomRunner(lease, self.io, HeldTransport(self.transport, lease), self.options)
+        reschedule = True
         try:
             await runner.run()
+            reschedule = False  # the room went idle and left the runnable set
         except LeaseLost as error:
             log.warning("lease_lost", reason=str(error))
-        except (RedisConnectionError, RedisTimeoutError) as error:
-            # Back off; the room stays runnable, and whoever holds it next resumes the turn.
-            log.warning("room_redis_error", error=str(error))
+        except TRANSIENT_ERRORS as error:
+            # Back off; whoever holds the room next resumes the turn.
+            log.warning("room_redis_error", error=str(error) or type(error).__name__)
             await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
             raise
         except Exception:
+            # Retried after the lease's ttl (its due time), not in a tight loop.
+            reschedule = False
             log.exception("room_failed")
         finally:
-            if self.rooms.get(lease.room, (None,))[0] is lease:
-                del self.rooms[lease.room]
-            with contextlib.suppress(Exception):
-                # On shutdown, make the room due now so that another coordinator takes it
-                # at once rather than after its due time.
-                if await self.leases.release(lease) and self.stopping.is_set():
-                    await self.io.set_runnable(lease.room, True)
+            await self.let_go(lease, reschedule)
+
+    async def let_go(self, lease: Lease, reschedule: bool) -> None:
+        """Forget the room, release its lease and, unless it went idle, make it due now so
+        that a coordinator (maybe this one) takes it at once rather than after the ttl."""
+        if self.rooms.get(lease.room, (None,))[0] is lease:
+            del self.rooms[lease.room]
+        try:
+            released = await asyncio.wait_for(self.leases.release(lease), self.renew_every_s)
+            if released and reschedule:
+                await asyncio.wait_for(self.io.set_runnable(lease.room, True), self.renew_every_s)
+        except (RedisError, TimeoutError) as error:
+            # The lease expires by itself; the room is due at its expiry.
+            log.info("release_failed", room=lease.room, error=str(error) or type(error).__name__)
 
     async def keep_leases(self) -> None:
-        """Renew every held lease each ttl/3; drop at once any room whose lease is gone,
-        and any room we could not renew for so long that the lease may have expired."""
-        period = self.settings.lease_renew_every_s
-        last_renewed = asyncio.get_running_loop().time()
+        """Renew every held lease each period, on a fixed schedule; stop work at once on
+        any room whose lease was lost or could not be renewed for so long that less than
+        the margin is left."""
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
         while True:
-            await asyncio.sleep(period)
-            held = [lease for lease, _ in self.rooms.values()]
-            try:
-                renewed = await self.leases.renew(held) if held else []
-            except (RedisConnectionError, RedisTimeoutError) as error:
-                log.warning("renew_failed", error=str(error))
-                if asyncio.get_running_loop().time() - last_renewed > 2 * period:
-                    self.drop_rooms(held, "renewal failing")
-                continue
-            last_renewed = asyncio.get_running_loop().time()
-            lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
-            self.drop_rooms(lost, "lease lost")
+            self.drop_lapsing()
+            await self.renew_held()
+            self.drop_lapsing()
+            next_tick = max(next_tick + self.renew_every_s, loop.time())
+            await asyncio.sleep(next_tick - loop.time())
+
+    async def renew_held(self) -> None:
+        """One renewal round trip for every room still being served, bounded by half a
+        period so that a hanging Redis cannot delay the lapse check."""
+        held = [lease for lease, task in self.rooms.values() if not task.cancelling()]
+        if not held:
+            return
+        try:
+            renewed = await asyncio.wait_for(self.leases.renew(held), self.renew_every_s / 2)
+        except (RedisError, TimeoutError) as error:
+            log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
+            return
+        except Exception:
+            log.exception("renew_failed", rooms=len(held))
+            return
+        self.drop_rooms([lease for lease, ok in zip(held, renewed, strict=True) if not ok],
+                        "lease lost")
+
+    def drop_lapsing(self) -> None:
+        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
+        self.drop_rooms([lease for lease, _ in self.rooms.values() if lease.lapsing()],
+                        "lease not renewed in time")
 
     def drop_rooms(self, leases: list[Lease], reason: str) -> None:
-        """Stop work on these rooms now (unless a room was re-leased meanwhile)."""
+        """Cancel these rooms' tasks now (unless a room was re-leased meanwhile). A room
+        stays listed until its task has let it go, so it is not taken again before."""
         for lease in leases:
             held, task = self.rooms.get(lease.room, (None, None))
-            if held is lease and task is not None:
-                del self.rooms[lease.room]
-                log.warning("room_dropped", room=lease.room, reason=reason)
+            if held is lease and task is not None and not task.cancelling():
+                log.warning("room_dropped", room=lease.room, epoch=lease.epoch, reason=reason,
+                            lease_left_s=round(lease.seconds_left(), 3))
                 task.cancel()
 
     async def shutdown(self) -> None:
         """Abandon the current steps, release every lease and make the rooms due now, so
-        another coordinator takes them at once instead of after the ttl."""
-        entries = list(self.rooms.values())
-        for _, task in entries:
+        another coordinator takes them at once instead of after the ttl. Bounded by the
+        ttl: with Redis gone, the leases expire by themselves."""
+        tasks = [task for _, task in self.rooms.values()]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*(task for _, task in entries), return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await self.redis.zrem(self.keys.coordinators, self.id)
-        await self.redis.aclose()
-        log.info("coordinator_stopped", coordinator=self.id, released=len(entries))
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.settings.lease_ttl_s)
+        with contextlib.suppress(RedisError, TimeoutError):
+            await asyncio.wait_for(self.redis.zrem(self.keys.coordinators, self.id),
+                                   self.renew_every_s)
+        with contextlib.suppress(RedisError, TimeoutError):
+            await asyncio.wait_for(self.redis.aclose(), self.renew_every_s)
+        log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
 
 
 def connect(settings: Settings) -> Redis:
-    """The coordinator's Redis client: each room waiting for bids holds one connection in
-    XREAD BLOCK, so the pool is sized to the capacity."""
+    """The coordinator's Redis client.
+
+    Each room waiting for bids holds one connection in XREAD BLOCK for up to its whole bid
+    timeout, so the pool is sized to the capacity and reads have no socket timeout: the
+    lease keeper bounds every wait instead, by cancelling a room whose lease lapses. A
+    dropped connection (a Redis restart) is retried briefly; a retried fenced script that
+    had already run is refused (NOTURN, TURNOPEN), so a retry never writes twice.
+    """
+    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     pool = BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=settings.coordinator_capacity + 8, timeout=None)
+        settings.redis_url, max_connections=settings.coordinator_capacity + 8, timeout=None,
+        socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry)
     return Redis(connection_pool=pool)
 
 

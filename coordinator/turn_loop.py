@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 import structlog
@@ -84,7 +84,7 @@ class RoomRunner:
     async def collect(self, turn: OpenTurn) -> list[Bid]:
         """Every agent's bid for the turn: those already in the stream (a resumed turn)
         are reused, the missing agents are asked, and whoever has not answered by the
-        deadline counts as timed out."""
+        deadline counts as timed out (a turn nobody answered is asked once more)."""
         room = self.lease.room
         got: dict[str, Bid] = {}
         cursor = turn.bids_from
@@ -92,8 +92,16 @@ class RoomRunner:
             # A fresh turn has no bids yet: only a resumed one reads what already came.
             cursor = self.keep_bids(turn, got, await self.io.read_bids(room, cursor), cursor)
         await self.fan_out(turn, [name for name in self.spec.agent_names if name not in got])
+        asked_again = False
         while len(got) < len(self.spec.agents):
             block_ms = int((turn.deadline - time.time()) * 1000)
+            if block_ms <= 0 and not got and not asked_again:
+                # Nobody answered: a worker killed while holding the turn's only task must
+                # not end the run as no_bids. Ask once more; an unserved queue still fails.
+                turn = replace(turn, deadline=time.time() + self.spec.policy.bid_timeout_s)
+                await self.fan_out(turn, list(self.spec.agent_names))
+                asked_again = True
+                continue
             if block_ms <= 0:
                 break
             cursor = self.keep_bids(turn, got, await self.io.wait_bids(room, cursor, block_ms),

@@ -23,7 +23,9 @@ class Settings(BaseSettings):
     key_prefix: str = "parley"
 
     lease_ttl_s: float = Field(default=5.0, gt=0)
-    scan_interval_s: float = Field(default=0.5, gt=0)
+    # 0 means ttl/3: a room survives one missed renewal and is dropped after two.
+    lease_renew_s: float = Field(default=0.0, ge=0)
+    scan_interval_s: float = Field(default=0.2, gt=0)
     coordinator_capacity: int = Field(default=1000, ge=1)
     agents_per_task: int = Field(default=8, ge=1)
 
@@ -44,10 +46,16 @@ class Settings(BaseSettings):
             self.broker_url = self.redis_url
         return self
 
+    @model_validator(mode="after")
+    def _renew_well_within_ttl(self) -> Settings:
+        if self.lease_renew_s * 2 >= self.lease_ttl_s:
+            raise ValueError("lease_renew_s must be under half of lease_ttl_s (0 means ttl/3)")
+        return self
+
     @property
     def lease_renew_every_s(self) -> float:
-        """Renew three times per ttl so that one missed renewal does not lose the room."""
-        return self.lease_ttl_s / 3
+        """How often held leases are renewed: ``lease_renew_s``, or ttl/3 when it is 0."""
+        return self.lease_renew_s or self.lease_ttl_s / 3
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,157 @@
+"""The coordinator stops work on a room before its lease can run out; on fakeredis."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import fakeredis
+import pytest
+import structlog
+
+from coordinator.lease import Lease, LeaseLost
+from coordinator.service import Coordinator, HeldTransport
+from coordinator.transport import InMemoryTransport
+from shared.keys import Keys
+from shared.models import BidStatus, StopReason
+from shared.settings import Settings
+from shared.store import RoomStore
+from tests.support.local_worker import LocalWorkerTransport
+from tests.support.rooms import rotating_scripts, scripted_spec
+
+ROOM = "room-1"
+
+
+@pytest.fixture
+def server() -> fakeredis.FakeServer:
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def store(server) -> RoomStore:
+    return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
+
+
+def lease_with(seconds_left: float, margin_s: float = 1.0) -> Lease:
+    return Lease(ROOM, "c1", 1, time.monotonic() + seconds_left, margin_s)
+
+
+def test_a_lease_with_less_than_its_margin_left_is_no_longer_held():
+    lease_with(5.0).ensure_held()
+    with pytest.raises(LeaseLost):
+        lease_with(0.5).ensure_held()
+
+
+def test_bid_requests_are_not_sent_for_a_lapsing_lease():
+    sent = InMemoryTransport()
+    with pytest.raises(LeaseLost):
+        HeldTransport(sent, lease_with(0.5)).send([("q", object())])
+    assert sent.sent == []
+    HeldTransport(sent, lease_with(5.0)).send([("q", object())])
+    assert len(sent.sent) == 1
+
+
+def test_settings_refuse_a_renewal_period_that_leaves_no_second_chance():
+    assert Settings(lease_ttl_s=6).lease_renew_every_s == 2
+    assert Settings(lease_ttl_s=6, lease_renew_s=1).lease_renew_every_s == 1
+    with pytest.raises(ValueError, match="lease_renew_s"):
+        Settings(lease_ttl_s=6, lease_renew_s=3)
+
+
+def serving(server, store, ttl_s: float, transport=None) -> Coordinator:
+    """A coordinator on fakeredis whose room waits for bids that never come."""
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 3), bid_timeout_s=60))
+    store.post(ROOM, "User", "go")
+    return Coordinator(Settings(key_prefix="t", lease_ttl_s=ttl_s, scan_interval_s=0.05),
+                       transport or InMemoryTransport(), "c1",
+                       client=fakeredis.FakeAsyncRedis(server=server))
+
+
+def test_a_room_whose_renewals_fail_is_dropped_before_its_lease_expires(server, store):
+    coordinator = serving(server, store, ttl_s=1.5)
+
+    async def lose_redis() -> None:
+        await coordinator.scan()
+        _, task = coordinator.rooms[ROOM]
+        keeper = asyncio.create_task(coordinator.keep_leases())
+        await asyncio.sleep(0.6)  # one renewal went through
+        server.connected = False
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 1.5)
+        keeper.cancel()
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(lose_redis())
+
+    assert any(e["event"] == "renew_failed" for e in logs)
+    dropped = [e for e in logs if e["event"] == "room_dropped"]
+    assert [e["reason"] for e in dropped] == ["lease not renewed in time"]
+    assert dropped[0]["lease_left_s"] > 0, "work went on past the lease's expiry"
+    assert ROOM not in coordinator.rooms
+
+
+def test_a_room_whose_lease_was_taken_is_dropped_at_the_next_renewal(server, store):
+    coordinator = serving(server, store, ttl_s=0.6)
+
+    async def steal() -> None:
+        await coordinator.scan()
+        _, task = coordinator.rooms[ROOM]
+        await asyncio.sleep(0.05)  # the room is waiting for bids now
+        store.redis.set(Keys("t").lease(ROOM), "thief:9")
+        keeper = asyncio.create_task(coordinator.keep_leases())
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 2)
+        keeper.cancel()
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(steal())
+
+    assert [e["reason"] for e in logs if e["event"] == "room_dropped"] == ["lease lost"]
+    assert store.lease_holder(ROOM) == "thief:9"
+
+
+def test_shutdown_releases_the_lease_and_makes_the_room_due_now(server, store):
+    coordinator = serving(server, store, ttl_s=5)
+
+    async def serve_then_stop() -> None:
+        await coordinator.scan()
+        await asyncio.sleep(0.05)
+        await coordinator.shutdown()
+
+    asyncio.run(serve_then_stop())
+
+    assert store.lease_holder(ROOM) is None
+    assert store.redis.zscore(Keys("t").runnable, ROOM) <= time.time() * 1000
+    assert store.redis.zscore(Keys("t").coordinators, "c1") is None
+
+
+class LosesTheFirstTask(LocalWorkerTransport):
+    """A worker that dies with the first task of each turn (its bids never come)."""
+
+    def __init__(self, client, keys) -> None:
+        super().__init__(client, keys)
+        self.asked: list[int] = []
+
+    def send(self, requests) -> None:
+        answered = [(queue, request) for queue, request in requests if request.turn in self.asked]
+        self.asked.extend(request.turn for _, request in requests)
+        super().send(answered)
+
+
+def test_a_turn_nobody_answered_is_asked_once_more_before_it_counts_as_no_bids(server, store):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2), bid_timeout_s=0.3))
+    store.post(ROOM, "User", "go")
+    transport = LosesTheFirstTask(store.redis, Keys("t"))
+    coordinator = Coordinator(Settings(key_prefix="t"), transport, "c1",
+                              client=fakeredis.FakeAsyncRedis(server=server))
+
+    async def serve() -> None:
+        await coordinator.scan()
+        _, task = coordinator.rooms[ROOM]
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(serve())
+
+    turns = store.read_turns(ROOM)
+    assert [t.winner for t in turns] == ["agent1", "agent0", None]
+    assert all(b.status is BidStatus.OK for t in turns for b in t.bids)
+    assert turns[-1].stop_reason is StopReason.LULL
+    assert transport.asked == [1, 1, 2, 2, 3, 3]
