@@ -101,8 +101,39 @@ def first_bid_seconds(deployment: Deployment, agent: AgentSpec, preload: bool) -
         stop(worker)
 
 
-def start_up() -> dict[str, float]:
-    """A fresh worker's time to its first scripted bid and to its first LLM bid."""
+def transcript_reads(deployment: Deployment, messages: int = 1000, runs: int = 20
+                     ) -> dict[str, float]:
+    """A worker's transcript read at turn ``messages``: the whole log, against only the
+    message committed since the room's previous task (the worker's transcript cache)."""
+    from shared.records import agent_message_fields
+    from workers.tasks import TranscriptCache
+
+    client = deployment.client()
+    store, redis = client.store, deployment.redis()
+    pipe = redis.pipeline(transaction=False)
+    for message in transcript(messages):
+        fields = agent_message_fields(message.sender, message.content, message.score or 0.0,
+                                      message.turn or 0, 1, 1, time.time())
+        pipe.xadd(store.keys.log("reads"), {"seq": message.seq, **fields}, id=f"{message.seq}-0")
+    pipe.execute()
+    started = time.perf_counter()
+    for _ in range(runs):
+        store.read_messages("reads", upto_seq=messages)
+    whole_ms = (time.perf_counter() - started) / runs * 1000
+    increments = []
+    for _ in range(runs):
+        cache = TranscriptCache()
+        cache.upto(store, store.keys.prefix, "reads", messages - 1)
+        started = time.perf_counter()
+        cache.upto(store, store.keys.prefix, "reads", messages)
+        increments.append((time.perf_counter() - started) * 1000)
+    return {"messages": messages, "whole_log_ms": round(whole_ms, 2),
+            "incremental_ms": round(statistics.median(increments), 2)}
+
+
+def start_up() -> dict[str, Any]:
+    """A fresh worker's time to its first scripted bid and to its first LLM bid, and the
+    cost of a worker's transcript read late in a long room."""
     scripted = AgentSpec(name="Scripted", model="scripted", script=[{"score": 0.9, "message": "hi"}])
     mocked = AgentSpec(name="Mocked", model="gpt-4o-mini", litellm_kwargs=MOCK_KWARGS)
     with Deployment() as deployment:
@@ -110,13 +141,14 @@ def start_up() -> dict[str, float]:
         return {
             "first_scripted_bid_s": first_bid_seconds(deployment, scripted, preload=False),
             "first_llm_bid_s": first_bid_seconds(deployment, mocked, preload=True),
+            "transcript_read": transcript_reads(deployment),
         }
 
 
 def run(calls: int) -> dict[str, Any]:
     """Every measurement of this module."""
     return {"import_litellm_s": import_seconds(), "worker": start_up(),
-            "per_call": [per_call(calls, 1), per_call(calls, 100)]}
+            "per_call": [per_call(calls, 1), per_call(calls, 1000)]}
 
 
 def main(argv: list[str] | None = None) -> None:

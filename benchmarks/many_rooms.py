@@ -36,9 +36,10 @@ def wait_until(condition, timeout_s: float, what: str) -> None:  # noqa: ANN001
 
 
 def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s: float,
-        window_s: float) -> dict[str, Any]:
-    """One deployment: ``rooms`` live rooms on ``coordinators``, measured over a window."""
-    with Deployment() as deployment:
+        window_s: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One deployment (its processes started with ``env``): ``rooms`` live rooms on
+    ``coordinators``, measured over a window."""
+    with Deployment(env=env) as deployment:
         client = deployment.client()
         redis = deployment.redis()
         keys = Keys(deployment.prefix)
@@ -85,6 +86,7 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "coordinator_peak_rss_mb": [round(m["VmHWM"] / 1024, 1) for m in memory.values()],
         "rooms_per_coordinator": sorted(holders.values(), reverse=True),
         "lease_churn": churn,
+        "settings": env or {},
         "cpu_cores": cpu,
     }
 

@@ -53,12 +53,18 @@ def targets(results: dict) -> list[str]:
         rows.append(["N=40, 50 ms agents: at most 60 ms per turn, one wave",
                      f"{n40['median_ms']:.2f} ms, {'one wave' if n40['one_wave'] else 'several waves'}",
                      verdict(n40["median_ms"] <= N40_MAX_MS and n40["one_wave"])])
+    for variant in results.get("turns", {}).get("wave_variants", []):
+        settings = ", ".join(f"{k}={v}" for k, v in variant["settings"].items())
+        rows.append([f"... the same with {settings}",
+                     f"{variant['median_ms']:.2f} ms, "
+                     f"{'one wave' if variant['one_wave'] else 'several waves'}",
+                     verdict(variant["median_ms"] <= N40_MAX_MS and variant["one_wave"])])
     growth = results.get("turns", {}).get("history")
     if growth:
         rows.append(["Turn 1,000 within 1.2x of turn 10 (N=16)",
                      f"{growth['late_over_early']:.2f}x",
                      verdict(growth["late_over_early"] <= HISTORY_MAX_RATIO)])
-    rooms = results.get("many_rooms", [])
+    rooms = [r for r in results.get("many_rooms", []) if not r.get("settings")]
     if rooms:
         peak = max(rooms[0]["coordinator_peak_rss_mb"])
         rows.append([f"{rooms[0]['rooms']:,} live rooms on one coordinator under 150 MB",
@@ -115,7 +121,8 @@ def many_rooms(results: dict) -> list[str]:
     runs = results.get("many_rooms", [])
     if not runs:
         return []
-    rows = [[r["coordinators"], r["rooms"], f"{r['turns_per_s']:.0f}",
+    rows = [[r["coordinators"], ", ".join(f"{k}={v}" for k, v in r.get("settings", {}).items())
+             or "defaults", r["rooms"], f"{r['turns_per_s']:.0f}",
              f"{r['latency_median_ms']:.0f}", f"{r['latency_p95_ms']:.0f}",
              " + ".join(f"{mb:.0f}" for mb in r["coordinator_peak_rss_mb"]),
              " / ".join(map(str, r["rooms_per_coordinator"])),
@@ -131,23 +138,27 @@ def many_rooms(results: dict) -> list[str]:
             "Latency is the time a room waits from one committed message to its next. "
             "Lease churn counts the rooms a coordinator dropped because it could not renew "
             "their leases in time (each one resumed by the next holder).", "",
-            *table(["coordinators", "rooms", "turns/s", "latency median ms", "latency p95 ms",
+            *table(["coordinators", "settings", "rooms", "turns/s", "latency median ms",
+                    "latency p95 ms",
                     "coordinator peak RSS MB", "rooms held (end of window)", "lease churn",
                     "CPU cores used"], rows), ""]
 
 
 def waves(results: dict) -> list[str]:
     """Section 5: whether a big room's calls all run at once."""
-    rows = [[r["agents"], f"{r['median_ms']:.2f}", f"{r['open_to_last_bid_median_ms']:.2f}",
+    suite = results.get("turns", {})
+    sleeping = [r for r in suite.get("runs", []) if r["sleep_s"]] + suite.get("wave_variants", [])
+    rows = [[r["agents"], ", ".join(f"{k}={v}" for k, v in r.get("settings", {}).items())
+             or "defaults", f"{r['median_ms']:.2f}", f"{r['open_to_last_bid_median_ms']:.2f}",
              f"{r['open_to_last_bid_max_ms']:.2f}", "yes" if r["one_wave"] else "**no**"]
-            for r in results.get("turns", {}).get("runs", []) if r["sleep_s"]]
+            for r in sleeping]
     if not rows:
         return []
-    settings = results.get("turns", {}).get("worker_settings", {})
+    settings = suite.get("worker_settings", {})
     return ["## 5. Worker concurrency: one wave", "",
             "Agents sleeping 50 ms per call. One wave means every call of a turn is in flight "
             "at once: the last bid is written about 50 ms after the turn opened, not 100.", "",
-            *table(["N", "turn median ms", "open to last bid, median ms",
+            *table(["N", "settings", "turn median ms", "open to last bid, median ms",
                     "open to last bid, max ms", "one wave"], rows), "",
             "Worker settings of this run: " + ", ".join(f"`{k}={v}`" for k, v in settings.items()),
             ""]
@@ -172,6 +183,7 @@ def llm_cost(results: dict) -> list[str]:
              f"{c['stub']['cpu_ms']:.2f}", f"{c['stub']['wall_ms']:.2f}"]
             for c in cost["per_call"]]
     worker = cost["worker"]
+    reads = worker["transcript_read"]
     return ["## 7. The LLM client's own cost", "",
             "One bid through the worker's own code (prompt, litellm.completion with the forced "
             "respond tool, parsing, cost accounting): through litellm's mock parameters, and "
@@ -182,7 +194,14 @@ def llm_cost(results: dict) -> list[str]:
             f"- `import litellm`: {cost['import_litellm_s']:.2f} s in a fresh interpreter.",
             f"- A fresh worker answers its first scripted bid {worker['first_scripted_bid_s']:.2f} s "
             f"after it is started, and its first LLM bid (litellm imported in the background "
-            f"at start-up) {worker['first_llm_bid_s']:.2f} s after.", ""]
+            f"at start-up) {worker['first_llm_bid_s']:.2f} s after.",
+            f"- An LLM agent's task reads the transcript up to the turn's snapshot: at "
+            f"{reads['messages']:,} messages the whole log takes {reads['whole_log_ms']:.2f} ms, "
+            f"the worker's incremental read (only what was committed since the room's last "
+            f"task on that worker) {reads['incremental_ms']:.2f} ms. Building and sending the "
+            "prompt grows with the transcript (the table above): every message within the "
+            "model's context budget goes to the model, and the budget check counts tokens "
+            "over the whole conversation.", ""]
 
 
 def anatomy(results: dict) -> list[str]:

@@ -23,6 +23,9 @@ from benchmarks import anchor, llm_cost, many_rooms, report, turns
 
 HERE = Path(__file__).parent
 TAKEOVER_TIMEOUT_S = 300
+# One coordinator, two, and one again with leases long enough to outlast the event loop's
+# delays under this load: the lease churn the default ttl shows is then out of the picture.
+MANY_ROOMS_CONFIGURATIONS = [(1, None), (2, None), (1, {"PARLEY_LEASE_TTL_S": "15"})]
 
 
 def quietness() -> dict[str, Any]:
@@ -72,8 +75,8 @@ def run_all(quick: bool) -> dict[str, Any]:
     results["turns"] = turns.run(**workload)
     results["redis_options"] = results["turns"]["redis_options"]
     print("many rooms", flush=True)
-    results["many_rooms"] = [many_rooms.run(rooms, coordinators, 2, 128, 5.0, window_s)
-                             for coordinators in (1, 2)]
+    results["many_rooms"] = [many_rooms.run(rooms, coordinators, 2, 128, 5.0, window_s, env)
+                             for coordinators, env in MANY_ROOMS_CONFIGURATIONS]
     print("LLM client cost", flush=True)
     results["llm_cost"] = llm_cost.run(20 if quick else 200)
     print("takeover", flush=True)

@@ -32,6 +32,8 @@ from shared.settings import Settings
 
 # The worker pool of this suite: threads, as many as a turn of the biggest room needs.
 WORKER_CONCURRENCY = 64
+# The biggest sleeping room again, with fewer and larger tasks per turn.
+WAVE_VARIANTS = [{"PARLEY_AGENTS_PER_TASK": "20"}]
 
 
 def grid(deployment: Deployment, sizes: list[int], turns: int, sleep_s: float) -> list[dict]:
@@ -107,6 +109,14 @@ def waves(deployment: Deployment, run: RoomRun, sleep_s: float) -> dict:
             "one_wave": typical < 2 * sleep_s * 1000}
 
 
+def wave_variant(env: dict[str, str], agents: int, turns: int, sleep_s: float) -> dict:
+    """One sleeping room on a deployment started with ``env``."""
+    with Deployment(env=env) as deployment:
+        start(deployment)
+        (row,) = grid(deployment, [agents], turns, sleep_s)
+    return {**row, "settings": env}
+
+
 def worker_settings() -> dict[str, Any]:
     """The worker settings behind the one-wave result, as an operator would set them."""
     from workers.app import app
@@ -133,6 +143,9 @@ def run(sizes: list[int], turns: int, sleeps: list[float], history_agents: int,
         start(deployment)
         result: dict[str, Any] = {"runs": [row for sleep_s in sleeps
                                            for row in grid(deployment, sizes, turns, sleep_s)]}
+        if any(sleeps):
+            result["wave_variants"] = [wave_variant(env, max(sizes), turns, max(sleeps))
+                                       for env in WAVE_VARIANTS]
         if history_turns:
             started = time.perf_counter()
             result["history"] = history(deployment, history_agents, history_turns)
