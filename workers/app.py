@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import kombu.transport.redis
+import redis
 from celery import Celery
 from celery.signals import worker_ready
 
@@ -11,18 +13,56 @@ from shared.settings import get_settings
 
 settings = get_settings()
 
+
+class RedisTransport(kombu.transport.redis.Transport):
+    """kombu's Redis transport, but a channel whose connection is already closed reports
+    a connection error, not an AttributeError.
+
+    When Redis restarts while a task runs, the task's late ack and the restore of unacked
+    messages at channel close both run against the closed connection. Celery logs a
+    connection error there and reconnects; an AttributeError is "unrecoverable" and stops
+    the worker. The message stays unacknowledged and expires as any other stale one.
+    """
+
+    class Channel(kombu.transport.redis.Channel):
+        """A Redis channel that knows when its connection has gone."""
+
+        def _connparams(self, asynchronous: bool = False) -> dict:
+            if self.connection is None or self.connection.client is None:
+                raise redis.ConnectionError("this channel's broker connection is closed")
+            return super()._connparams(asynchronous=asynchronous)
+
+
+def broker_transport(broker_url: str) -> str | None:
+    """The transport for the broker URL: ours for plain Redis, kombu's choice otherwise
+    (``rediss://`` too: kombu turns TLS on from that scheme, which a named class skips)."""
+    if broker_url.startswith("redis://"):
+        return f"{__name__}:RedisTransport"
+    return None
+
+
 app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"])
 app.conf.update(
     task_default_queue="parley.agents",
-    # Acks late: a worker killed mid-task gets its message redelivered, and the task's
-    # expiry (the turn's deadline) drops it if that is too late to matter.
+    # Acks late: the message of a task a killed worker was running stays unacknowledged;
+    # the broker redelivers it after the visibility timeout, which is past the turn's
+    # deadline, and the worker then drops it as expired instead of running it. The bids the
+    # task had already written are kept; the others time out for that turn only.
     task_acks_late=True,
-    task_reject_on_worker_lost=True,
+    # Not requeued when a pool process dies: an immediate redelivery, still before the
+    # deadline, would pay again for the chunk's bids that had already arrived.
+    task_reject_on_worker_lost=False,
+    # On a lost broker connection running tasks are left to finish: their bids count if
+    # they reach the rooms' Redis; their acks are lost and the redelivered copies expire.
+    worker_cancel_long_running_tasks_on_connection_loss=False,
     task_ignore_result=True,
     # Bids are written to Redis streams; Celery's result backend is never read.
     result_backend=None,
     worker_prefetch_multiplier=1,
+    # Must exceed the longest bid_timeout_s of any room: a message redelivered before its
+    # deadline would run a second time.
     broker_transport_options={"visibility_timeout": settings.task_visibility_timeout_s},
+    broker_transport=broker_transport(settings.broker_url),
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
