@@ -225,3 +225,79 @@ def test_a_lease_expires_after_its_ttl(real_redis, keys):
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 0
     time.sleep(0.3)
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 2
+
+
+def test_renew_by_the_same_owner_under_an_older_epoch_is_refused(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.redis.delete(keys.lease(ROOM))
+    assert acquire(scripts, keys, "c1") == 2
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", TTL_MS]) == 0
+    assert store.lease_holder(ROOM) == "c1:2"
+
+
+def test_release_by_the_same_owner_under_an_older_epoch_changes_nothing(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.redis.delete(keys.lease(ROOM))
+    acquire(scripts, keys, "c1")
+    assert scripts.release(keys=[keys.lease(ROOM)], args=["c1:1"]) == 0
+    assert store.lease_holder(ROOM) == "c1:2"
+
+
+def test_open_turn_and_end_run_with_a_stale_token_write_nothing(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    before = store.redis.hgetall(keys.state(ROOM))
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        open_turn(scripts, keys, "c2:1")
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM)],
+                        args=["c2:1", "idle", "lull", ""])
+    assert store.redis.hgetall(keys.state(ROOM)) == before
+
+
+@pytest.mark.redis
+def test_acquire_from_many_clients_at_once_lets_exactly_one_in(real_redis, keys):
+    import threading
+
+    from tests.conftest import REDIS_URL
+
+    RoomStore(real_redis, keys).create_room(ROOM, scripted_spec({"A": [], "B": []}))
+    clients = [redis.Redis.from_url(REDIS_URL) for _ in range(8)]
+    start = threading.Barrier(len(clients))
+    epochs: dict[str, int] = {}
+
+    def race(index: int) -> None:
+        scripts = Scripts(clients[index])
+        start.wait()
+        epochs[f"c{index}"] = int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)],
+                                                  args=[f"c{index}", TTL_MS]))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winners = [owner for owner, epoch in epochs.items() if epoch]
+    assert len(winners) == 1 and epochs[winners[0]] == 1
+    assert RoomStore(real_redis, keys).lease_holder(ROOM) == f"{winners[0]}:1"
+    for client in clients:
+        client.close()
+
+
+@pytest.mark.redis
+def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
+    import time
+
+    store = RoomStore(real_redis, keys)
+    store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
+    scripts = Scripts(real_redis)
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 150])) == 1
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    time.sleep(0.3)
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", 150]) == 0
+    with pytest.raises(redis.ResponseError, match="LEASELOST"):
+        commit(scripts, keys, "c1:1", 1, 1)
+    assert [m.seq for m in store.read_messages(ROOM)] == [1]
+    assert store.lease_holder(ROOM) is None
