@@ -1,0 +1,222 @@
+"""What the failover tests share: a redis-server of their own, parley processes pointed at
+it, scripted rooms with random bids, the transcript a run without failures produces, and
+the invariants every room must keep whatever was killed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import fakeredis
+import structlog
+
+from coordinator import policies
+from coordinator.lease import Leases
+from coordinator.room_io import RoomIO
+from coordinator.turn_loop import RoomRunner, TurnOptions
+from parley import processes
+from shared.keys import Keys
+from shared.models import BidStatus, RoomSpec, RoomStatus
+from shared.records import bid_from_fields
+from shared.scripts import Scripts
+from shared.store import RoomStore
+from tests.support.local_worker import LocalWorkerTransport
+from tests.support.rooms import scripted_spec
+
+T = TypeVar("T")
+TASK = "Plan the launch."
+
+
+class PrivateRedis:
+    """A redis-server on a free port that only this test uses, so it may be killed and
+    restarted; stopped by its PID when the test ends, also when it fails."""
+
+    def __init__(self, directory: Path, *options: str) -> None:
+        self.directory = directory
+        self.options = options
+        self.port = processes.free_port()
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        """Where parley processes find it."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start (or restart) the server on the same port and directory."""
+        self.process = processes.start_redis(self.port, self.directory, *self.options)
+
+    def kill(self) -> None:
+        """``kill -9``: whatever Redis had not written to its files is lost."""
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM: Redis flushes its append-only file and exits."""
+        if self.process is not None:
+            processes.stop(self.process)
+
+    def __enter__(self) -> PrivateRedis:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def logs_on_failure(group: processes.ProcessGroup, lines: int = 60) -> Iterator[None]:
+    """Print the end of every process's log when the block fails."""
+    try:
+        yield
+    except BaseException:
+        print(group.log_tail(lines))
+        raise
+
+
+def parley_env(redis_url: str, prefix: str, **settings: object) -> dict[str, str]:
+    """Environment for parley processes on ``redis_url``; ``settings`` as PARLEY_* values."""
+    env = {
+        "PARLEY_REDIS_URL": redis_url,
+        "PARLEY_BROKER_URL": redis_url,
+        "PARLEY_KEY_PREFIX": prefix,
+        "PARLEY_WORKER_PRELOAD_LITELLM": "false",
+        "PARLEY_LOG_FORMAT": "json",
+    }
+    env.update({f"PARLEY_{name.upper()}": str(value) for name, value in settings.items()})
+    return env
+
+
+def wait_until(condition: Callable[[], T], timeout_s: float, what: str, every_s: float = 0.05) -> T:
+    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
+        time.sleep(every_s)
+
+
+def random_scripts(rng: random.Random, agents: int, turns: int, all_keen: bool = False,
+                   sleep_s: tuple[float, float] = (0.01, 0.1)) -> dict[str, list[dict[str, Any]]]:
+    """Scripts with random bids and sleeps. Each turn one agent (or, with ``all_keen``,
+    every agent) is keen (score >= 0.85, with a message), so no run lulls before the
+    scripts end; who wins depends on every bid and the recency penalty, so a turn decided
+    from the wrong bids shows in the transcript."""
+    names = [f"agent{i}" for i in range(agents)]
+    scripts: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for turn in range(1, turns + 1):
+        keen = rng.choice(names)
+        for name in names:
+            eager = all_keen or name == keen
+            score = rng.uniform(0.85, 1.0) if eager else rng.uniform(0.0, 1.0)
+            speaks = eager or rng.random() > 0.2
+            scripts[name].append({
+                "score": round(score, 3),
+                "message": f"{name} on turn {turn}: {rng.randrange(10**6)}" if speaks else "",
+                "sleep": round(rng.uniform(*sleep_s), 3),
+            })
+    return scripts
+
+
+def random_room(rng: random.Random, queue: str, turns: int, agents: int = 3,
+                bid_timeout_s: float = 2.0, all_keen: bool = False) -> RoomSpec:
+    """A scripted room that runs ``turns`` turns and then ends on a lull."""
+    return scripted_spec(random_scripts(rng, agents, turns, all_keen), queue=queue,
+                         bid_timeout_s=bid_timeout_s, max_messages=turns + 10)
+
+
+def without_sleeps(spec: RoomSpec) -> RoomSpec:
+    """The same room with instant agents (sleeps change timing, never content)."""
+    data = spec.model_dump(mode="json")
+    for agent in data["agents"]:
+        for entry in agent["script"]:
+            entry["sleep"] = 0
+    return RoomSpec.model_validate(data)
+
+
+def expected_messages(spec: RoomSpec, task: str = TASK) -> list[tuple[str, str]]:
+    """The transcript of a run with no failures: the same turn loop, in process, on
+    fakeredis, with every agent answering at once."""
+    server = fakeredis.FakeServer()
+    keys = Keys("expected")
+    store = RoomStore(fakeredis.FakeRedis(server=server), keys)
+    store.create_room("room", without_sleeps(spec))
+    store.post("room", "User", task)
+
+    async def serve() -> None:
+        client = fakeredis.FakeAsyncRedis(server=server)
+        scripts = Scripts(client)
+        lease = await Leases(client, keys, scripts, "reference", 60).acquire("room")
+        transport = LocalWorkerTransport(store.redis, keys)
+        await RoomRunner(lease, RoomIO(client, keys, scripts), transport,
+                         TurnOptions("expected", 8, 100_000)).run()
+
+    with structlog.testing.capture_logs():
+        asyncio.run(serve())
+    return [(m.sender, m.content) for m in store.read_messages("room")]
+
+
+@dataclass
+class RoomCheck:
+    """What checking one finished room found, for the test's report."""
+
+    turns: int
+    takeovers: int
+    reused_bids: int
+    timed_out: bool
+    compared_messages: int
+
+
+def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple[str, str]]
+               ) -> RoomCheck:
+    """Assert every failover invariant on a finished room and count what it went through.
+
+    Seqs run 1..n; every turn was decided once and no message written twice; each turn's
+    recorded bids, fed to the policy again, give its recorded winner and stop; the
+    transcript equals the failure-free one up to the first turn in which a bid timed out
+    (all of it when none did); and no bid request ran twice.
+    """
+    state = store.read_state(room)
+    assert state.status is RoomStatus.IDLE and not state.turn_open, (room, state.raw)
+    messages = store.read_messages(room)
+    assert [m.seq for m in messages] == list(range(1, len(messages) + 1)), room
+    records = store.read_turns(room)
+    assert [r.turn for r in records] == list(range(1, len(records) + 1)), room
+    spoken = {m.turn: m for m in messages if m.turn is not None}
+    assert len(spoken) == len(messages) - 1, f"{room}: a turn posted twice"
+    for record in records:
+        decision = policies.replay(spec, record)
+        assert (decision.winner, decision.stop) == (record.winner, record.stop_reason), (
+            room, record.turn)
+        assert (spoken[record.turn].sender if record.turn in spoken else None) == record.winner
+    first_timeout = next((r for r in records if any(b.status is BidStatus.TIMEOUT
+                                                    for b in r.bids)), None)
+    compared = len(expected) if first_timeout is None else first_timeout.snapshot_seq
+    actual = [(m.sender, m.content) for m in messages]
+    assert actual[:compared] == expected[:compared], room
+    if first_timeout is None:
+        assert actual == expected, room
+    # A turn decided by its deadline was asked once per holder: an agent with two bids of
+    # the same attempt there means a request ran twice. (A turn nobody answered in time is
+    # asked again, and an answer that was only late then comes twice.)
+    on_time = {record.turn for record in records if record.decided_at <= record.deadline}
+    bids = [bid_from_fields(fields) for _, fields in store.redis.xrange(store.keys.bids(room))]
+    requests = Counter((bid.turn, bid.agent, bid.attempt) for bid in bids if bid.turn in on_time)
+    assert [key for key, count in requests.items() if count > 1] == [], f"{room}: a request ran twice"
+    return RoomCheck(
+        turns=len(records), takeovers=state.epoch - 1,
+        reused_bids=sum(1 for r in records for b in r.bids if 0 < b.attempt < r.epoch),
+        timed_out=first_timeout is not None, compared_messages=compared,
+    )
