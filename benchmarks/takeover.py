@@ -1,0 +1,154 @@
+"""Takeover latency: from ``kill -9`` of a room's lease holder to the room's next committed
+message, at the default lease ttl.
+
+    .venv/bin/python -m benchmarks.takeover [--kills 8] [--rooms 6] [--ttl 5] [--json FILE]
+
+Two coordinators and one worker serve rooms of scripted agents that never lull, on a
+redis-server of the benchmark's own. Each round waits a random fraction of a renewal
+period, kills the coordinator holding the most rooms with SIGKILL, starts a replacement,
+and for every room the victim held takes the time from the kill to the room's next message
+(its commit stamp, written by the new holder). README's "Failover and durability" states
+the bound these are compared with: lease ttl + scan interval + the resumed turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from parley.client import Client
+from parley.processes import ProcessGroup
+from shared.settings import Settings
+from tests.chaos.harness import PrivateRedis, parley_env, random_scripts, wait_until
+from tests.support.rooms import scripted_spec
+
+QUEUE = "parley.takeover-bench"
+BID_SLEEP_S = (0.05, 0.2)  # each agent's call; a turn takes about the slowest of three
+
+
+def holders(client: Client, rooms: list[str]) -> dict[str, str]:
+    """Each room's lease holder (coordinator id), for rooms that have one."""
+    owners = {}
+    for room in rooms:
+        token = client.store.lease_holder(room)
+        if token:
+            owners[room] = token.rpartition(":")[0]
+    return owners
+
+
+def next_message_after(client: Client, room: str, seq: int, timeout_s: float) -> float:
+    """The commit stamp of the room's first message after ``seq``."""
+    def later() -> float:
+        messages = client.messages(room, after_seq=seq)
+        return messages[0].ts if messages else 0.0
+
+    return wait_until(later, timeout_s, f"room {room} to commit after seq {seq}", every_s=0.02)
+
+
+class Cluster:
+    """The coordinators under test, by id, and the rooms they serve."""
+
+    def __init__(self, group: ProcessGroup, client: Client, settings: Settings) -> None:
+        self.group = group
+        self.client = client
+        self.settings = settings
+        self.coordinators: dict[str, subprocess.Popen[bytes]] = {}
+        self.rooms: list[str] = []
+
+    def start_coordinator(self) -> None:
+        """One more coordinator, with an id of its own."""
+        coordinator_id = f"takeover-{uuid.uuid4().hex[:6]}"
+        self.coordinators[coordinator_id] = self.group.coordinator("--id", coordinator_id)
+
+    def kill_busiest(self, rng: random.Random) -> list[float]:
+        """At a random point of the renewal cycle, kill -9 the coordinator holding the
+        most rooms and start a replacement; the seconds until each of its rooms committed
+        a message again."""
+        ttl_s = self.settings.lease_ttl_s
+        wait_until(lambda: len(holders(self.client, self.rooms)) == len(self.rooms),
+                   3 * ttl_s + 10, "every room to be held")
+        time.sleep(rng.uniform(0, self.settings.lease_renew_every_s))
+        owners = holders(self.client, self.rooms)
+        victim, _ = Counter(owners.values()).most_common(1)[0]
+        last_seq = {room: self.client.state(room).last_seq
+                    for room, owner in owners.items() if owner == victim}
+        killed_at = time.time()
+        self.group.kill(self.coordinators.pop(victim), signal.SIGKILL)
+        self.start_coordinator()
+        return [next_message_after(self.client, room, seq, 3 * ttl_s + 30) - killed_at
+                for room, seq in last_seq.items()]
+
+
+def run(kills: int, rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
+    """Serve ``rooms`` rooms and kill their lease holders ``kills`` times."""
+    rng = random.Random(seed)
+    overrides = {} if ttl_s is None else {"lease_ttl_s": ttl_s}
+    settings = Settings(**overrides)
+    # Enough turns that no room runs out of script before the last kill.
+    turns = int(kills * (settings.lease_ttl_s + 3) / 0.1) + 100
+    with tempfile.TemporaryDirectory(prefix="parley-takeover-") as directory, \
+            PrivateRedis(Path(directory)) as server, \
+            ProcessGroup(Path(directory), parley_env(server.url, "takeover", **overrides)) as group:
+        client = Client(settings.model_copy(update={"redis_url": server.url,
+                                                    "key_prefix": "takeover"}))
+        cluster = Cluster(group, client, settings)
+        group.worker("-Q", QUEUE, "-c", "32")
+        cluster.start_coordinator()
+        cluster.start_coordinator()
+        for _ in range(rooms):
+            spec = scripted_spec(random_scripts(rng, 3, turns, all_keen=True, sleep_s=BID_SLEEP_S),
+                                 queue=QUEUE, max_messages=turns + 10, bid_timeout_s=30)
+            cluster.rooms.append(client.create_room(spec))
+            client.post(cluster.rooms[-1], "Keep talking.")
+        latencies = []
+        for round_number in range(1, kills + 1):
+            gaps = cluster.kill_busiest(rng)
+            print(f"kill {round_number}: {len(gaps)} room(s) committed again after "
+                  + ", ".join(f"{gap:.2f}s" for gap in gaps), flush=True)
+            latencies.extend(gaps)
+    return {
+        "lease_ttl_s": settings.lease_ttl_s,
+        "lease_renew_s": round(settings.lease_renew_every_s, 3),
+        "scan_interval_s": settings.scan_interval_s,
+        "kills": kills,
+        "rooms": rooms,
+        "samples": len(latencies),
+        "median_s": round(statistics.median(latencies), 3),
+        "max_s": round(max(latencies), 3),
+        "min_s": round(min(latencies), 3),
+        "bound_s": round(settings.lease_ttl_s + settings.scan_interval_s + BID_SLEEP_S[1], 3),
+        "latencies_s": [round(gap, 3) for gap in latencies],
+    }
+
+
+def main() -> None:
+    """Run the benchmark and print (and optionally write) its summary."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=8)
+    parser.add_argument("--rooms", type=int, default=6)
+    parser.add_argument("--ttl", type=float, default=None, help="lease ttl (default: the default)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    result = run(args.kills, args.rooms, args.ttl, args.seed)
+    print(f"takeover after kill -9 (ttl {result['lease_ttl_s']:g}s, renew every "
+          f"{result['lease_renew_s']:g}s, scan {result['scan_interval_s']:g}s; "
+          f"{result['samples']} rooms over {result['kills']} kills): median "
+          f"{result['median_s']:.2f}s, max {result['max_s']:.2f}s "
+          f"(bound ttl + scan + turn = {result['bound_s']:.2f}s)")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
