@@ -63,7 +63,7 @@ def takeover() -> str | None:
 def run_all(quick: bool) -> dict[str, Any]:
     """Every benchmark, in a fixed order; ``quick`` shrinks each workload to a smoke test."""
     workload = ({"sizes": [2, 4], "turns": 6, "sleeps": [0.0, 0.05], "history_agents": 4,
-                 "history_turns": 20} if quick else
+                 "history_turns": 60} if quick else
                 {"sizes": [2, 4, 8, 16, 32, 40], "turns": 41, "sleeps": [0.0, 0.05],
                  "history_agents": 16, "history_turns": 1000})
     rooms = 20 if quick else 1000

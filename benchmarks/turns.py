@@ -81,9 +81,12 @@ def history(deployment: Deployment, agents: int, turns: int) -> dict:
 
 
 def growth(turn_ms: list[float], agents: int, turns: int) -> dict:
-    """Median of turns 5-15 against the median of the last eleven turns (both sides)."""
-    early = (5, 15)
-    late = (turns - 10, turns)
+    """Median of turns 5-25 against the median of the last 21 turns (both sides): windows
+    wide enough that a moment of load elsewhere on the machine does not decide them."""
+    early = (5, 25)
+    late = (turns - 20, turns)
+    if late[0] <= early[1]:
+        raise ValueError(f"a history room needs more than {2 * early[1]} turns, not {turns}")
     early_ms = window_median(turn_ms, *early)
     late_ms = window_median(turn_ms, *late)
     return {"agents": agents, "turns": turns, "early_window": list(early),
