@@ -45,6 +45,7 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         keys = Keys(deployment.prefix)
         started = [deployment.group.coordinator() for _ in range(coordinators)]
         wait_until(lambda: redis.zcard(keys.coordinators) >= coordinators, 60, "coordinators up")
+        idle_kb = [memory_kb(p.pid)["VmRSS"] for p in started]
         spec = rotating_spec(AGENTS, TURNS, SLEEP_S)
         ids = [client.create_room(spec) for _ in range(rooms)]
         for room in ids:
@@ -82,6 +83,7 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "turns": committed, "turns_per_s": round(committed / (closed - opened), 1),
         "latency_median_ms": round(statistics.median(gaps), 1) if gaps else None,
         "latency_p95_ms": round(p95(gaps), 1) if gaps else None,
+        "coordinator_idle_rss_mb": [round(kb / 1024, 1) for kb in idle_kb],
         "coordinator_rss_mb": [round(m["VmRSS"] / 1024, 1) for m in memory.values()],
         "coordinator_peak_rss_mb": [round(m["VmHWM"] / 1024, 1) for m in memory.values()],
         "rooms_per_coordinator": sorted(holders.values(), reverse=True),

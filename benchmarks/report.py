@@ -136,8 +136,9 @@ def many_rooms(results: dict) -> list[str]:
             f"{first['worker_concurrency']} each). The workers start once the coordinators "
             f"hold every room; a {first['window_s']:.0f} s window is measured after a warm-up. "
             "Latency is the time a room waits from one committed message to its next. "
-            "Lease churn counts the rooms a coordinator dropped because it could not renew "
-            "their leases in time (each one resumed by the next holder).", "",
+            "Lease churn counts how often a room had to be acquired again after its "
+            "coordinator let it go because the lease could not be renewed in time under this "
+            "load (the next holder resumes the open turn).", "",
             *table(["coordinators", "settings", "rooms", "turns/s", "latency median ms",
                     "latency p95 ms",
                     "coordinator peak RSS MB", "rooms held (end of window)", "lease churn",
