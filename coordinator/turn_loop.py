@@ -99,6 +99,7 @@ class RoomRunner:
                 # Nobody answered: a worker killed while holding the turn's only task must
                 # not end the run as no_bids. Ask once more; an unserved queue still fails.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.bid_timeout_s)
+                log.warning("turn_asked_again", room=room, turn=turn.number)
                 await self.fan_out(turn, list(self.spec.agent_names))
                 asked_again = True
                 continue

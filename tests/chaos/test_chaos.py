@@ -32,9 +32,12 @@ from tests.chaos.harness import (
     RoomCheck,
     check_room,
     expected_messages,
+    log_lines,
     logs_on_failure,
     parley_env,
     random_room,
+    tasks_run_twice,
+    turns_asked_again,
     wait_until,
 )
 
@@ -104,7 +107,9 @@ def test_rooms_survive_coordinators_and_workers_killed_at_random(tmp_path, prefi
         cast = Cast(group, queue)
         checks = run_chaos(cast, rng, specs, Client(Settings(redis_url=server.url,
                                                              key_prefix=prefix)))
-    report(seed, checks, cast.kills)
+        assert tasks_run_twice(group) == []
+        dropped = len(log_lines(group, "Discarding revoked task"))
+    report(seed, checks, cast.kills, dropped)
 
 
 def run_chaos(cast: Cast, rng: random.Random, specs: list[RoomSpec], client: Client
@@ -136,18 +141,21 @@ def run_chaos(cast: Cast, rng: random.Random, specs: list[RoomSpec], client: Cli
     finish_by = time.monotonic() + 90
     for room, (_, inbox_id) in posted.items():
         client.wait(room, inbox_id, timeout_s=max(1.0, finish_by - time.monotonic()))
-    return [check_room(client.store, room, spec, expected_messages(spec))
+    asked_again = turns_asked_again(cast.group)
+    return [check_room(client.store, room, spec, expected_messages(spec),
+                       asked_again.get(room, ()))
             for room, (spec, _) in posted.items()]
 
 
-def report(seed: int, checks: list[RoomCheck], kills: Counter[str]) -> None:
+def report(seed: int, checks: list[RoomCheck], kills: Counter[str], dropped: int) -> None:
     """Print what was checked."""
     timed_out = [check for check in checks if check.timed_out]
     print(
         f"\nchaos (seed {seed}, {CHAOS_S:g}s): {len(checks)} rooms, "
         f"{sum(c.turns for c in checks)} turns, {kills['coordinator']} coordinator kills, "
         f"{kills['worker']} worker kills, {sum(c.takeovers for c in checks)} takeovers, "
-        f"{sum(c.reused_bids for c in checks)} bids reused by a new holder; transcripts equal "
+        f"{sum(c.reused_bids for c in checks)} bids reused by a new holder, {dropped} "
+        f"redelivered tasks dropped as expired, none run twice; transcripts equal "
         f"to the failure-free run: {len(checks) - len(timed_out)} in full, {len(timed_out)} "
         f"up to their first timed-out bid ({sum(c.compared_messages for c in timed_out)} "
         "messages)"
