@@ -128,7 +128,7 @@ def worker_settings() -> dict[str, Any]:
     return {"pool": "threads", "PARLEY_WORKER_CONCURRENCY": WORKER_CONCURRENCY,
             "PARLEY_AGENTS_PER_TASK": agents_per_task,
             "worker_prefetch_multiplier": app.conf.worker_prefetch_multiplier,
-            "call threads (concurrency x agents per task)": WORKER_CONCURRENCY * agents_per_task}
+            "call threads in flight at most": WORKER_CONCURRENCY * agents_per_task}
 
 
 def start(deployment: Deployment) -> None:

@@ -20,12 +20,13 @@ from workers.bidding import make_bid
 
 log = structlog.get_logger("parley.worker")
 
-# Agent calls are I/O bound: a chunk's calls run side by side on these threads. Threads
-# start only when needed, but the cap must cover every call in flight (tasks in flight x
-# agents per task), or calls wait for each other and a turn takes several waves.
-_calls = ThreadPoolExecutor(
-    max_workers=get_settings().worker_concurrency * get_settings().agents_per_task,
-    thread_name_prefix="agent-call")
+# Agent calls are I/O bound: a chunk's calls run side by side on these threads. A thread
+# starts only when no idle one is left, and a task holds its Celery slot until its calls
+# end, so the calls in flight are bounded by concurrency x chunk size (whatever -c the
+# worker was started with). The cap must never bind below that, or calls would wait for
+# each other and a turn would take several waves.
+CALL_THREADS_MAX = 4096
+_calls = ThreadPoolExecutor(max_workers=CALL_THREADS_MAX, thread_name_prefix="agent-call")
 
 
 @cache
