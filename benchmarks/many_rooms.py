@@ -70,13 +70,14 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         cpu = {name: round((cpu_s(pid) - cpu_before[name]) / (closed - opened), 2)
                for name, pid in pids.items()}
         memory = {f"coordinator{i}": memory_kb(p.pid) for i, p in enumerate(started)}
-        holders = Counter(owner.decode().rsplit(":", 1)[0] if owner else "none"
-                          for owner in redis.mget([keys.lease(r) for r in ids]))
+        owners = redis.mget([keys.lease(r) for r in ids])
+        holders = Counter(owner.decode().rsplit(":", 1)[0] for owner in owners if owner)
         pipe = redis.pipeline(transaction=False)
         for room in ids:
             pipe.xrange(keys.log(room))
         committed, gaps = window_turns(pipe.execute(), opened, closed)
-        churn = retaken(deployment, started, rooms)
+        churn = lease_losses(deployment, started)
+        unheld = unheld_running(redis, keys, ids, owners)
     return {
         "rooms": rooms, "coordinators": coordinators, "workers": workers,
         "worker_concurrency": concurrency, "window_s": round(closed - opened, 1),
@@ -87,18 +88,28 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "coordinator_rss_mb": [round(m["VmRSS"] / 1024, 1) for m in memory.values()],
         "coordinator_peak_rss_mb": [round(m["VmHWM"] / 1024, 1) for m in memory.values()],
         "rooms_per_coordinator": sorted(holders.values(), reverse=True),
+        "rooms_without_lease": unheld,
         "lease_churn": churn,
         "settings": env or {},
         "cpu_cores": cpu,
     }
 
 
-def retaken(deployment: Deployment, coordinators: list, rooms: int) -> int:
-    """How many times a room was acquired again after a coordinator let it go (dropped
-    for a lease it could not renew in time, or lost at a fenced write)."""
-    acquired = sum(deployment.group.logs[p.pid].read_text(errors="replace")
-                   .count('"event": "room_acquired"') for p in coordinators)
-    return acquired - rooms
+def unheld_running(redis: Any, keys: Keys, ids: list[str], owners: list) -> int:
+    """Rooms whose run is still going but that no coordinator holds right now."""
+    unheld = [room for room, owner in zip(ids, owners, strict=True) if not owner]
+    pipe = redis.pipeline(transaction=False)
+    for room in unheld:
+        pipe.hget(keys.state(room), "status")
+    return sum(1 for status in pipe.execute() if status == b"running")
+
+
+def lease_losses(deployment: Deployment, coordinators: list) -> int:
+    """How many times a coordinator stopped work on a room for its lease: dropped because
+    it could not renew the lease in time, or refused at a fenced write."""
+    logs = [deployment.group.logs[p.pid].read_text(errors="replace") for p in coordinators]
+    return sum(text.count(f'"event": "{event}"') for text in logs
+               for event in ("room_dropped", "lease_lost"))
 
 
 def window_turns(logs: list[list], opened: float, closed: float) -> tuple[int, list[float]]:

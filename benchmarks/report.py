@@ -125,8 +125,8 @@ def many_rooms(results: dict) -> list[str]:
              or "defaults", r["rooms"], f"{r['turns_per_s']:.0f}",
              f"{r['latency_median_ms']:.0f}", f"{r['latency_p95_ms']:.0f}",
              " + ".join(f"{mb:.0f}" for mb in r["coordinator_peak_rss_mb"]),
-             " / ".join(map(str, r["rooms_per_coordinator"])),
-             r.get("lease_churn", "-"),
+             " / ".join(map(str, r["rooms_per_coordinator"])), r["rooms_without_lease"],
+             r["lease_churn"],
              ", ".join(f"{name} {cores:.2f}" for name, cores in r["cpu_cores"].items())]
             for r in runs]
     first = runs[0]
@@ -136,12 +136,14 @@ def many_rooms(results: dict) -> list[str]:
             f"{first['worker_concurrency']} each). The workers start once the coordinators "
             f"hold every room; a {first['window_s']:.0f} s window is measured after a warm-up. "
             "Latency is the time a room waits from one committed message to its next. "
-            "Lease churn counts how often a room had to be acquired again after its "
-            "coordinator let it go because the lease could not be renewed in time under this "
-            "load (the next holder resumes the open turn).", "",
+            "Lease churn counts how often a coordinator stopped work on a room because it "
+            "could not vouch for the room's lease any more (a renewal that came too late "
+            "under this load); such a room waits for its lease to expire and is taken "
+            "again, resuming its open turn.", "",
             *table(["coordinators", "settings", "rooms", "turns/s", "latency median ms",
                     "latency p95 ms",
-                    "coordinator peak RSS MB", "rooms held (end of window)", "lease churn",
+                    "coordinator peak RSS MB", "rooms held at the end",
+                    "rooms between holders", "lease churn",
                     "CPU cores used"], rows), ""]
 
 
@@ -233,7 +235,8 @@ def header(results: dict) -> list[str]:
         "benchmark measures and how.", "",
         *table(["machine", ""], [[k, v] for k, v in machine.items()]), "",
         f"Load average before the run {quiet['before']['load']}, after it "
-        f"{quiet['after']['load']}; other test runs going on: {quiet['before']['pytest']} "
+        f"{quiet['after']['load']} (with this run's own processes); other test runs going "
+        f"on: {quiet['before']['pytest']} "
         f"before, {quiet['after']['pytest']} after. Redis: a private `redis-server` per "
         f"benchmark, `{results.get('redis_options', '')}`; coordinator, workers and Redis "
         "are separate local processes.", ""]
