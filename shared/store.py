@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import redis
 
@@ -39,7 +40,9 @@ class RoomStore:
     """Rooms in one Redis under one key prefix."""
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        self.redis = client
+        # redis-py types every reply as a union of what any client could return; this one
+        # returns bytes, and the record functions below decode them.
+        self.redis: Any = client
         self.keys = keys
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
