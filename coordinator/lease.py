@@ -38,6 +38,8 @@ class Lease:
     valid_until: float = field(default=0.0, repr=False)
     # Work stops once less than this is left (the coordinator sets it from its settings).
     margin_s: float = field(default=0.0, repr=False)
+    # Set while the room goes idle: renewals then leave its due time alone.
+    idling: bool = field(default=False, repr=False)
 
     @property
     def token(self) -> str:
@@ -94,16 +96,20 @@ class Leases:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for lease in leases:
-            await self.scripts.renew(keys=[self.keys.lease(lease.room)], args=[lease.token, self.ttl_ms],
-                                     client=pipe)
+            await self.scripts.renew(keys=[self.keys.lease(lease.room)],
+                                     args=[lease.token, self.ttl_ms], client=pipe)
+        due = now_ms() + self.ttl_ms
+        scheduled = {lease.room: due for lease in leases if not lease.idling}
+        if scheduled:
+            # In the same round trip; a room whose renewal fails gets its due time pushed
+            # once more, which only delays its next holder's scan by one ttl at most.
+            pipe.zadd(self.keys.runnable, scheduled)
         sent = time.monotonic()
-        renewed = [bool(reply) for reply in await pipe.execute()]
-        held = [lease for lease, ok in zip(leases, renewed, strict=True) if ok]
-        for lease in held:
-            lease.valid_until = sent + self.ttl_s
-        if held:
-            due = now_ms() + self.ttl_ms
-            await self.redis.zadd(self.keys.runnable, {lease.room: due for lease in held})
+        replies = await pipe.execute()
+        renewed = [bool(reply) for reply in replies[: len(leases)]]
+        for lease, ok in zip(leases, renewed, strict=True):
+            if ok:
+                lease.valid_until = sent + self.ttl_s
         return renewed
 
     async def release(self, lease: Lease) -> bool:

@@ -119,6 +119,15 @@ class RoomIO:
         else:
             await self.redis.zrem(self.keys.runnable, room)
 
+    async def due_time(self, room: str) -> float | None:
+        """The room's due time in the runnable set, or None when it is not in it."""
+        return await self.redis.zscore(self.keys.runnable, room)
+
+    async def unschedule(self, room: str, due: float | None) -> bool:
+        """Take the room off the runnable set if its due time is still ``due``."""
+        expected = "" if due is None else repr(due)
+        return bool(await self.scripts.unschedule(keys=[self.keys.runnable], args=[room, expected]))
+
     async def touch(self, room: str) -> None:
         """Mark the room active now, for dashboards ordering rooms by activity."""
         await self.redis.zadd(self.keys.rooms, {room: now_ms()})

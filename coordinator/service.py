@@ -194,26 +194,34 @@ class Coordinator:
             log.info("release_failed", room=lease.room, error=str(error) or type(error).__name__)
 
     async def keep_leases(self) -> None:
-        """Renew every held lease each period, on a fixed schedule; stop work at once on
-        any room whose lease was lost or could not be renewed for so long that less than
-        the margin is left."""
+        """Renew every held lease each period, on a fixed schedule, and stop work at once
+        on any room whose lease was lost or has less than the margin left.
+
+        The lapse check never waits for a renewal: under load a renewal may reply late,
+        and it still counts from when it was sent. One renewal is in flight at a time.
+        """
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
-        while True:
-            self.drop_lapsing()
-            await self.renew_held()
-            self.drop_lapsing()
-            next_tick = max(next_tick + self.renew_every_s, loop.time())
-            await asyncio.sleep(next_tick - loop.time())
+        renewal: asyncio.Task[None] | None = None
+        try:
+            while True:
+                self.drop_lapsing()
+                if renewal is None or renewal.done():
+                    renewal = asyncio.create_task(self.renew_held(), name="lease-renewal")
+                next_tick = max(next_tick + self.renew_every_s, loop.time())
+                await asyncio.sleep(next_tick - loop.time())
+        finally:
+            if renewal is not None:
+                renewal.cancel()
 
     async def renew_held(self) -> None:
-        """One renewal round trip for every room still being served, bounded by half a
-        period so that a hanging Redis cannot delay the lapse check."""
+        """One renewal round trip for every room still being served; a Redis that does not
+        answer within the ttl is given up on (the leases lapse meanwhile)."""
         held = [lease for lease, task in self.rooms.values() if not task.cancelling()]
         if not held:
             return
         try:
-            renewed = await asyncio.wait_for(self.leases.renew(held), self.renew_every_s / 2)
+            renewed = await asyncio.wait_for(self.leases.renew(held), self.settings.lease_ttl_s)
         except (RedisError, TimeoutError) as error:
             log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
             return
@@ -222,6 +230,7 @@ class Coordinator:
             return
         self.drop_rooms([lease for lease, ok in zip(held, renewed, strict=True) if not ok],
                         "lease lost")
+        self.drop_lapsing()
 
     def drop_lapsing(self) -> None:
         """Stop work on rooms whose lease this coordinator can no longer vouch for."""

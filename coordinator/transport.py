@@ -25,9 +25,17 @@ class Transport(Protocol):
 class CeleryTransport:
     """Publishes bid requests as Celery tasks on the broker."""
 
-    def __init__(self, broker_url: str) -> None:
+    def __init__(self, broker_url: str, timeout_s: float = 2.0) -> None:
         self.app = Celery("parley-coordinator", broker=broker_url)
-        self.app.conf.update(broker_connection_retry_on_startup=True, task_ignore_result=True)
+        self.app.conf.update(
+            broker_connection_retry_on_startup=True,
+            task_ignore_result=True,
+            # A broker that stops answering must not hold a room's publish forever: the
+            # room's lease would keep being renewed while its turn never moves.
+            broker_connection_timeout=timeout_s,
+            broker_transport_options={"socket_timeout": timeout_s,
+                                      "socket_connect_timeout": timeout_s},
+        )
 
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
         """Publish each request; it expires at the turn's deadline, so a late or redelivered

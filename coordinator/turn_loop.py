@@ -170,14 +170,21 @@ class RoomRunner:
         )
 
     async def go_idle(self) -> bool:
-        """Leave the runnable set unless someone posted meanwhile (then keep serving)."""
-        await self.io.set_runnable(self.lease.room, False)
+        """Leave the runnable set unless someone posted meanwhile (then keep serving).
+
+        The due time is read before the last look at the inbox and the room leaves the set
+        only if it is unchanged: a post moves it to now, so a post racing with this step
+        keeps the room runnable even if this coordinator dies right here.
+        """
+        room = self.lease.room
+        self.lease.idling = True  # renewals stop moving the room's due time
+        due = await self.io.due_time(room)
         moved, _ = await self.io.drain_inbox(self.lease)
-        if moved:
-            await self.io.set_runnable(self.lease.room, True)
+        if moved or not await self.io.unschedule(room, due):
+            self.lease.idling = False
             return False
-        await self.io.touch(self.lease.room)
-        log.info("room_idle", room=self.lease.room)
+        await self.io.touch(room)
+        log.info("room_idle", room=room)
         return True
 
 

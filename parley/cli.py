@@ -157,7 +157,8 @@ def coordinator(
     if capacity is not None:
         settings = settings.model_copy(update={"coordinator_capacity": capacity})
     configure_logging(settings.log_format, settings.log_level)
-    asyncio.run(serve_forever(settings, CeleryTransport(settings.broker_url), coordinator_id))
+    transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
+    asyncio.run(serve_forever(settings, transport, coordinator_id))
 
 
 @app.command()

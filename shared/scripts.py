@@ -6,7 +6,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-SCRIPT_NAMES = ("acquire", "renew", "release", "drain", "open_turn", "commit", "end_run")
+SCRIPT_NAMES = (
+    "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
+)
 
 
 @cache
@@ -33,3 +35,4 @@ class Scripts:
     open_turn: Any
     commit: Any
     end_run: Any
+    unschedule: Any

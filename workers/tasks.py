@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -10,6 +11,8 @@ from threading import Lock
 
 import redis
 import structlog
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 
 from shared.keys import Keys
 from shared.models import BidRequest, Message, RoomSpec
@@ -33,8 +36,11 @@ _calls = ThreadPoolExecutor(max_workers=CALL_THREADS_MAX, thread_name_prefix="ag
 def _redis() -> redis.Redis:
     # Every task thread may write bids at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
+    # A dropped connection (a Redis restart) is retried: a bid written twice is harmless,
+    # the coordinator keeps each agent's first.
     pool = redis.BlockingConnectionPool.from_url(
-        get_settings().redis_url, max_connections=2 * get_settings().worker_concurrency + 8)
+        get_settings().redis_url, max_connections=2 * get_settings().worker_concurrency + 8,
+        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=5))
     return redis.Redis(connection_pool=pool)
 
 
@@ -112,13 +118,20 @@ def bid(request: dict) -> None:
     if time.time() > req.deadline:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
         return
+    with structlog.contextvars.bound_contextvars(room=req.room, turn=req.turn,
+                                                 attempt=req.attempt):
+        bid_chunk(req)
+
+
+def bid_chunk(req: BidRequest) -> None:
+    """Run the chunk's calls side by side, each in this task's log context."""
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     maxlen = get_settings().bids_stream_maxlen
     pending = {
-        _calls.submit(make_bid, spec.agent(name), spec.agents, req.turn, req.attempt,
-                      transcript, req.deadline)
+        _calls.submit(contextvars.copy_context().run, make_bid, spec.agent(name), spec.agents,
+                      req.turn, req.attempt, transcript, req.deadline)
         for name in req.agents
     }
     while pending:

@@ -301,3 +301,27 @@ def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
         commit(scripts, keys, "c1:1", 1, 1)
     assert [m.seq for m in store.read_messages(ROOM)] == [1]
     assert store.lease_holder(ROOM) is None
+
+
+def unschedule(scripts: Scripts, keys: Keys, expected: str) -> int:
+    return int(scripts.unschedule(keys=[keys.runnable], args=[ROOM, expected]))
+
+
+def test_unschedule_removes_a_room_whose_due_time_is_unchanged(store, scripts, keys):
+    store.redis.zadd(keys.runnable, {ROOM: 1764500000123})
+    assert unschedule(scripts, keys, repr(1764500000123.0)) == 1
+    assert store.redis.zscore(keys.runnable, ROOM) is None
+
+
+def test_unschedule_keeps_a_room_whose_due_time_a_post_moved(store, scripts, keys):
+    store.redis.zadd(keys.runnable, {ROOM: 9999999999999})
+    store.post(ROOM, "User", "racing post")  # moves the due time to now
+    assert unschedule(scripts, keys, repr(9999999999999.0)) == 0
+    assert store.redis.zscore(keys.runnable, ROOM) is not None
+
+
+def test_unschedule_keeps_a_room_a_post_added_after_it_was_read_absent(store, scripts, keys):
+    assert unschedule(scripts, keys, "") == 1
+    store.post(ROOM, "User", "racing post")
+    assert unschedule(scripts, keys, "") == 0
+    assert store.redis.zscore(keys.runnable, ROOM) is not None

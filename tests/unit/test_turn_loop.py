@@ -164,3 +164,34 @@ def test_the_scheduler_takes_rooms_up_to_its_capacity(sync_redis, async_redis, k
 
     assert len(asyncio.run(scan_three_times())) == 2
     assert sync_redis.zscore(keys.coordinators, "c1") is not None
+
+
+def test_a_post_racing_with_going_idle_keeps_the_room_served(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2), max_messages=2))
+    store.post(ROOM, "User", "first")
+    io, leases = runner_parts(async_redis, keys)
+    racing = {"posted": False}
+
+    class RacingIO(RoomIO):
+        async def drain_inbox(self, lease):
+            result = await super().drain_inbox(lease)
+            idle = result[1].status != "running" and not result[1].turn_open
+            if lease.idling and idle and not racing["posted"]:
+                # A person posts right after the runner's last look at the inbox.
+                racing["posted"] = True
+                store.post(ROOM, "Ann", "one more thing")
+            return result
+
+    async def serve() -> None:
+        lease = await leases.acquire(ROOM)
+        runner = RoomRunner(lease, RacingIO(async_redis, keys, io.scripts),
+                            LocalWorkerTransport(sync_redis, keys), TurnOptions("t", 8, 1000))
+        await runner.run()
+
+    asyncio.run(serve())
+
+    assert racing["posted"]
+    assert [m.sender for m in store.read_messages(ROOM)] == ["User", "agent1", "Ann", "agent0"]
+    assert store.read_state(ROOM).run == 2
+    assert sync_redis.zscore(keys.runnable, ROOM) is None
