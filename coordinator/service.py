@@ -9,7 +9,10 @@ import contextlib
 import os
 import signal
 import socket
+import threading
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 from kombu.exceptions import OperationalError as BrokerError
@@ -34,6 +37,8 @@ log = structlog.get_logger("parley.coordinator")
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
+# Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
+CONTROL_CONNECTIONS = 4
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
 FORGET_VANISHED_MS = 24 * 3600 * 1000
 
@@ -71,31 +76,40 @@ class Coordinator:
         self.transport = transport
         self.id = coordinator_id or new_coordinator_id()
         self.keys = Keys(settings.key_prefix)
-        self.redis = client or connect(settings)
+        self.redis = client or connect(settings, settings.coordinator_capacity + 8)
+        # Leases, scans and heartbeats get connections of their own: with every room of a
+        # busy coordinator holding one in XREAD BLOCK, a renewal queued behind them for a
+        # free connection would let the leases lapse.
+        self.control = client or connect(settings, CONTROL_CONNECTIONS)
         scripts = Scripts(self.redis)
         self.io = RoomIO(self.redis, self.keys, scripts)
         self.renew_every_s = settings.lease_renew_every_s
         # Checked once per renewal period: stopping with 1.5 periods left leaves at least
         # half a period between the room's last work and the lease's expiry.
-        self.leases = Leases(self.redis, self.keys, scripts, self.id, settings.lease_ttl_s,
+        self.leases = Leases(self.control, self.keys, Scripts(self.control), self.id,
+                             settings.lease_ttl_s,
                              margin_s=1.5 * self.renew_every_s)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
         self.rooms: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
         self.stopping = asyncio.Event()
+        # Set by run(): the loop the rooms run on, and the lease keeper's thread's stop flag.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.keeper_stop = threading.Event()
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
         log.info("coordinator_started", coordinator=self.id,
                  capacity=self.settings.coordinator_capacity, lease_ttl_s=self.settings.lease_ttl_s)
-        keeper = asyncio.create_task(self.keep_leases(), name="lease-keeper")
+        self.loop = asyncio.get_running_loop()
+        threading.Thread(target=self.keep_leases_apart, name="lease-keeper", daemon=True).start()
         try:
             while not self.stopping.is_set():
                 await self.scan_once()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
-            keeper.cancel()
+            self.keeper_stop.set()
             await self.shutdown()
 
     def stop(self) -> None:
@@ -120,7 +134,7 @@ class Coordinator:
             return
         # Take a bounded share per scan so that coordinators starting together split the rooms.
         limit = min(free, max(1, self.settings.coordinator_capacity // 10))
-        due = await self.redis.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
+        due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
         taken = 0
         for room in map(decode, due):
             if taken >= limit or self.stopping.is_set():
@@ -135,7 +149,7 @@ class Coordinator:
     async def heartbeat(self) -> None:
         """Tell operators this coordinator is alive; forget long-vanished ones."""
         now = now_ms()
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.control.pipeline(transaction=False)
         pipe.zadd(self.keys.coordinators, {self.id: now})
         pipe.zremrangebyscore(self.keys.coordinators, "-inf", now - FORGET_VANISHED_MS)
         await pipe.execute()
@@ -193,44 +207,73 @@ class Coordinator:
             # The lease expires by itself; the room is due at its expiry.
             log.info("release_failed", room=lease.room, error=str(error) or type(error).__name__)
 
-    async def keep_leases(self) -> None:
+    def keep_leases_apart(self) -> None:
+        """Keep the leases from a thread with its own event loop and Redis client: when a
+        thousand rooms wake at once the rooms' loop falls seconds behind, and renewals
+        queued behind them would let every lease lapse."""
+
+        async def keep() -> None:
+            client = connect(self.settings, CONTROL_CONNECTIONS)
+            leases = Leases(client, self.keys, Scripts(client), self.id, self.settings.lease_ttl_s)
+            keeper = asyncio.create_task(self.keep_leases(leases))
+            while not self.keeper_stop.is_set():
+                await asyncio.sleep(self.renew_every_s / 4)
+            keeper.cancel()
+            with contextlib.suppress(RedisError, TimeoutError):
+                await asyncio.wait_for(client.aclose(), self.renew_every_s)
+
+        asyncio.run(keep())
+
+    async def keep_leases(self, leases: Leases | None = None) -> None:
         """Renew every held lease each period, on a fixed schedule, and stop work at once
         on any room whose lease was lost or has less than the margin left.
 
-        The lapse check never waits for a renewal: under load a renewal may reply late,
-        and it still counts from when it was sent. One renewal is in flight at a time.
+        The lapse check never waits for a renewal: a renewal may reply late, and it still
+        counts from when it was sent. One renewal is in flight at a time.
         """
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
         renewal: asyncio.Task[None] | None = None
         try:
             while True:
-                self.drop_lapsing()
+                self.on_rooms_loop(self.drop_lapsing)
                 if renewal is None or renewal.done():
-                    renewal = asyncio.create_task(self.renew_held(), name="lease-renewal")
+                    renewal = asyncio.create_task(self.renew_held(leases or self.leases),
+                                                  name="lease-renewal")
                 next_tick = max(next_tick + self.renew_every_s, loop.time())
                 await asyncio.sleep(next_tick - loop.time())
         finally:
             if renewal is not None:
                 renewal.cancel()
 
-    async def renew_held(self) -> None:
+    async def renew_held(self, leases: Leases) -> None:
         """One renewal round trip for every room still being served; a Redis that does not
         answer within the ttl is given up on (the leases lapse meanwhile)."""
-        held = [lease for lease, task in self.rooms.values() if not task.cancelling()]
+        held = [lease for lease, task in list(self.rooms.values()) if not task.cancelling()]
         if not held:
             return
         try:
-            renewed = await asyncio.wait_for(self.leases.renew(held), self.settings.lease_ttl_s)
+            renewed = await asyncio.wait_for(leases.renew(held), self.settings.lease_ttl_s)
         except (RedisError, TimeoutError) as error:
             log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
             return
         except Exception:
             log.exception("renew_failed", rooms=len(held))
             return
-        self.drop_rooms([lease for lease, ok in zip(held, renewed, strict=True) if not ok],
-                        "lease lost")
-        self.drop_lapsing()
+        lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
+        self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
+        self.on_rooms_loop(self.drop_lapsing)
+
+    def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
+        """Call ``function`` on the loop the rooms run on (at once when already there)."""
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if self.loop is None or self.loop is here:
+            function(*args)
+        else:
+            self.loop.call_soon_threadsafe(function, *args)
 
     def drop_lapsing(self) -> None:
         """Stop work on rooms whose lease this coordinator can no longer vouch for."""
@@ -257,25 +300,26 @@ class Coordinator:
         if tasks:
             await asyncio.wait(tasks, timeout=self.settings.lease_ttl_s)
         with contextlib.suppress(RedisError, TimeoutError):
-            await asyncio.wait_for(self.redis.zrem(self.keys.coordinators, self.id),
+            await asyncio.wait_for(self.control.zrem(self.keys.coordinators, self.id),
                                    self.renew_every_s)
-        with contextlib.suppress(RedisError, TimeoutError):
-            await asyncio.wait_for(self.redis.aclose(), self.renew_every_s)
+        for client in {self.redis, self.control}:
+            with contextlib.suppress(RedisError, TimeoutError):
+                await asyncio.wait_for(client.aclose(), self.renew_every_s)
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
 
 
-def connect(settings: Settings) -> Redis:
-    """The coordinator's Redis client.
+def connect(settings: Settings, max_connections: int) -> Redis:
+    """A coordinator's Redis client with a pool of ``max_connections``.
 
     Each room waiting for bids holds one connection in XREAD BLOCK for up to its whole bid
-    timeout, so the pool is sized to the capacity and reads have no socket timeout: the
-    lease keeper bounds every wait instead, by cancelling a room whose lease lapses. A
+    timeout, so the rooms' pool is sized to the capacity and reads have no socket timeout:
+    the lease keeper bounds every wait instead, by cancelling a room whose lease lapses. A
     dropped connection (a Redis restart) is retried briefly; a retried fenced script that
     had already run is refused (NOTURN, TURNOPEN), so a retry never writes twice.
     """
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     pool = BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=settings.coordinator_capacity + 8, timeout=None,
+        settings.redis_url, max_connections=max_connections, timeout=None,
         socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry)
     return Redis(connection_pool=pool)
 
