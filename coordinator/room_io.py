@@ -52,10 +52,6 @@ class RoomIO:
         version, spec_json = await self.redis.hmget(self.keys.spec(room), "version", "json")
         return int(version), without_scripts(RoomSpec.model_validate_json(spec_json))
 
-    async def read_state(self, room: str) -> RoomState:
-        """The room's state hash."""
-        return RoomState(await self.redis.hgetall(self.keys.state(room)))
-
     async def drain_inbox(self, lease: Lease) -> tuple[int, RoomState]:
         """Commit posted messages to the log unless a turn is open; returns how many moved
         and the room's state afterwards."""

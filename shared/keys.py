@@ -89,11 +89,6 @@ class Keys:
         """Which coordinator serves the room, and under which epoch."""
         return self._room(room, "lease")
 
-    def room_keys(self, room: str) -> list[str]:
-        """All of one room's keys (for deleting a room)."""
-        names = ("spec", "state", "log", "inbox", "bids", "turns", "lease")
-        return [self._room(room, name) for name in names]
-
     @property
     def rooms(self) -> str:
         """All rooms by last activity."""

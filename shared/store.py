@@ -139,14 +139,6 @@ class RoomStore:
         token = self.redis.get(self.keys.lease(room))
         return decode(token) if token is not None else None
 
-    def delete_room(self, room: str) -> None:
-        """Remove every key of the room."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.delete(*self.keys.room_keys(room))
-        for index in (self.keys.rooms, self.keys.runnable):
-            pipe.zrem(index, room)
-        pipe.execute()
-
 
 def decode(value: bytes | str) -> str:
     """A Redis reply value as str."""
