@@ -12,7 +12,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from kombu.exceptions import OperationalError as BrokerError
@@ -136,7 +136,8 @@ class Coordinator:
         limit = min(free, max(1, self.settings.coordinator_capacity // 10))
         due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
         taken = 0
-        for room in map(decode, due):
+        # Without withscores the reply is a plain list of members.
+        for room in (decode(member) for member in cast(list[bytes], due)):
             if taken >= limit or self.stopping.is_set():
                 break
             if room in self.rooms:
