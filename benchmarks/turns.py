@@ -33,7 +33,7 @@ from shared.settings import Settings
 # The worker pool of this suite: threads, as many as a turn of the biggest room needs.
 WORKER_CONCURRENCY = 64
 # The biggest sleeping room again, with fewer and larger tasks per turn.
-WAVE_VARIANTS = [{"PARLEY_AGENTS_PER_TASK": "20"}]
+WAVE_VARIANTS = [{"PARLEY_AGENTS_PER_TASK": "8"}]
 
 
 def grid(deployment: Deployment, sizes: list[int], turns: int, sleep_s: float) -> list[dict]:

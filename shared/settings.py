@@ -27,8 +27,8 @@ class Settings(BaseSettings):
     lease_renew_s: float = Field(default=0.0, ge=0)
     scan_interval_s: float = Field(default=0.2, gt=0)
     coordinator_capacity: int = Field(default=1000, ge=1)
-    # A turn of up to 16 agents is one Celery message; bigger rooms spread over workers.
-    agents_per_task: int = Field(default=16, ge=1)
+    # A turn of up to 20 agents is one Celery message; bigger rooms spread over workers.
+    agents_per_task: int = Field(default=20, ge=1)
 
     worker_pool: str = "threads"
     worker_concurrency: int = Field(default=64, ge=1)
