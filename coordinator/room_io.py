@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 from coordinator.lease import Lease, LeaseLost
 from shared.keys import Keys
 from shared.models import Bid, RoomSpec
-from shared.records import RoomState, bid_from_fields
+from shared.records import RoomState, bid_from_fields, decode
 from shared.scripts import Scripts
 from shared.store import now_ms
 
@@ -76,17 +76,17 @@ class RoomIO:
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}"])
         except ResponseError as error:
             raise _fence(error) from error
-        return OpenTurn(int(turn), int(snapshot), _text(bids_from), deadline, opened_at)
+        return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)
 
     async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""
         entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
-        return [(_text(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
 
     async def wait_bids(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Bid]]:
         """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
         reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
-        return [(_text(entry_id), bid_from_fields(fields))
+        return [(decode(entry_id), bid_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, turn: int, expected_seq: int, payload: dict) -> int:
@@ -136,7 +136,4 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
               for agent in spec.agents]
     return spec.model_copy(update={"agents": agents})
 
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 

@@ -29,9 +29,10 @@ from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.keys import Keys
 from shared.models import BidRequest
+from shared.records import decode
 from shared.scripts import Scripts
 from shared.settings import Settings
-from shared.store import decode, now_ms
+from shared.store import now_ms
 
 log = structlog.get_logger("parley.coordinator")
 

@@ -13,13 +13,14 @@ import orjson
 from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
 
 
-def _text(value: bytes | str) -> str:
+def decode(value: bytes | str) -> str:
+    """A Redis reply value as str."""
     return value.decode() if isinstance(value, bytes) else value
 
 
 def decode_fields(fields: dict[Any, Any]) -> dict[str, str]:
     """A Redis reply's field map with str keys and values."""
-    return {_text(k): _text(v) for k, v in fields.items()}
+    return {decode(k): decode(v) for k, v in fields.items()}
 
 
 def message_from_fields(fields: dict[Any, Any]) -> Message:

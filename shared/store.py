@@ -18,6 +18,7 @@ from shared.models import Bid, Message, RoomSpec, TurnRecord
 from shared.records import (
     RoomState,
     bid_fields,
+    decode,
     message_from_fields,
     turn_record_from_fields,
 )
@@ -138,9 +139,3 @@ class RoomStore:
         """``<coordinator id>:<epoch>`` of the room's lease, or None."""
         token = self.redis.get(self.keys.lease(room))
         return decode(token) if token is not None else None
-
-
-def decode(value: bytes | str) -> str:
-    """A Redis reply value as str."""
-    return value.decode() if isinstance(value, bytes) else value
-
