@@ -15,10 +15,14 @@ class ScriptedError(RuntimeError):
     """The error a script entry tells the agent to raise."""
 
 
-def entry_for_turn(agent: AgentSpec, turn: int) -> ScriptEntry | None:
+# What an agent past the end of its script answers: a respond call that stays silent.
+SILENT = ScriptEntry(score=0.0, message="")
+
+
+def entry_for_turn(agent: AgentSpec, turn: int) -> ScriptEntry:
     """Turn k (1-based) replays entry k; past the end of the script the agent is silent."""
     script = agent.script or []
-    return script[turn - 1] if 0 < turn <= len(script) else None
+    return script[turn - 1] if 0 < turn <= len(script) else SILENT
 
 
 def completion(entry: ScriptEntry) -> dict[str, Any]:
@@ -41,10 +45,6 @@ def completion(entry: ScriptEntry) -> dict[str, Any]:
 def scripted_completion(agent: AgentSpec, turn: int) -> dict[str, Any]:
     """Replay the agent's entry for ``turn`` (sleeping first if it says so)."""
     entry = entry_for_turn(agent, turn)
-    if entry is None:
-        return _response({"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_scripted", "type": "function",
-             "function": {"name": "respond", "arguments": '{"score": 0, "message": ""}'}}]})
     if entry.sleep:
         time.sleep(entry.sleep)
     return completion(entry)
