@@ -31,7 +31,7 @@ from shared.keys import Keys
 from shared.models import BidRequest
 from shared.records import decode
 from shared.scripts import Scripts
-from shared.settings import Settings
+from shared.settings import Settings, redact_url
 from shared.store import now_ms
 
 log = structlog.get_logger("parley.coordinator")
@@ -101,7 +101,9 @@ class Coordinator:
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
         log.info("coordinator_started", coordinator=self.id,
-                 capacity=self.settings.coordinator_capacity, lease_ttl_s=self.settings.lease_ttl_s)
+                 capacity=self.settings.coordinator_capacity, lease_ttl_s=self.settings.lease_ttl_s,
+                 redis=redact_url(self.settings.redis_url),
+                 broker=redact_url(self.settings.broker_url))
         self.loop = asyncio.get_running_loop()
         threading.Thread(target=self.keep_leases_apart, name="lease-keeper", daemon=True).start()
         try:

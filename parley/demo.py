@@ -12,13 +12,13 @@ from rich.console import Console
 from parley import output, processes
 from parley.client import Client
 from shared.models import RoomSpec
-from shared.settings import Settings, get_settings
+from shared.settings import Settings, get_settings, redact_url
 
 
 def reachable(url: str) -> bool:
     """True when a Redis server answers at ``url``."""
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1).ping())
     except redis.RedisError:
         return False
 
@@ -36,8 +36,9 @@ def run_demo(spec: RoomSpec, task: str, console: Console) -> None:
                 started.append(processes.start_redis(port, workdir))
             except FileNotFoundError:
                 raise ValueError(
-                    f"Redis does not answer at {redis_url} and redis-server is not installed: "
-                    "install it (apt-get install redis-server) or set PARLEY_REDIS_URL"
+                    f"Redis does not answer at {redact_url(redis_url)} and redis-server is "
+                    "not installed: install it (apt-get install redis-server) or set "
+                    "PARLEY_REDIS_URL"
                 ) from None
             redis_url = f"redis://127.0.0.1:{port}/0"
             console.print(f"[dim]started a private redis-server on port {port}[/dim]")

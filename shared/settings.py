@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 
 from pydantic import Field, model_validator
@@ -63,3 +64,30 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process's settings, read from the environment on first use."""
     return Settings()
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+# Query parameters that carry a credential (redis-py reads password and ssl_password there).
+_SECRET_QUERY = re.compile(r"([?&][^=&#]*(?:password|passwd|secret|token)[^=&#]*=)[^&#]*",
+                           re.IGNORECASE)
+MASK = "***"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password masked, for printing and logging: ``redis://:***@host``,
+    ``amqp://user:***@host``, and credential query values (``?password=***``). The user
+    name, host, port and path stay readable. Text that is not a URL is returned as it is.
+
+    The mask runs to the last ``@``: a password holding an unescaped ``@``, ``/``, ``?`` or
+    ``#`` is masked whole (an ``@`` later in the query masks too much, never too little).
+    """
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        return url
+    head, rest = scheme.group(), url[scheme.end():]
+    at = rest.rfind("@")
+    if at >= 0:
+        user, colon, password = rest[:at].partition(":")
+        if colon and password:
+            rest = f"{user}:{MASK}{rest[at:]}"
+    return head + _SECRET_QUERY.sub(rf"\g<1>{MASK}", rest)
