@@ -19,6 +19,8 @@ from pydantic import (
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
+# The sender of parley's own notices in a room: neither a person nor an agent may use it.
+SYSTEM_SENDER = "parley"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 _MODEL = re.compile(r"^\S{1,200}$")
 _URL = re.compile(r"^https?://[^\s/]+\S*$")
@@ -49,6 +51,24 @@ def _secret_names(value: Any) -> str:
     if isinstance(value, list):
         return next((found for found in map(_secret_names, value) if found), "")
     return ""
+
+
+def name_key(name: str) -> str:
+    """A name as it is told apart from others: case and spacing aside (``Optimist``,
+    ``optimist`` and ``Optimist `` are one participant)."""
+    return " ".join(name.split()).casefold()
+
+
+def check_person_name(name: str) -> str:
+    """``name`` if a person may post under it: the agents' pattern (1-64 letters, digits,
+    spaces, '_', '.' or '-', the whole name) and not the reserved sender; else ValueError."""
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"sender {name!r} must be 1-64 letters, digits, spaces, '_', '.' or "
+                         "'-', starting with a letter or digit")
+    if name_key(name) == SYSTEM_SENDER:
+        raise ValueError(f"{name!r} is reserved for parley's own notices: people post under "
+                         "their own names")
+    return name
 
 
 class Strict(BaseModel):
@@ -122,8 +142,11 @@ class AgentSpec(Strict):
                 "must be 1-64 letters, digits, spaces, '_', '.' or '-', starting with a letter "
                 "or digit"
             )
-        if name == SEED_SENDER:
+        # Told apart as people's names are, so that no room makes its task's poster an agent.
+        if name_key(name) == name_key(SEED_SENDER):
             raise ValueError(f"{SEED_SENDER!r} is reserved for the person who posts the task")
+        if name_key(name) == SYSTEM_SENDER:
+            raise ValueError(f"{SYSTEM_SENDER!r} is reserved for parley's own notices")
         return name
 
     @field_validator("model")

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from shared.keys import Keys, check_room_id
-from shared.models import Bid, Message, RoomSpec, TurnRecord
+from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name, name_key
 from shared.records import (
     RoomState,
     bid_fields,
@@ -62,13 +62,19 @@ class RoomStore:
         pipe.execute()
 
     def post(self, room: str, sender: str, content: str) -> str:
-        """Queue a message from a person or app into the room; return its inbox id."""
+        """Queue a message from a person or app into the room; return its inbox id.
+
+        People post under their own names: never an agent's of this room (whatever the
+        case or spacing) nor the reserved sender, so no post passes for an agent's words."""
         if not sender.strip():
             raise ValueError("a message needs a sender")
+        check_person_name(sender)
         if not content.strip():
             raise ValueError("a message needs some content")
-        if not self.redis.exists(self.keys.state(room)):
-            raise RoomNotFound(f"no room {room!r}")
+        _, spec = self.read_spec(room)
+        if name_key(sender) in {name_key(name) for name in spec.agent_names}:
+            raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
+                             "their own names")
         pipe = self.redis.pipeline(transaction=False)
         pipe.xadd(self.keys.inbox(room), {"sender": sender, "content": content,
                                            "ts": f"{time.time():.6f}"})
@@ -103,10 +109,12 @@ class RoomStore:
         reply = self.redis.xread({self.keys.log(room): f"{after_seq}-0"}, block=block_ms)
         return [message_from_fields(fields) for _, entries in reply for _, fields in entries]
 
-    def iter_messages(self, room: str, after_seq: int = 0) -> Iterator[Message]:
-        """Every message from ``after_seq`` on, forever (stop iterating to end)."""
+    def iter_messages(self, room: str, after_seq: int = 0, block_ms: int = 1000
+                      ) -> Iterator[Message]:
+        """Every message from ``after_seq`` on, forever (stop iterating to end), each wait
+        blocking up to ``block_ms``."""
         while True:
-            for message in self.follow(room, after_seq):
+            for message in self.follow(room, after_seq, block_ms):
                 after_seq = message.seq
                 yield message
 
