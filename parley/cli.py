@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -19,7 +20,7 @@ from rich.console import Console
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
 from shared.logs import configure_logging
-from shared.settings import get_settings
+from shared.settings import get_settings, redact_url
 from shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -40,17 +41,50 @@ def describe_validation(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+def caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """True when ``error`` or any exception it was raised from or during is a ``kind``."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def unreachable_redis(url: str, error: BaseException) -> str:
+    """Why Redis at ``url`` could not be used, as one line: where (password masked), the
+    error, and what to check. TLS is named when the URL asks for it (``rediss://``)."""
+    reason = " ".join(str(error).split()) or type(error).__name__
+    tls_trouble = caused_by(error, ssl.SSLError) or isinstance(error, redis.TimeoutError)
+    if url.startswith("rediss://") and caused_by(error, ssl.SSLCertVerificationError):
+        hint = ("the URL asks for TLS (rediss://) and the server's certificate was not "
+                "accepted: give its CA in PARLEY_REDIS_URL (?ssl_ca_certs=/path/to/ca.pem)")
+    elif url.startswith("rediss://") and tls_trouble:
+        hint = ("the URL asks for TLS (rediss://): is the server speaking TLS on that port, "
+                "and answering? A plain Redis needs redis://")
+    elif isinstance(error, redis.TimeoutError):
+        hint = ("it did not answer in time: is the server hung or overloaded, or "
+                "PARLEY_REDIS_URL pointing at something that is not Redis?")
+    else:
+        hint = "start Redis or point PARLEY_REDIS_URL at one"
+    return f"cannot reach Redis at {redact_url(url)} ({reason}); {hint}"
+
+
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     """Turn expected failures into one clear line on stderr and exit code 2."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        settings = get_settings()
         try:
+            get_settings()
             return command(*args, **kwargs)
-        except redis.ConnectionError as error:
-            message = (f"cannot reach Redis at {settings.redis_url} ({error}); start Redis "
-                       "or point PARLEY_REDIS_URL at one")
+        # A hung server and a TLS mismatch are as much "cannot reach" as a closed port.
+        except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
+            message = unreachable_redis(get_settings().redis_url, error)
+        except ValidationError as error:
+            message = f"invalid {error.title}: {describe_validation(error)}"
         except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.

@@ -14,8 +14,15 @@ from pydantic import BaseModel
 from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from shared.records import RoomState
-from shared.settings import Settings, get_settings
+from shared.settings import Settings, get_settings, redact_url
 from shared.store import RoomStore
+
+# A hung Redis is an error after seconds, not a hang. Every client command is quick except
+# XREAD BLOCK, which waits up to FOLLOW_BLOCK_MS: the read timeout must outlast it. A URL
+# may set its own (?socket_timeout=30&socket_connect_timeout=10); the URL's values win.
+REDIS_CONNECT_TIMEOUT_S = 5.0
+REDIS_READ_TIMEOUT_S = 5.0
+FOLLOW_BLOCK_MS = 1000
 
 
 class RunResult(BaseModel):
@@ -54,11 +61,14 @@ class Client:
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
-        self.redis = redis.Redis.from_url(self.settings.redis_url)
+        self.redis = redis.Redis.from_url(self.settings.redis_url,
+                                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+                                          socket_timeout=REDIS_READ_TIMEOUT_S)
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix))
 
     def ping(self) -> None:
-        """Raise redis.ConnectionError when Redis does not answer."""
+        """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when
+        Redis does not answer within the client's timeouts."""
         self.redis.ping()
 
     def create_room(self, spec: RoomSpec, room: str | None = None) -> str:
@@ -86,7 +96,7 @@ class Client:
 
     def follow(self, room: str, after_seq: int = 0) -> Iterator[Message]:
         """Yield the room's messages as they are committed, forever."""
-        return self.store.iter_messages(room, after_seq)
+        return self.store.iter_messages(room, after_seq, block_ms=FOLLOW_BLOCK_MS)
 
     def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
              start_timeout_s: float = 15.0, on_message=None) -> RunResult:  # noqa: ANN001
@@ -125,6 +135,6 @@ class Client:
         live = [cid for cid, age in self.store.coordinators() if age < 3 * self.settings.lease_ttl_s]
         return (
             f"no coordinator took room {room} within {waited_s:g}s "
-            f"({len(live)} live coordinator(s) on {self.settings.redis_url}); "
+            f"({len(live)} live coordinator(s) on {redact_url(self.settings.redis_url)}); "
             "start one with `parley coordinator`"
         )
