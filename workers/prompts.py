@@ -1,21 +1,33 @@
 """What an agent's model is sent for one bid: the respond tool, the decide prompt, and the
 room's transcript as typed chat turns, trimmed to the model's context budget.
 
+Nothing inside a message can pass for another speaker: the sender of each other speaker's
+turn is given outside its content (the chat ``name`` field) and by a ``Sender: `` prefix
+the content follows, and every line of the content that reads as a participant taking the
+floor (``Optimist: I agree``, see shared.speakers) is quoted as ``> Optimist: I agree``.
+The decide prompt quotes the whole latest message, so none of its lines reads as prompt.
+
 Pure functions: token counting comes in as a function (workers.llm passes litellm's
 counter), so this module never imports an LLM client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.models import AgentSpec, Message
+from shared.models import SEED_SENDER, AgentSpec, Message
+from shared.speakers import QUOTE, quote_speaker_lines
 from workers.parsing import RESPOND
 
 ChatMessage = dict[str, Any]
 TokenCounter = Callable[[list[ChatMessage]], int]
+
+# What OpenAI accepts in a chat message's ``name``; anything else in a sender becomes "_".
+_CHAT_NAME_LENGTH = 64
+_NOT_IN_CHAT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 # The respond tool of seed 001, exactly.
 RESPOND_TOOL: dict[str, Any] = {
@@ -99,26 +111,73 @@ def describe_agent(agent: AgentSpec) -> str:
     return f"{agent.name} ({agent.role})" if agent.role else agent.name
 
 
+def participant_names(room_agents: Iterable[str], transcript: Sequence[Message]) -> list[str]:
+    """Every name a line of content could speak under: the room's agents, the person who
+    posts the task, and every sender in the transcript; in that order, once each."""
+    names = [*room_agents, SEED_SENDER, *(message.sender for message in transcript)]
+    return list(dict.fromkeys(names))
+
+
+def sender_label(sender: str) -> str:
+    """A sender as shown before its message: on one line, whatever it holds."""
+    return " ".join(sender.split()) or "?"
+
+
+def chat_name(sender: str) -> str | None:
+    """A sender as a chat message's ``name`` (``^[a-zA-Z0-9_-]{1,64}$``), or None when
+    nothing of it fits (then only the visible prefix names the sender)."""
+    name = _NOT_IN_CHAT_NAME.sub("_", sender).strip("_")
+    return name[:_CHAT_NAME_LENGTH].rstrip("_") or None
+
+
+def quote_block(text: str) -> str:
+    """Every line of ``text`` as a Markdown blockquote line."""
+    return "".join(QUOTE + line for line in text.splitlines(keepends=True)) or QUOTE.rstrip()
+
+
 def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                   transcript: Sequence[Message]) -> str:
-    """The decide instruction: who the agent is, who else is here, and the latest message."""
+    """The decide instruction: who the agent is, who else is here, and the latest message
+    (quoted, its speaker lines quoted once more)."""
     others = [describe_agent(other) for other in room_agents if other.name != agent.name]
     latest = transcript[-1] if transcript else None
+    if latest is None:
+        message = "(the conversation is empty)"
+    else:
+        names = participant_names((other.name for other in room_agents), transcript)
+        message = quote_block(quote_speaker_lines(latest.content, names))
     return DECIDE_PROMPT.format(
         agent=agent.name,
         others=", ".join(others) or "nobody else yet",
-        sender=latest.sender if latest else "nobody",
+        sender=sender_label(latest.sender) if latest else "nobody",
         sender_note=" (you)" if latest and latest.sender == agent.name else "",
-        message=latest.content if latest else "(the conversation is empty)",
+        message=message,
     )
 
 
-def chat_turns(agent_name: str, transcript: Sequence[Message]) -> list[ChatMessage]:
+def other_turn(message: Message, names: Sequence[str]) -> ChatMessage:
+    """Another speaker's message as a ``user`` turn: ``Sender: content``, the sender also
+    in the ``name`` field, and the content's speaker lines quoted."""
+    content = quote_speaker_lines(message.content, names)
+    # A quoted first line needs a line of its own to read as a quotation.
+    separator = "\n" if content.startswith(QUOTE.rstrip()) else " "
+    turn: ChatMessage = {"role": "user"}
+    name = chat_name(message.sender)
+    if name is not None:
+        turn["name"] = name
+    turn["content"] = f"{sender_label(message.sender)}:{separator}{content}"
+    return turn
+
+
+def chat_turns(agent_name: str, transcript: Sequence[Message],
+               room_agents: Iterable[str] = ()) -> list[ChatMessage]:
     """The transcript from one agent's point of view: its own posts as ``assistant`` turns,
-    everyone else's as ``user`` turns prefixed with the speaker's name."""
+    everyone else's as ``user`` turns naming the speaker (see other_turn); ``room_agents``
+    are the room's agent names, whose speaker lines are quoted even before they speak."""
+    names = participant_names(room_agents, transcript)
     return [
         {"role": "assistant", "content": message.content} if message.sender == agent_name
-        else {"role": "user", "content": f"{message.sender}: {message.content}"}
+        else other_turn(message, names)
         for message in transcript
     ]
 
@@ -153,7 +212,7 @@ def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
     tokens (``count`` counts a list of chat messages, tools included)."""
     system = system_message(agent)
     instruction = {"role": "user", "content": decide_prompt(agent, room_agents, transcript)}
-    turns = chat_turns(agent.name, transcript)
+    turns = chat_turns(agent.name, transcript, (other.name for other in room_agents))
     if budget is None or count([system, *turns, instruction]) <= budget:
         return Prompt([system, *turns, instruction])
     empty = count([])

@@ -120,13 +120,14 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
         assert totals.get(f"agent:{name}:prompt_tokens", 0.0) == sum(
             turn[name].prompt_tokens for turn in by_turn)
 
-    # The Skeptic's third request sees its own post as an assistant turn, others by name.
+    # The Skeptic's third request sees its own post as an assistant turn, others by name
+    # (in the name field and before the content).
     third = stub.requests_for("skeptic")[2].body["messages"]
     assert third[0] == {"role": "system", "content": "You find what fails first."}
     assert third[1:4] == [
-        {"role": "user", "content": "User: Launch next week?"},
+        {"role": "user", "name": "User", "content": "User: Launch next week?"},
         {"role": "assistant", "content": "What fails first?"},
-        {"role": "user", "content": "Optimist: Rollback is one flag."},
+        {"role": "user", "name": "Optimist", "content": "Optimist: Rollback is one flag."},
     ]
     assert third[4]["content"].startswith("You are Skeptic,")
 
