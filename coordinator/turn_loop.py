@@ -144,8 +144,8 @@ class RoomRunner:
             snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
             recent=list(state.recent), bids=bids, adjusted=decision.adjusted,
             winner=decision.winner, score=decision.score, stop_reason=decision.stop,
-            stop_detail=decision.detail, opened_at=turn.opened_at, deadline=turn.deadline,
-            decided_at=now,
+            stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
+            deadline=turn.deadline, decided_at=now,
         )
         payload = {
             "recent": _json_list(decision.recent),
@@ -164,7 +164,8 @@ class RoomRunner:
         log.info(
             "turn_committed", speaker=decision.winner, seq=seq or None,
             message_chars=len(decision.message), stop_reason=decision.stop,
-            detail=decision.detail or None, turn_ms=round((now - turn.opened_at) * 1000, 2),
+            detail=decision.detail or None, cuts=decision.cuts or None,
+            turn_ms=round((now - turn.opened_at) * 1000, 2),
             calls=[call_usage(bid) for bid in bids], prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens, cost_usd=record.cost_usd,
         )

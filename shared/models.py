@@ -334,6 +334,8 @@ class TurnRecord(BaseModel):
     score: float | None = None
     stop_reason: StopReason | None = None
     stop_detail: str = ""
+    # agent -> the participant's name its reply was cut at (the bids above are uncut)
+    cuts: dict[str, str] = Field(default_factory=dict)
     opened_at: float = 0.0
     deadline: float = 0.0
     decided_at: float = 0.0

@@ -99,11 +99,13 @@ class RoomState:
 
 
 def turn_record_fields(record: TurnRecord) -> dict[str, str]:
-    """A turn record as flat turns-stream fields (the bids as one JSON list)."""
-    data = record.model_dump(mode="json", exclude={"bids", "recent", "adjusted"})
+    """A turn record as flat turns-stream fields (the bids as one JSON list; recent,
+    adjusted and cuts as JSON too)."""
+    data = record.model_dump(mode="json", exclude={"bids", "recent", "adjusted", "cuts"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
+    fields["cuts"] = orjson.dumps(record.cuts).decode()
     fields["bids"] = orjson.dumps([bid.model_dump(mode="json") for bid in record.bids]).decode()
     return fields
 
@@ -115,6 +117,7 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data: dict[str, Any] = {k: v for k, v in f.items() if v != ""}
     data["recent"] = orjson.loads(f["recent"])
     data["adjusted"] = orjson.loads(f["adjusted"])
+    data["cuts"] = orjson.loads(f.get("cuts") or "{}")  # absent from older records
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 

@@ -1,16 +1,20 @@
 """Floor policies: pure functions from (spec, turn view, bids) to a decision.
 
 Each policy module offers ``stop_before_turn(spec, view)`` and ``decide(spec, view, bids)``;
-this module picks the room's policy and adds the stops every policy shares.
+this module picks the room's policy and adds the rules every policy shares: the
+impersonation cut (coordinator.policies.impersonation) before any policy sees the bids,
+and the stops when nobody could bid.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import ModuleType
 
 from coordinator.policies import bid
 from coordinator.policies.base import Decision, TurnView
 from coordinator.policies.common import failure_stop
+from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
 
 POLICIES: dict[str, ModuleType] = {"bid": bid}
@@ -22,14 +26,18 @@ def stop_before_turn(spec: RoomSpec, view: TurnView) -> Decision | None:
 
 
 def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
-    """This turn's decision, given every agent's bid (missing agents as timeouts)."""
+    """This turn's decision, given every agent's bid (missing agents as timeouts), each
+    reply first cut where it starts speaking for another participant."""
+    bids, cuts = cut_bids(spec, bids)
     queues = ", ".join(sorted({agent.queue for agent in spec.agents}))
     failure = failure_stop(view, bids, spec.policy.bid_timeout_s, queues)
-    return failure or POLICIES[spec.policy.kind].decide(spec, view, bids)
+    decision = failure or POLICIES[spec.policy.kind].decide(spec, view, bids)
+    return replace(decision, cuts=cuts)
 
 
 def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
-    """Decide a recorded turn again from its recorded inputs."""
+    """Decide a recorded turn again from its recorded inputs (the bids as they arrived:
+    the impersonation cut is made again)."""
     view = TurnView(
         turn=record.turn,
         run=record.run,

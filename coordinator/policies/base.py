@@ -30,6 +30,7 @@ class Decision:
     adjusted: dict[str, float] = field(default_factory=dict)
     stop: StopReason | None = None
     detail: str = ""
+    cuts: dict[str, str] = field(default_factory=dict)  # agent -> the name its reply was cut at
 
     @property
     def status(self) -> RoomStatus:

@@ -218,10 +218,10 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     """Assert every failover invariant on a finished room and count what it went through.
 
     Seqs run 1..n; every turn was decided once and no message written twice; each turn's
-    recorded bids, fed to the policy again, give its recorded winner and stop; the
-    transcript equals the failure-free one up to the first turn in which a bid timed out
-    (all of it when none did); and no bid request ran twice (``asked_again``: the turns a
-    coordinator logged as asked once more).
+    recorded bids, fed to the policy again, give its recorded winner, stop, cuts and posted
+    message; the transcript equals the failure-free one up to the first turn in which a bid
+    timed out (all of it when none did); and no bid request ran twice (``asked_again``: the
+    turns a coordinator logged as asked once more).
     """
     state = store.read_state(room)
     assert state.status is RoomStatus.IDLE and not state.turn_open, (room, state.raw)
@@ -233,9 +233,11 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     assert len(spoken) == len(messages) - 1, f"{room}: a turn posted twice"
     for record in records:
         decision = policies.replay(spec, record)
-        assert (decision.winner, decision.stop) == (record.winner, record.stop_reason), (
-            room, record.turn)
+        assert (decision.winner, decision.stop, decision.cuts) == (
+            record.winner, record.stop_reason, record.cuts), (room, record.turn)
         assert (spoken[record.turn].sender if record.turn in spoken else None) == record.winner
+        if record.turn in spoken:
+            assert spoken[record.turn].content == decision.message, (room, record.turn)
     first_timeout = next((r for r in records if any(b.status is BidStatus.TIMEOUT
                                                     for b in r.bids)), None)
     compared = len(expected) if first_timeout is None else first_timeout.snapshot_seq

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 SCRIPTS = {
     "Optimist": [
         {"score": 0.6, "message": "Ship it.", "sleep": 0.05},
-        {"score": 0.7, "message": "  Rollback is one flag.  ", "sleep": 0.1},
+        {"score": 0.7, "message": "  Rollback is one flag.\n**User:** Thanks!  ", "sleep": 0.1},
         {"score": 0.85, "message": "Small cohort first."},
     ],
     "Skeptic": [
@@ -40,7 +40,7 @@ SCRIPTS = {
     ],
 }
 # Turn 1: Skeptic 0.8 beats Optimist 0.6 (Economist's 3 clamps to 1 but says nothing).
-# Turn 2: Skeptic is recent (0.75 - 0.3), so Optimist's 0.7 wins.
+# Turn 2: Skeptic is recent (0.75 - 0.3), so Optimist's 0.7 wins, cut where it speaks as User.
 # Turn 3: Skeptic's string score 0.95 beats Economist 0.9; Optimist is recent (0.55).
 # Turn 4: everyone past their script is silent: a lull.
 EXPECTED = [
@@ -72,8 +72,12 @@ def test_every_committed_turn_replays_to_its_winner(processes, settings, queue):
     turns = client.turns(result.room)
 
     assert [t.winner for t in turns] == ["Skeptic", "Optimist", "Skeptic", None]
+    assert [t.cuts for t in turns] == [{}, {"Optimist": "User"}, {}, {}]
+    posted = {m.turn: m.content for m in result.messages if m.turn is not None}
     for record in turns:
-        assert policies.replay(spec, record).winner == record.winner
+        replayed = policies.replay(spec, record)
+        assert (replayed.winner, replayed.cuts) == (record.winner, record.cuts)
+        assert replayed.message == posted.get(record.turn, "")
     first = {bid.agent: bid for bid in turns[0].bids}
     assert first["Ethicist"].status == "error" and "provider down" in first["Ethicist"].error
     assert first["Economist"].score == 1.0

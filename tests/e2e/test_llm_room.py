@@ -66,7 +66,8 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
     stub.script("optimist",
                 tool_call(0.6, "Ship it.", prompt_tokens=101, completion_tokens=11),
                 rate_limited(retry_after_s=0.2),
-                tool_call(0.7, "  Rollback is one flag.  ", prompt_tokens=102, completion_tokens=12),
+                tool_call(0.7, "  Rollback is one flag.\nSkeptic: Agreed, ship it.",
+                          prompt_tokens=102, completion_tokens=12),
                 tool_call(0.9, "Small cohort first.", prompt_tokens=103, completion_tokens=13))
     stub.script("skeptic",
                 tool_call(0.8, "What fails first?", prompt_tokens=201, completion_tokens=21),
@@ -89,8 +90,9 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
     result = client.run(spec, "Launch next week?", timeout_s=120)
 
     # Turn 1: Skeptic 0.8 beats Optimist 0.6. Turn 2: Skeptic is recent (0.75 - 0.3), so
-    # Optimist's 0.7 wins after a 429. Turn 3: Skeptic 0.85 beats Optimist's 0.9 - 0.3.
-    # Turn 4: every script has run out and the stub answers silence: a lull.
+    # Optimist's 0.7 wins after a 429, cut where it speaks as the Skeptic. Turn 3: Skeptic
+    # 0.85 beats Optimist's 0.9 - 0.3. Turn 4: every script has run out and the stub
+    # answers silence: a lull.
     assert [(m.sender, m.content, m.score) for m in result.messages] == [
         ("User", "Launch next week?", None),
         ("Skeptic", "What fails first?", 0.8),
@@ -102,6 +104,7 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
     turns = client.turns(result.room)
     by_turn = [{bid.agent: bid for bid in record.bids} for record in turns]
     assert [record.winner for record in turns] == ["Skeptic", "Optimist", "Skeptic", None]
+    assert [record.cuts for record in turns] == [{}, {"Optimist": "Skeptic"}, {}, {}]
     assert by_turn[0]["Economist"].status == "unparsed"
     assert by_turn[1]["Economist"].status == "error"
     assert by_turn[1]["Economist"].error.startswith("InternalServerError: ")
@@ -133,6 +136,7 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
 
     logged = logged_events(processes, "turn_committed")
     assert [line["speaker"] for line in logged] == ["Skeptic", "Optimist", "Skeptic", None]
+    assert [line["cuts"] for line in logged] == [None, {"Optimist": "Skeptic"}, None, None]
     assert logged[1]["message_chars"] == len("Rollback is one flag.")
     assert {call["agent"]: call["prompt_tokens"] for call in logged[0]["calls"]} == {
         "Optimist": 101, "Skeptic": 201, "Economist": 301}

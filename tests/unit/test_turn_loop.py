@@ -8,6 +8,7 @@ import fakeredis
 import pytest
 import structlog
 
+from coordinator import policies
 from coordinator.lease import LeaseLost, Leases
 from coordinator.room_io import RoomIO
 from coordinator.service import Coordinator
@@ -195,3 +196,29 @@ def test_a_post_racing_with_going_idle_keeps_the_room_served(sync_redis, async_r
     assert [m.sender for m in store.read_messages(ROOM)] == ["User", "agent1", "Ann", "agent0"]
     assert store.read_state(ROOM).run == 2
     assert sync_redis.zscore(keys.runnable, ROOM) is None
+
+
+def test_a_reply_speaking_for_another_participant_is_committed_cut_and_the_cut_recorded(
+        sync_redis, async_redis, keys):
+    spec = scripted_spec({
+        "Optimist": [{"score": 0.9, "message": "Ship it.\n**Skeptic:** I agree.\nUser: great"}],
+        "Skeptic": [{"score": 0.2, "message": "Wait."}],
+    })
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, spec)
+    store.post(ROOM, "User", "Launch?")
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
+
+    assert [(m.sender, m.content) for m in store.read_messages(ROOM)] == [
+        ("User", "Launch?"), ("Optimist", "Ship it.")]
+    first = store.read_turns(ROOM)[0]
+    assert first.cuts == {"Optimist": "Skeptic"}
+    assert first.bids[0].message == "Ship it.\n**Skeptic:** I agree.\nUser: great"
+    replayed = policies.replay(spec, first)
+    assert (replayed.winner, replayed.message, replayed.cuts) == (
+        "Optimist", "Ship it.", {"Optimist": "Skeptic"})
+    committed = [e for e in logs if e["event"] == "turn_committed"]
+    assert committed[0]["cuts"] == {"Optimist": "Skeptic"}
+    assert committed[1]["cuts"] is None
