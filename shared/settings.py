@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"
 
+    # After losing Redis or the broker, workers try again at most this long apart (Celery's
+    # own backoff grows to 30 s): a worker is back within about this long of an outage's end.
+    worker_reconnect_max_s: float = Field(default=1.0, gt=0, le=30)
+
     @model_validator(mode="after")
     def _default_broker(self) -> Settings:
         if not self.broker_url:

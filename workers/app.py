@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+import kombu
 import kombu.transport.redis
 import redis
 from celery import Celery
+from celery.app.amqp import AMQP
 from celery.signals import worker_ready
 
 from shared.settings import get_settings
@@ -33,6 +36,44 @@ class RedisTransport(kombu.transport.redis.Transport):
             return super()._connparams(asynchronous=asynchronous)
 
 
+# kombu.Connection.ensure_connection's arguments, in order.
+ENSURE_CONNECTION_ARGS = ("errback", "max_retries", "interval_start", "interval_step",
+                          "interval_max")
+RECONNECT_INTERVALS = ("interval_start", "interval_step", "interval_max")
+
+
+class BrokerConnection(kombu.Connection):
+    """A broker connection that reconnects at the transport options' intervals wherever
+    its caller names none.
+
+    Celery's consumer reconnects to a lost broker at kombu's defaults, whatever the
+    transport options say: 2 s after the first failure, then 4, 6 ... up to 30 s apart.
+    A worker would come back up to 30 s after its broker did, and every turn in flight
+    meanwhile would time out.
+    """
+
+    def ensure_connection(self, *args: Any, **kwargs: Any) -> BrokerConnection:
+        """kombu's ensure_connection, with the transport options' intervals as defaults."""
+        named = set(ENSURE_CONNECTION_ARGS[:len(args)]) | set(kwargs)
+        options: dict[str, Any] = self.transport_options or {}
+        for name in RECONNECT_INTERVALS:
+            if name not in named and name in options:
+                kwargs[name] = options[name]
+        return super().ensure_connection(*args, **kwargs)
+
+
+class WorkerAMQP(AMQP):
+    """Celery's messaging layer, on broker connections with bounded reconnect intervals."""
+
+    Connection = BrokerConnection
+
+
+def reconnect_intervals(max_s: float) -> dict[str, float]:
+    """kombu's intervals between attempts to reach a lost broker: at once, then a fifth
+    of ``max_s`` longer each time, up to ``max_s``."""
+    return {"interval_start": 0.0, "interval_step": max_s / 5, "interval_max": max_s}
+
+
 def broker_transport(broker_url: str) -> str | None:
     """The transport for the broker URL: ours for plain Redis, kombu's choice otherwise
     (``rediss://`` too: kombu turns TLS on from that scheme, which a named class skips)."""
@@ -41,7 +82,8 @@ def broker_transport(broker_url: str) -> str | None:
     return None
 
 
-app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"])
+app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
+             amqp=f"{__name__}:WorkerAMQP")
 app.conf.update(
     task_default_queue="parley.agents",
     # Acks late: the message of a task a killed worker was running stays unacknowledged;
@@ -61,9 +103,14 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     # Must exceed the longest bid_timeout_s of any room: a message redelivered before its
     # deadline would run a second time.
-    broker_transport_options={"visibility_timeout": settings.task_visibility_timeout_s},
+    broker_transport_options={"visibility_timeout": settings.task_visibility_timeout_s,
+                              # How soon a lost broker is tried again (see BrokerConnection).
+                              **reconnect_intervals(settings.worker_reconnect_max_s)},
     broker_transport=broker_transport(settings.broker_url),
     broker_connection_retry_on_startup=True,
+    # Attempts this close together would use up Celery's default of 100 in under two
+    # minutes and stop the worker: it waits for its broker however long an outage lasts.
+    broker_connection_max_retries=None,
     worker_hijack_root_logger=False,
     worker_send_task_events=False,
     task_send_sent_event=False,

@@ -30,6 +30,8 @@ log = structlog.get_logger("parley.worker")
 # each other and a turn would take several waves.
 CALL_THREADS_MAX = 4096
 _calls = ThreadPoolExecutor(max_workers=CALL_THREADS_MAX, thread_name_prefix="agent-call")
+# Attempts at a lost Redis before a task gives up (about 25 s at the default interval).
+REDIS_RETRIES = 30
 
 
 @cache
@@ -37,10 +39,14 @@ def _redis() -> redis.Redis:
     # Every task thread may write bids at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
     # A dropped connection (a Redis restart) is retried: a bid written twice is harmless,
-    # the coordinator keeps each agent's first.
+    # the coordinator keeps each agent's first. Retries come at most worker_reconnect_max_s
+    # apart and go on through a long outage: a bid that cost a model call is worth keeping,
+    # and the coordinator gives a turn that overlapped an outage its time again.
+    settings = get_settings()
+    backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     pool = redis.BlockingConnectionPool.from_url(
-        get_settings().redis_url, max_connections=2 * get_settings().worker_concurrency + 8,
-        retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=5))
+        settings.redis_url, max_connections=2 * settings.worker_concurrency + 8,
+        retry=Retry(backoff, retries=REDIS_RETRIES))
     return redis.Redis(connection_pool=pool)
 
 
