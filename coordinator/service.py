@@ -24,6 +24,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from coordinator.lease import Lease, LeaseLost, Leases
+from coordinator.outages import OutageClock
 from coordinator.room_io import RoomIO
 from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
@@ -38,6 +39,9 @@ log = structlog.get_logger("parley.coordinator")
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
+# What says Redis or the broker could not be reached: the transient errors, and a bounded
+# wait on a Redis that does not answer.
+UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, TimeoutError)
 # Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
 CONTROL_CONNECTIONS = 4
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
@@ -93,6 +97,7 @@ class Coordinator:
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
         self.rooms: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
+        self.outages = OutageClock()
         self.stopping = asyncio.Event()
         # Set by run(): the loop the rooms run on, and the lease keeper's thread's stop flag.
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -125,6 +130,7 @@ class Coordinator:
         try:
             await asyncio.wait_for(self.scan(), self.settings.lease_ttl_s)
         except (RedisError, TimeoutError) as error:
+            self.note_unreachable(error)
             log.warning("scan_failed", error=str(error) or type(error).__name__)
         except Exception:
             log.exception("scan_failed")
@@ -178,7 +184,8 @@ class Coordinator:
         """One room's loop with an explicit policy per failure; always lets the room go."""
         structlog.contextvars.bind_contextvars(room=lease.room, epoch=lease.epoch)
         log.info("room_acquired", coordinator=self.id)
-        runner = RoomRunner(lease, self.io, HeldTransport(self.transport, lease), self.options)
+        runner = RoomRunner(lease, self.io, HeldTransport(self.transport, lease), self.options,
+                            self.outages)
         reschedule = True
         try:
             await runner.run()
@@ -187,6 +194,7 @@ class Coordinator:
             log.warning("lease_lost", reason=str(error))
         except TRANSIENT_ERRORS as error:
             # Back off; whoever holds the room next resumes the turn.
+            self.note_unreachable(error)
             log.warning("room_redis_error", error=str(error) or type(error).__name__)
             await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
@@ -209,6 +217,7 @@ class Coordinator:
                 await asyncio.wait_for(self.io.set_runnable(lease.room, True), self.renew_every_s)
         except (RedisError, TimeoutError) as error:
             # The lease expires by itself; the room is due at its expiry.
+            self.note_unreachable(error)
             log.info("release_failed", room=lease.room, error=str(error) or type(error).__name__)
 
     def keep_leases_apart(self) -> None:
@@ -259,6 +268,7 @@ class Coordinator:
         try:
             renewed = await asyncio.wait_for(leases.renew(held), self.settings.lease_ttl_s)
         except (RedisError, TimeoutError) as error:
+            self.note_unreachable(error)
             log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
             return
         except Exception:
@@ -267,6 +277,12 @@ class Coordinator:
         lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
         self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
         self.on_rooms_loop(self.drop_lapsing)
+
+    def note_unreachable(self, error: BaseException) -> None:
+        """Note the time if ``error`` says Redis or the broker could not be reached: the
+        turns in flight then get their time again."""
+        if isinstance(error, UNREACHABLE_ERRORS):
+            self.outages.failed()
 
     def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
         """Call ``function`` on the loop the rooms run on (at once when already there)."""

@@ -11,6 +11,7 @@ import structlog
 
 from coordinator import policies
 from coordinator.lease import Lease
+from coordinator.outages import OutageClock
 from coordinator.policies import Decision, TurnView
 from coordinator.room_io import OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
@@ -41,6 +42,8 @@ class RoomRunner:
     io: RoomIO
     transport: Transport
     options: TurnOptions
+    # The coordinator's, shared by all its rooms; a room on its own never sees an outage.
+    outages: OutageClock = field(default_factory=OutageClock)
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
 
@@ -65,11 +68,15 @@ class RoomRunner:
 
     def resume_turn(self, state: RoomState) -> OpenTurn:
         """The turn a previous holder opened; a passed deadline restarts the clock for the
-        agents still missing, so a takeover does not turn them into timeouts."""
+        agents still missing, so a takeover does not turn them into timeouts. A turn that
+        overlapped an outage gets its full bid time again from now (Redis answers again)."""
+        now = time.time()
         deadline = state.turn_deadline
-        if deadline <= time.time():
-            deadline = time.time() + self.spec.policy.bid_timeout_s
-        log.info("turn_resumed", room=self.lease.room, turn=state.turn)
+        graced = self.outages.give_time_again(self.lease.room, state.turn, state.turn_opened_at)
+        if graced or deadline <= now:
+            deadline = max(deadline, now + self.spec.policy.bid_timeout_s)
+        log.info("turn_resumed", room=self.lease.room, turn=state.turn,
+                 given_time_again=graced or None)
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
                         state.turn_opened_at, resumed=True)
 
@@ -80,11 +87,13 @@ class RoomRunner:
         view = view_of(state, turn.number)
         decision = policies.decide(self.spec, view, bids)
         await self.commit(state, turn, view, bids, decision)
+        self.outages.forget(self.lease.room)
 
     async def collect(self, turn: OpenTurn) -> list[Bid]:
         """Every agent's bid for the turn: those already in the stream (a resumed turn)
         are reused, the missing agents are asked, and whoever has not answered by the
-        deadline counts as timed out (a turn nobody answered is asked once more)."""
+        deadline counts as timed out. A turn that overlapped an outage of Redis or the
+        broker gets its time again, and a turn nobody answered is asked once more."""
         room = self.lease.room
         got: dict[str, Bid] = {}
         cursor = turn.bids_from
@@ -95,6 +104,12 @@ class RoomRunner:
         asked_again = False
         while len(got) < len(self.spec.agents):
             block_ms = int((turn.deadline - time.time()) * 1000)
+            if block_ms <= 0 and self.outages.give_time_again(room, turn.number, turn.opened_at):
+                # The workers were cut off too: their requests may be lost or expired.
+                turn = replace(turn, deadline=time.time() + self.spec.policy.bid_timeout_s)
+                log.warning("turn_given_time_again", room=room, turn=turn.number)
+                await self.fan_out(turn, [n for n in self.spec.agent_names if n not in got])
+                continue
             if block_ms <= 0 and not got and not asked_again:
                 # Nobody answered: a worker killed while holding the turn's only task must
                 # not end the run as no_bids. Ask once more; an unserved queue still fails.
