@@ -67,15 +67,18 @@ class InMemoryTransport:
 
 def describe(request: BidRequest) -> str:
     """A short summary of a request, for Celery's monitoring tools."""
-    return f"{{room: {request.room}, turn: {request.turn}, agents: {', '.join(request.agents)}}}"
+    return (f"{{room: {request.room}, turn: {request.turn}, {request.kind.value}: "
+            f"{', '.join(request.agents)}}}")
 
 
 def chunk_requests(agents_by_queue: dict[str, list[str]], agents_per_task: int,
-                   template: BidRequest) -> list[tuple[str, BidRequest]]:
-    """Split a turn's agents into one request per queue and chunk of ``agents_per_task``."""
+                   template: BidRequest, numbers: dict[str, int]) -> list[tuple[str, BidRequest]]:
+    """Split a phase's calls into one request per queue and chunk of ``agents_per_task``,
+    each agent with its call number."""
     requests = []
     for queue, agents in agents_by_queue.items():
         for start in range(0, len(agents), agents_per_task):
             chunk = agents[start:start + agents_per_task]
-            requests.append((queue, template.model_copy(update={"agents": chunk})))
+            calls = {name: numbers[name] for name in chunk}
+            requests.append((queue, template.model_copy(update={"agents": chunk, "calls": calls})))
     return requests

@@ -12,11 +12,16 @@ import structlog
 from coordinator import policies
 from coordinator.lease import Lease
 from coordinator.outages import OutageClock
-from coordinator.policies import Decision, TurnView
+from coordinator.policies import Calls, Decision, TurnView
 from coordinator.room_io import OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
-from shared.models import Bid, BidRequest, BidStatus, RoomSpec, RoomStatus, TurnRecord
-from shared.records import RoomState, agent_message_fields, turn_record_fields
+from shared.models import Bid, BidRequest, BidStatus, CallKind, RoomSpec, RoomStatus, TurnRecord
+from shared.records import (
+    POLICY_FIELD_PREFIX,
+    RoomState,
+    agent_message_fields,
+    turn_record_fields,
+)
 
 log = structlog.get_logger("parley.turn")
 
@@ -28,6 +33,43 @@ class TurnOptions:
     prefix: str
     agents_per_task: int
     turns_maxlen: int
+
+
+@dataclass
+class TurnAnswers:
+    """One turn's answers: what arrived in the answers stream, and the answers of the
+    phases played so far (timeouts included), in phase order."""
+
+    turn: int
+    cursor: str  # the answers stream id read up to
+    committed_calls: dict[str, int]  # each agent's calls in earlier turns
+    answers: list[Bid] = field(default_factory=list)
+    arrived: dict[tuple[int, str], Bid] = field(default_factory=dict)
+
+    def keep(self, entries: list[tuple[str, Bid]]) -> None:
+        """Keep each call's first answer for this turn (late answers of earlier turns and
+        redelivered duplicates are ignored) and move the cursor past them."""
+        for self.cursor, answer in entries:  # noqa: B007 - the last id read is the cursor
+            if answer.turn == self.turn:
+                self.arrived.setdefault((answer.phase, answer.agent), answer)
+
+    def missing(self, phase: int, calls: Calls) -> list[str]:
+        """The agents of the phase's calls that have not answered yet."""
+        return [name for name in calls.agents if (phase, name) not in self.arrived]
+
+    def numbers(self, calls: Calls) -> dict[str, int]:
+        """Each called agent's call number in the room: a call asked again (a re-ask, a
+        takeover) keeps its number, a new phase's call gets the next one."""
+        return {name: self.committed_calls.get(name, 0) + 1
+                + sum(answer.agent == name for answer in self.answers) for name in calls.agents}
+
+    def time_out(self, phase: int, calls: Calls) -> None:
+        """Close the phase: its answers join the turn's, a missing one as a timeout."""
+        numbers = self.numbers(calls)
+        self.answers.extend(
+            self.arrived.get((phase, name))
+            or timed_out(name, self.turn, calls.kind, phase, numbers[name])
+            for name in calls.agents)
 
 
 @dataclass
@@ -59,82 +101,85 @@ class RoomRunner:
                 if await self.go_idle():
                     return
                 continue
-            stop = policies.stop_before_turn(self.spec, view_of(state, state.turn + 1))
-            if stop is not None:
-                await self.io.end_run(self.lease, stop.status, stop.stop or "", stop.detail)
+            first = policies.first_calls(self.spec, view_of(state, state.turn + 1))
+            if isinstance(first, Decision):
+                await self.io.end_run(self.lease, first.status, first.stop or "", first.detail)
                 continue
-            turn = await self.io.open_turn(self.lease, self.spec.policy.bid_timeout_s)
+            turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             await self.take_turn(state, turn)
 
     def resume_turn(self, state: RoomState) -> OpenTurn:
         """The turn a previous holder opened; a passed deadline restarts the clock for the
-        agents still missing, so a takeover does not turn them into timeouts. A turn that
-        overlapped an outage gets its full bid time again from now (Redis answers again)."""
+        calls still missing, so a takeover does not turn them into timeouts. A turn that
+        overlapped an outage gets its full time again from now (Redis answers again)."""
         now = time.time()
         deadline = state.turn_deadline
         graced = self.outages.give_time_again(self.lease.room, state.turn, state.turn_opened_at)
         if graced or deadline <= now:
-            deadline = max(deadline, now + self.spec.policy.bid_timeout_s)
+            deadline = max(deadline, now + self.spec.policy.call_timeout)
         log.info("turn_resumed", room=self.lease.room, turn=state.turn,
                  given_time_again=graced or None)
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
                         state.turn_opened_at, resumed=True)
 
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> None:
-        """Fan out, collect, decide and commit one turn."""
+        """Play the turn's phases (fan out, collect, decide) and commit the outcome."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
-        bids = await self.collect(turn)
         view = view_of(state, turn.number)
-        decision = policies.decide(self.spec, view, bids)
-        await self.commit(state, turn, view, bids, decision)
+        calls = policies.first_calls(self.spec, view)
+        if isinstance(calls, Decision):
+            raise RuntimeError(f"turn {turn.number} is open but its policy stops before it")
+        inbox = TurnAnswers(turn.number, turn.bids_from, committed_calls(state))
+        if turn.resumed:
+            # A fresh turn has no answers yet: only a resumed one reads what already came.
+            inbox.keep(await self.io.read_bids(self.lease.room, inbox.cursor))
+        phase = 0
+        while True:
+            await self.collect(turn, phase, calls, inbox)
+            decision = policies.decide(self.spec, view, inbox.answers)
+            if decision.next is None:
+                break
+            phase, calls = phase + 1, decision.next
+            turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
+        await self.commit(state, turn, view, inbox.answers, decision)
         self.outages.forget(self.lease.room)
 
-    async def collect(self, turn: OpenTurn) -> list[Bid]:
-        """Every agent's bid for the turn: those already in the stream (a resumed turn)
-        are reused, the missing agents are asked, and whoever has not answered by the
-        deadline counts as timed out. A turn that overlapped an outage of Redis or the
-        broker gets its time again, and a turn nobody answered is asked once more."""
+    async def collect(self, turn: OpenTurn, phase: int, calls: Calls, inbox: TurnAnswers
+                      ) -> None:
+        """Every call of the phase answered into ``inbox``: answers already in the stream
+        (a resumed turn) are reused, the missing calls are made, and whoever has not
+        answered by the deadline counts as timed out (a turn nobody answered at all is
+        asked once more)."""
         room = self.lease.room
-        got: dict[str, Bid] = {}
-        cursor = turn.bids_from
-        if turn.resumed:
-            # A fresh turn has no bids yet: only a resumed one reads what already came.
-            cursor = self.keep_bids(turn, got, await self.io.read_bids(room, cursor), cursor)
-        await self.fan_out(turn, [name for name in self.spec.agent_names if name not in got])
+        await self.fan_out(turn, phase, calls, inbox.missing(phase, calls), inbox.numbers(calls))
         asked_again = False
-        while len(got) < len(self.spec.agents):
+        while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
             if block_ms <= 0 and self.outages.give_time_again(room, turn.number, turn.opened_at):
                 # The workers were cut off too: their requests may be lost or expired.
-                turn = replace(turn, deadline=time.time() + self.spec.policy.bid_timeout_s)
-                log.warning("turn_given_time_again", room=room, turn=turn.number)
-                await self.fan_out(turn, [n for n in self.spec.agent_names if n not in got])
+                turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
+                log.warning("turn_given_time_again", room=room, turn=turn.number, phase=phase)
+                await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),
+                                   inbox.numbers(calls))
                 continue
-            if block_ms <= 0 and not got and not asked_again:
+            if block_ms <= 0 and not inbox.arrived and not asked_again:
                 # Nobody answered: a worker killed while holding the turn's only task must
                 # not end the run as no_bids. Ask once more; an unserved queue still fails.
-                turn = replace(turn, deadline=time.time() + self.spec.policy.bid_timeout_s)
-                log.warning("turn_asked_again", room=room, turn=turn.number)
-                await self.fan_out(turn, list(self.spec.agent_names))
+                turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
+                log.warning("turn_asked_again", room=room, turn=turn.number, phase=phase)
+                await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),
+                                   inbox.numbers(calls))
                 asked_again = True
                 continue
             if block_ms <= 0:
                 break
-            cursor = self.keep_bids(turn, got, await self.io.wait_bids(room, cursor, block_ms),
-                                    cursor)
-        return [got.get(name) or timed_out(name, turn.number) for name in self.spec.agent_names]
+            inbox.keep(await self.io.wait_bids(room, inbox.cursor, block_ms))
+        inbox.time_out(phase, calls)
 
-    def keep_bids(self, turn: OpenTurn, got: dict[str, Bid], entries: list[tuple[str, Bid]],
-                  cursor: str) -> str:
-        """Keep each agent's first bid for this turn (late bids of earlier turns and
-        redelivered duplicates are ignored); returns the stream id read up to."""
-        for cursor, bid in entries:  # noqa: B007 - the last id read is the new cursor
-            if bid.turn == turn.number and bid.agent in self.spec.agent_names:
-                got.setdefault(bid.agent, bid)
-        return cursor
-
-    async def fan_out(self, turn: OpenTurn, agents: list[str]) -> None:
-        """Send one task per queue and chunk of agents."""
+    async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, agents: list[str],
+                      numbers: dict[str, int]) -> None:
+        """Send one task per queue and chunk of agents; ``numbers`` are the agents' call
+        numbers (a scripted agent's k-th call replays its k-th entry)."""
         if not agents:
             return
         by_queue: dict[str, list[str]] = {}
@@ -142,10 +187,11 @@ class RoomRunner:
             by_queue.setdefault(self.spec.agent(name).queue, []).append(name)
         template = BidRequest(
             prefix=self.options.prefix, room=self.lease.room, turn=turn.number,
-            attempt=self.lease.epoch, agents=[], snapshot_seq=turn.snapshot_seq,
-            deadline=turn.deadline, spec_version=self.spec_version,
+            attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
+            snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
+            spec_version=self.spec_version,
         )
-        requests = chunk_requests(by_queue, self.options.agents_per_task, template)
+        requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
         # A publish waits for the broker's reply: in a thread, so that meanwhile the event
         # loop (every other room of this coordinator) keeps moving.
         await asyncio.to_thread(self.transport.send, requests)
@@ -157,13 +203,14 @@ class RoomRunner:
         record = TurnRecord(
             turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=self.lease.epoch,
             snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
-            recent=list(state.recent), bids=bids, adjusted=decision.adjusted,
+            recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
+            adjusted=decision.adjusted,
             winner=decision.winner, score=decision.score, stop_reason=decision.stop,
             stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
             deadline=turn.deadline, decided_at=now,
         )
         payload = {
-            "recent": _json_list(decision.recent),
+            "fields": state_updates(decision),
             "usage": usage_increments(bids),
             "record": turn_record_fields(record),
             "turns_maxlen": str(self.options.turns_maxlen),
@@ -210,32 +257,50 @@ def view_of(state: RoomState, turn: int) -> TurnView:
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
+        policy_state=state.policy_state,
     )
 
 
-def timed_out(agent: str, turn: int) -> Bid:
-    """The silent bid of an agent that did not answer in time."""
-    return Bid(agent=agent, turn=turn, status=BidStatus.TIMEOUT, error="no bid before the deadline")
+def committed_calls(state: RoomState) -> dict[str, int]:
+    """Each agent's calls in the room's committed turns."""
+    return {name: int(amount) for name, amount in state.agent_totals("calls").items()}
+
+
+def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int = 0,
+              call: int = 0) -> Bid:
+    """The silent answer of a call that did not answer in time."""
+    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=BidStatus.TIMEOUT, error="no answer before the deadline")
 
 
 def usage_increments(bids: list[Bid]) -> dict[str, str]:
     """Token and cost increments for the room's and each agent's running totals."""
     increments: dict[str, float] = {}
     for bid in bids:
+        increments[f"agent:{bid.agent}:calls"] = increments.get(f"agent:{bid.agent}:calls", 0) + 1
         for name in ("prompt_tokens", "completion_tokens", "cost_usd"):
             amount = float(getattr(bid, name))
             if amount:
                 increments[name] = increments.get(name, 0.0) + amount
-                increments[f"agent:{bid.agent}:{name}"] = amount
+                key = f"agent:{bid.agent}:{name}"
+                increments[key] = increments.get(key, 0.0) + amount
     return {field_name: repr(amount) for field_name, amount in increments.items()}
 
 
 def call_usage(bid: Bid) -> dict[str, object]:
     """One call's line in the per-turn log event."""
-    return {"agent": bid.agent, "status": bid.status.value, "prompt_tokens": bid.prompt_tokens,
+    return {"agent": bid.agent, "kind": bid.kind.value, "status": bid.status.value,
+            "prompt_tokens": bid.prompt_tokens,
             "completion_tokens": bid.completion_tokens, "cost_usd": bid.cost_usd,
             "latency_ms": bid.latency_ms}
 
 
-def _json_list(items: tuple[str, ...]) -> str:
-    return orjson.dumps(list(items)).decode()
+def state_updates(decision: Decision) -> dict[str, str]:
+    """The state fields a decision sets: recent speakers, the policy's own fields, and
+    the run's answer when the turn changed it."""
+    fields = {"recent": orjson.dumps(list(decision.recent)).decode()}
+    fields.update({f"{POLICY_FIELD_PREFIX}{name}": value
+                   for name, value in decision.policy_state.items()})
+    if decision.answer is not None:
+        fields["answer"] = decision.answer
+    return fields

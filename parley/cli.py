@@ -20,6 +20,7 @@ from rich.console import Console
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
 from shared.logs import configure_logging
+from shared.models import POLICY_KINDS
 from shared.settings import get_settings, redact_url
 from shared.store import RoomExists, RoomNotFound
 
@@ -36,7 +37,10 @@ def describe_validation(error: ValidationError) -> str:
     """Each problem as ``field.path: message``, joined into one line."""
     problems = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "spec"
+        loc = list(item["loc"])
+        if loc[:1] == ["policy"] and len(loc) > 2 and loc[1] in POLICY_KINDS:
+            del loc[1]  # the union's tag: the user wrote policy.threshold, not policy.bid...
+        where = ".".join(str(part) for part in loc) or "spec"
         problems.append(f"{where}: {item['msg']}")
     return "; ".join(problems)
 

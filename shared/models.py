@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,7 @@ SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
+SELECTOR_NAME = "selector"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 _MODEL = re.compile(r"^\S{1,200}$")
 _URL = re.compile(r"^https?://[^\s/]+\S*$")
@@ -225,8 +226,39 @@ class BidPolicy(Strict):
     max_messages: int = Field(default=20, ge=1)
     bid_timeout_s: float = Field(default=30.0, gt=0)
 
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each phase's calls may take."""
+        return self.bid_timeout_s
 
-PolicySpec = BidPolicy
+
+class SelectorPolicy(Strict):
+    """Seed 002: a selector model names who speaks next, or TERMINATE."""
+
+    kind: Literal["selector"]
+    selector: AgentSpec
+    max_turns: int = Field(default=12, ge=1)
+    allow_repeat: bool = False
+    call_timeout_s: float = Field(default=60.0, gt=0)
+
+    @field_validator("selector", mode="before")
+    @classmethod
+    def _named_selector(cls, selector: Any) -> Any:
+        # The selector is not a participant: it has no name of its own in the spec.
+        if isinstance(selector, dict):
+            if selector.get("name", SELECTOR_NAME) != SELECTOR_NAME:
+                raise ValueError("the selector takes every agent field except name")
+            return {**selector, "name": SELECTOR_NAME}
+        return selector
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each selector or participant call may take."""
+        return self.call_timeout_s
+
+
+PolicySpec = Annotated[BidPolicy | SelectorPolicy, Field(discriminator="kind")]
+POLICY_KINDS = ("bid", "selector")
 
 
 class RoomSpec(Strict):
@@ -248,9 +280,24 @@ class RoomSpec(Strict):
             raise ValueError(f"agent names must be unique, repeated: {', '.join(duplicates)}")
         return agents
 
+    @model_validator(mode="after")
+    def _selector_is_not_a_participant(self) -> RoomSpec:
+        if isinstance(self.policy, SelectorPolicy) and any(
+                name.casefold() == SELECTOR_NAME for name in self.agent_names):
+            raise ValueError(f"{SELECTOR_NAME!r} is the selector's name in a selector room")
+        return self
+
     def agent(self, name: str) -> AgentSpec:
-        """The agent called ``name``."""
-        return next(agent for agent in self.agents if agent.name == name)
+        """The agent called ``name``: a participant, or the policy's own caller (the
+        selector)."""
+        return next(agent for agent in self.callers if agent.name == name)
+
+    @property
+    def callers(self) -> tuple[AgentSpec, ...]:
+        """Everyone a call can go to: the participants, then the selector if any."""
+        if isinstance(self.policy, SelectorPolicy):
+            return (*self.agents, self.policy.selector)
+        return tuple(self.agents)
 
     @property
     def agent_names(self) -> tuple[str, ...]:
@@ -273,6 +320,16 @@ class StopReason(StrEnum):
     MAX_MESSAGES = "max_messages"  # the run posted max_messages, the seed included
     NO_BIDS = "no_bids"  # no agent answered before the deadline: are workers running?
     ALL_FAILED = "all_agents_failed"  # on the run's first turn every agent's call failed
+    TERMINATE = "terminate"  # the selector or a participant said TERMINATE
+    MAX_TURNS = "max_turns"  # the run posted its cap of participant messages
+
+
+class CallKind(StrEnum):
+    """What a call asks an agent's model for."""
+
+    BID = "bid"  # respond(score, message): does the agent want the floor, and with what
+    SELECT = "select"  # the selector: who speaks next, or TERMINATE
+    SPEAK = "speak"  # one participant's reply, posted as its message
 
 
 class BidStatus(StrEnum):
@@ -297,10 +354,14 @@ class Message(BaseModel):
 
 
 class Bid(BaseModel):
-    """What one agent returned for one turn (or that it returned nothing)."""
+    """What one call returned (or that it returned nothing): an agent's bid, the
+    selector's pick or a participant's reply, by ``kind``."""
 
     agent: str
     turn: int
+    kind: CallKind = CallKind.BID
+    phase: int = 0  # the turn's phase the call belongs to (0 first)
+    call: int = 0  # the agent's call number in the room (1 first), for scripted replay
     score: float = 0.0
     message: str = ""
     status: BidStatus = BidStatus.OK
@@ -328,6 +389,7 @@ class TurnRecord(BaseModel):
     snapshot_seq: int
     messages_in_run: int
     recent: list[str]
+    policy_state: dict[str, str] = Field(default_factory=dict)
     bids: list[Bid]
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None
@@ -361,13 +423,16 @@ class TurnRecord(BaseModel):
 
 
 class BidRequest(BaseModel):
-    """One Celery task's payload: a chunk of agents asked to bid on the same snapshot."""
+    """One Celery task's payload: a chunk of calls of one kind, on the same snapshot."""
 
     prefix: str
     room: str
     turn: int
     attempt: int
     agents: list[str]
+    kind: CallKind = CallKind.BID
+    phase: int = 0
+    calls: dict[str, int] = Field(default_factory=dict)  # agent -> its call number
     snapshot_seq: int
     deadline: float
     spec_version: int

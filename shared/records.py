@@ -68,6 +68,10 @@ def _plain(value: Any) -> str:
     return str(value)
 
 
+# State fields a floor policy keeps for itself (per run) carry this prefix.
+POLICY_FIELD_PREFIX = "policy:"
+
+
 class RoomState:
     """A room's state hash, typed. Missing fields read as their starting values."""
 
@@ -91,6 +95,15 @@ class RoomState:
         self.stop_detail = f.get("stop_detail") or ""
         self.inbox_last_id = f.get("inbox_last_id") or "0-0"
         self.spec_version = int(f.get("spec_version") or 0)
+        self.answer = f.get("answer") or None
+        self.policy_state = {name[len(POLICY_FIELD_PREFIX):]: value for name, value in f.items()
+                             if name.startswith(POLICY_FIELD_PREFIX)}
+
+    def agent_totals(self, name: str) -> dict[str, float]:
+        """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""
+        suffix = f":{name}"
+        return {field[len("agent:"):-len(suffix)]: float(value) for field, value in self.raw.items()
+                if field.startswith("agent:") and field.endswith(suffix)}
 
     def totals(self) -> dict[str, float]:
         """Token and cost totals, for the room (plain names) and per agent (``agent:..``)."""
@@ -100,10 +113,12 @@ class RoomState:
 
 def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     """A turn record as flat turns-stream fields (the bids as one JSON list; recent,
-    adjusted and cuts as JSON too)."""
-    data = record.model_dump(mode="json", exclude={"bids", "recent", "adjusted", "cuts"})
+    policy_state, adjusted and cuts as JSON too)."""
+    data = record.model_dump(mode="json",
+                             exclude={"bids", "recent", "adjusted", "cuts", "policy_state"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
+    fields["policy_state"] = orjson.dumps(record.policy_state).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     fields["bids"] = orjson.dumps([bid.model_dump(mode="json") for bid in record.bids]).decode()
@@ -118,6 +133,7 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["recent"] = orjson.loads(f["recent"])
     data["adjusted"] = orjson.loads(f["adjusted"])
     data["cuts"] = orjson.loads(f.get("cuts") or "{}")  # absent from older records
+    data["policy_state"] = orjson.loads(f.get("policy_state") or "{}")
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from shared.models import AgentSpec, Bid, BidStatus, Message
-from workers.parsing import parse_respond
+from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, Message
+from workers.parsing import parse_respond, parse_text
 from workers.scripted import scripted_completion
 
 log = structlog.get_logger("parley.worker")
@@ -23,31 +24,51 @@ ERROR_CHARS = 500
 _CLASS_PREFIX = re.compile(r"^(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout):\s+")
 
 
-def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], turn: int, attempt: int,
+@dataclass(frozen=True)
+class Call:
+    """Which call this is: its turn and phase, its kind, and the agent's call number."""
+
+    turn: int
+    attempt: int
+    kind: CallKind = CallKind.BID
+    phase: int = 0
+    number: int = 0  # 0 for a request that does not number its calls: the turn stands in
+
+
+def call_in(request: BidRequest, agent: str) -> Call:
+    """The call a request makes of one of its agents."""
+    return Call(request.turn, request.attempt, request.kind, request.phase,
+                request.calls.get(agent, 0))
+
+
+def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
              transcript: Transcript, deadline: float) -> Bid:
-    """Ask the agent's model for its decision; any failure is a silent bid with the reason."""
+    """Ask the agent's model for the call's answer; any failure is a silent answer with the
+    reason."""
     started = time.perf_counter()
-    bid = Bid(agent=agent.name, turn=turn, attempt=attempt)
+    turn = call.turn
+    bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
+              phase=call.phase, call=call.number)
     usage: dict[str, Any]
     try:
         if agent.is_scripted:
-            raw, usage = scripted_completion(agent, turn), {}
+            raw, usage = scripted_completion(agent, call.number or turn), {}
         else:
             from workers.llm import call_model  # imports litellm: only for real agents
 
-            raw, usage = call_model(agent, room_agents, transcript(), deadline)
+            raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind)
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
         bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error)})
-        log.warning("bid_failed", agent=agent.name, model=agent.model, turn=turn,
-                    error=bid.error)
+        log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
+                    kind=call.kind.value, error=bid.error)
     else:
-        parsed = parse_respond(raw)
+        parsed = parse_respond(raw) if call.kind is CallKind.BID else parse_text(raw)
         status = BidStatus.UNPARSED if parsed.error else BidStatus.OK
         bid = bid.model_copy(update={"score": parsed.score, "message": parsed.message,
                                      "status": status, "error": parsed.error, **usage})
         if parsed.error:
-            log.warning("bid_unparsed", agent=agent.name, model=agent.model, turn=turn,
-                        error=parsed.error)
+            log.warning("answer_unparsed", agent=agent.name, model=agent.model, turn=turn,
+                        kind=call.kind.value, error=parsed.error)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     return bid.model_copy(update={"latency_ms": latency_ms})
 

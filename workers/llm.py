@@ -21,8 +21,16 @@ import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before 
 # isort: split
 import litellm
 
-from shared.models import AgentSpec, Message
-from workers.prompts import RESPOND_CHOICE, RESPOND_TOOL, ChatMessage, build_prompt, input_budget
+from shared.models import AgentSpec, CallKind, Message
+from workers.prompts import (
+    RESPOND_CHOICE,
+    RESPOND_TOOL,
+    ChatMessage,
+    build_prompt,
+    build_select_prompt,
+    build_speak_prompt,
+    input_budget,
+)
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
@@ -50,17 +58,25 @@ class DeadlinePassed(TimeoutError):
     """Too little time is left before the turn's deadline to make (another) call."""
 
 
-def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
-               deadline: float) -> tuple[Any, dict[str, Any]]:
-    """Ask the agent's model for its respond decision on ``transcript``.
+# Each call kind's prompt; only a bid forces the respond tool.
+PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
+           CallKind.SPEAK: build_speak_prompt}
 
-    Returns the provider's raw response and the Bid usage fields (prompt_tokens,
+
+def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
+               deadline: float, kind: CallKind = CallKind.BID) -> tuple[Any, dict[str, Any]]:
+    """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
+    (bid), a name (select) or its message (speak).
+
+    Returns the provider's raw response and the answer's usage fields (prompt_tokens,
     completion_tokens, cost_usd, dropped_messages). Raises whatever the call raised.
     """
     api_key = read_api_key(agent)
     budget = input_budget(context_window(agent), agent.max_tokens)
-    prompt = build_prompt(agent, room_agents, transcript, budget, token_counter(agent.model))
-    request = request_kwargs(agent, prompt.messages, api_key)
+    forced = kind is CallKind.BID
+    prompt = PROMPTS[kind](agent, room_agents, transcript, budget,
+                           token_counter(agent.model, forced))
+    request = request_kwargs(agent, prompt.messages, api_key, forced)
     response = complete_until(agent, request, deadline)
     usage = {**response_usage(agent, response), "dropped_messages": prompt.dropped}
     return response, usage
@@ -77,14 +93,14 @@ def read_api_key(agent: AgentSpec) -> str | None:
     return value
 
 
-def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None
-                   ) -> dict[str, Any]:
+def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None,
+                   force_respond: bool = True) -> dict[str, Any]:
     """litellm.completion's arguments, except the per-attempt timeout."""
     request: dict[str, Any] = {
         **agent.litellm_kwargs,
         "model": agent.model,
         "messages": messages,
-        **FORCE_RESPOND,
+        **(FORCE_RESPOND if force_respond else {}),
         # Retries are ours, bounded by the turn's deadline; the client must not add its own.
         "num_retries": 0,
     }
@@ -177,9 +193,10 @@ def model_context_window(model: str) -> int | None:
     return int(window) if window else None
 
 
-def token_counter(model: str):  # noqa: ANN201 - a TokenCounter
-    """Count chat messages as litellm does for ``model``, the respond tool included."""
-    tool_tokens = respond_tool_tokens(model)
+def token_counter(model: str, with_respond_tool: bool = True):  # noqa: ANN201 - a TokenCounter
+    """Count chat messages as litellm does for ``model``, the respond tool included when
+    the call sends it."""
+    tool_tokens = respond_tool_tokens(model) if with_respond_tool else 0
 
     def count(messages: list[ChatMessage]) -> int:
         return litellm.token_counter(model=model, messages=messages) + tool_tokens

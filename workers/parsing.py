@@ -192,3 +192,33 @@ def _message(value: Any) -> str:
 def _snippet(value: Any) -> str:
     text = value if isinstance(value, str) else repr(value)
     return repr(text[:_SNIPPET_CHARS] + ("..." if len(text) > _SNIPPET_CHARS else ""))
+
+
+def parse_text(raw: Any) -> ParsedBid:
+    """The text of a plain reply (a selector's pick, a participant's message): the
+    completion's content, or a respond call's message; empty with a reason if none."""
+    try:
+        text = _text(raw, _MAX_DEPTH)
+    except Unparseable as error:
+        return ParsedBid(error=f"unparsed: {error}")
+    return ParsedBid(message=text.strip())
+
+
+def _text(raw: Any, depth: int) -> str:
+    if depth <= 0:
+        raise Unparseable("output nested too deeply")
+    raw = _plain(raw)
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict) and "choices" in raw:
+        return _text(_first_message(raw), depth - 1)
+    if isinstance(raw, dict):
+        content = raw.get("content")
+        if isinstance(content, list):  # content blocks (Anthropic): their text, in order
+            content = "".join(str(_plain(block).get("text") or "") for block in content
+                              if isinstance(_plain(block), dict))
+        if isinstance(content, str) and content.strip():
+            return content
+        if raw.get("tool_calls") or raw.get("function_call") or "message" in raw:
+            return _decision(raw, depth - 1)[1]
+    raise Unparseable(f"no text in the output: {_snippet(raw)}")

@@ -16,13 +16,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from importlib import resources
+from typing import Any, TypeVar
 
 from shared.models import SEED_SENDER, AgentSpec, Message
 from shared.speakers import QUOTE, quote_speaker_lines
 from workers.parsing import RESPOND
 
+T = TypeVar("T")
 ChatMessage = dict[str, Any]
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 TokenCounter = Callable[[list[ChatMessage]], int]
 
 # What OpenAI accepts in a chat message's ``name``; anything else in a sender becomes "_".
@@ -192,17 +196,28 @@ def input_budget(context_window: int | None, max_reply_tokens: int | None,
     return int(context_window * (1 - margin)) - reply
 
 
-def trim_oldest(turns: list[ChatMessage], budget: int, cost: Callable[[ChatMessage], int]
-                ) -> tuple[list[ChatMessage], int]:
-    """Drop turns oldest first, never the first one (the room's task), until the rest
+def task_index(transcript: Sequence[Message]) -> int:
+    """Where the current run's task is: the first message of the latest run."""
+    if not transcript:
+        return 0
+    run = transcript[-1].run
+    return next(i for i, message in enumerate(transcript) if message.run == run)
+
+
+def trim_oldest(turns: list[T], budget: int, cost: Callable[[T], int], keep: int = 0
+                ) -> tuple[list[T], int]:
+    """Drop turns oldest first, never the one at ``keep`` (the run's task), until the rest
     cost at most ``budget``; returns the kept turns and how many were dropped."""
     costs = [cost(turn) for turn in turns]
     total = sum(costs)
-    dropped = 0
-    while total > budget and dropped < len(turns) - 1:
-        dropped += 1
-        total -= costs[dropped]
-    return turns[:1] + turns[1 + dropped:], dropped
+    dropped: set[int] = set()
+    for index in range(len(turns)):
+        if total <= budget:
+            break
+        if index != keep:
+            dropped.add(index)
+            total -= costs[index]
+    return [turn for i, turn in enumerate(turns) if i not in dropped], len(dropped)
 
 
 def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
@@ -217,5 +232,68 @@ def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
         return Prompt([system, *turns, instruction])
     empty = count([])
     fixed = count([system, instruction])
-    kept, dropped = trim_oldest(turns, budget - fixed, lambda turn: count([turn]) - empty)
+    kept, dropped = trim_oldest(turns, budget - fixed, lambda turn: count([turn]) - empty,
+                                keep=task_index(transcript))
     return Prompt([system, *kept, instruction], dropped)
+
+
+def render(template: str, **values: str) -> str:
+    """Fill ``{{name}}`` placeholders in one pass: text put in is never read again, so a
+    message that contains ``{{task}}`` stays as written."""
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+@cache
+def template(kind: str) -> str:
+    """The prompt template of a call kind, ``workers/templates/<kind>.md``."""
+    return resources.files("workers").joinpath("templates", f"{kind}.md").read_text()
+
+
+def thread_lines(transcript: Sequence[Message]) -> list[str]:
+    """The conversation as ``Name: message`` entries, one per message."""
+    return [f"{message.sender}: {message.content}" for message in transcript]
+
+
+def fit_thread(transcript: Sequence[Message], fixed: list[ChatMessage], budget: int | None,
+               count: TokenCounter) -> tuple[str, int]:
+    """The thread's text within what ``budget`` leaves after the ``fixed`` messages,
+    oldest replies dropped first and the run's task always kept; and how many dropped."""
+    lines = thread_lines(transcript)
+    if budget is None or count([*fixed, _user("\n\n".join(lines))]) <= budget:
+        return "\n\n".join(lines), 0
+    empty = count([])
+    kept, dropped = trim_oldest(lines, budget - count(fixed),
+                                lambda line: count([_user(line)]) - empty,
+                                keep=task_index(transcript))
+    return "\n\n".join(kept), dropped
+
+
+def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],
+                        transcript: Sequence[Message], budget: int | None,
+                        count: TokenCounter) -> Prompt:
+    """Seed 002's Speaker selector prompt over the thread."""
+    system = [system_message(selector)] if selector.system_prompt.strip() else []
+    names = ", ".join(agent.name for agent in participants)
+    roles = "\n".join(f"- {agent.name}: {agent.role or 'participant'}" for agent in participants)
+    frame = render(template("select"), roles=roles, thread="", participants=names)
+    thread, dropped = fit_thread(transcript, [*system, _user(frame)], budget, count)
+    prompt = render(template("select"), roles=roles, thread=thread, participants=names)
+    return Prompt([*system, _user(prompt)], dropped)
+
+
+def build_speak_prompt(agent: AgentSpec, participants: Sequence[AgentSpec],
+                       transcript: Sequence[Message], budget: int | None,
+                       count: TokenCounter) -> Prompt:
+    """Seed 002's Participant prompt: the agent's role, the task and the whole thread."""
+    system = system_message(agent)
+    others = ", ".join(describe_agent(other) for other in participants if other.name != agent.name)
+    task = transcript[task_index(transcript)].content if transcript else ""
+    values = {"name": agent.name, "role": agent.role or "participant",
+              "others": others or "nobody else", "task": task}
+    frame = render(template("speak"), thread="", **values)
+    thread, dropped = fit_thread(transcript, [system, _user(frame)], budget, count)
+    return Prompt([system, _user(render(template("speak"), thread=thread, **values))], dropped)
+
+
+def _user(content: str) -> ChatMessage:
+    return {"role": "user", "content": content}

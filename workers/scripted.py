@@ -19,10 +19,11 @@ class ScriptedError(RuntimeError):
 SILENT = ScriptEntry(score=0.0, message="")
 
 
-def entry_for_turn(agent: AgentSpec, turn: int) -> ScriptEntry:
-    """Turn k (1-based) replays entry k; past the end of the script the agent is silent."""
+def entry_for_call(agent: AgentSpec, number: int) -> ScriptEntry:
+    """The agent's k-th call in the room (1-based) replays entry k; past the end of the
+    script the agent is silent."""
     script = agent.script or []
-    return script[turn - 1] if 0 < turn <= len(script) else SILENT
+    return script[number - 1] if 0 < number <= len(script) else SILENT
 
 
 def completion(entry: ScriptEntry) -> dict[str, Any]:
@@ -42,9 +43,9 @@ def completion(entry: ScriptEntry) -> dict[str, Any]:
     return _response({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def scripted_completion(agent: AgentSpec, turn: int) -> dict[str, Any]:
-    """Replay the agent's entry for ``turn`` (sleeping first if it says so)."""
-    entry = entry_for_turn(agent, turn)
+def scripted_completion(agent: AgentSpec, number: int) -> dict[str, Any]:
+    """Replay the agent's entry for its ``number``-th call (sleeping first if it says so)."""
+    entry = entry_for_call(agent, number)
     if entry.sleep:
         time.sleep(entry.sleep)
     return completion(entry)

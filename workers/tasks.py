@@ -19,7 +19,7 @@ from shared.models import BidRequest, Message, RoomSpec
 from shared.settings import get_settings
 from shared.store import RoomStore
 from workers.app import app
-from workers.bidding import make_bid
+from workers.bidding import call_in, make_bid
 
 log = structlog.get_logger("parley.worker")
 
@@ -137,7 +137,7 @@ def bid_chunk(req: BidRequest) -> None:
     maxlen = get_settings().bids_stream_maxlen
     pending = {
         _calls.submit(contextvars.copy_context().run, make_bid, spec.agent(name), spec.agents,
-                      req.turn, req.attempt, transcript, req.deadline)
+                      call_in(req, name), transcript, req.deadline)
         for name in req.agents
     }
     while pending:

@@ -1,9 +1,17 @@
-"""Floor policies: pure functions from (spec, turn view, bids) to a decision.
+"""Floor policies: pure functions from (spec, turn view, answers) to a decision.
 
-Each policy module offers ``stop_before_turn(spec, view)`` and ``decide(spec, view, bids)``;
-this module picks the room's policy and adds the rules every policy shares: the
-impersonation cut (coordinator.policies.impersonation) before any policy sees the bids,
-and the stops when nobody could bid.
+Each policy module offers two functions:
+
+- ``first_calls(spec, view)``: the calls a new turn starts with (``Calls``), or a
+  ``Decision`` that stops the run before any call;
+- ``decide(spec, view, answers)``: given every answer of the turn so far (all phases),
+  either ``Decision(next=Calls(...))`` for another phase of the same turn, or the turn's
+  outcome. It is a function of all the answers, so a coordinator taking over a turn
+  replays the phases that already have their answers, and a recorded turn replays.
+
+This module picks the room's policy and adds the rules every policy shares: the
+impersonation cut (coordinator.policies.impersonation) before any policy sees a reply,
+and the stops when nobody could answer.
 """
 
 from __future__ import annotations
@@ -11,33 +19,38 @@ from __future__ import annotations
 from dataclasses import replace
 from types import ModuleType
 
-from coordinator.policies import bid
-from coordinator.policies.base import Decision, TurnView
-from coordinator.policies.common import failure_stop
+from coordinator.policies import bid, selector
+from coordinator.policies.base import Calls, Decision, TurnView
+from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
 
-POLICIES: dict[str, ModuleType] = {"bid": bid}
+POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector}
 
 
-def stop_before_turn(spec: RoomSpec, view: TurnView) -> Decision | None:
-    """A stop decided before any agent is asked (e.g. the message cap), or None."""
-    return POLICIES[spec.policy.kind].stop_before_turn(spec, view)
+def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
+    """The calls a new turn starts with, or a stop decided before any call."""
+    return POLICIES[spec.policy.kind].first_calls(spec, view)
 
 
-def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
-    """This turn's decision, given every agent's bid (missing agents as timeouts), each
-    reply first cut where it starts speaking for another participant."""
-    bids, cuts = cut_bids(spec, bids)
-    queues = ", ".join(sorted({agent.queue for agent in spec.agents}))
-    failure = failure_stop(view, bids, spec.policy.bid_timeout_s, queues)
-    decision = failure or POLICIES[spec.policy.kind].decide(spec, view, bids)
+def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+    """The next phase of the turn, or its outcome, given every answer so far (missing
+    calls as timeouts), each reply first cut where it starts speaking for another
+    participant."""
+    answers, cuts = cut_bids(spec, answers)
+    queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
+    timeout_s = spec.policy.call_timeout
+    decision = None if nobody_answered(answers) else POLICIES[spec.policy.kind].decide(
+        spec, view, answers)
+    if decision is None or decision.next is None:
+        decision = failure_stop(view, answers, timeout_s, queues) or decision
+    assert decision is not None  # nobody answered: failure_stop always stops the run
     return replace(decision, cuts=cuts)
 
 
 def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
-    """Decide a recorded turn again from its recorded inputs (the bids as they arrived:
-    the impersonation cut is made again)."""
+    """Decide a recorded turn again from its recorded inputs and answers (as they
+    arrived: the impersonation cut is made again)."""
     view = TurnView(
         turn=record.turn,
         run=record.run,
@@ -45,8 +58,9 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
         messages_in_run=record.messages_in_run,
         recent=tuple(record.recent),
         snapshot_seq=record.snapshot_seq,
+        policy_state=dict(record.policy_state),
     )
     return decide(spec, view, record.bids)
 
 
-__all__ = ["Decision", "TurnView", "decide", "replay", "stop_before_turn"]
+__all__ = ["Calls", "Decision", "TurnView", "decide", "first_calls", "replay"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.models import Bid, RoomStatus, StopReason
+from shared.models import Bid, CallKind, RoomStatus, StopReason
 
 
 @dataclass(frozen=True)
@@ -17,11 +18,21 @@ class TurnView:
     messages_in_run: int  # the seed and posted messages included
     recent: tuple[str, ...]  # recent speakers, oldest first
     snapshot_seq: int
+    policy_state: Mapping[str, str] = field(default_factory=dict)  # the policy's own fields
+
+
+@dataclass(frozen=True)
+class Calls:
+    """Calls a turn needs next: one kind, to these agents (in spec order)."""
+
+    kind: CallKind
+    agents: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Who takes the floor (if anyone), and whether the run ends with this turn."""
+    """What the answers so far decide: another phase of calls (``next``), or who takes
+    the floor (if anyone) and whether the run ends with this turn."""
 
     winner: str | None = None
     score: float | None = None
@@ -31,6 +42,9 @@ class Decision:
     stop: StopReason | None = None
     detail: str = ""
     cuts: dict[str, str] = field(default_factory=dict)  # agent -> the name its reply was cut at
+    next: Calls | None = None
+    policy_state: dict[str, str] = field(default_factory=dict)  # fields to update
+    answer: str | None = None  # the run's answer so far, when this turn changes it
 
     @property
     def status(self) -> RoomStatus:

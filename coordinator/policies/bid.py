@@ -17,8 +17,10 @@ failure                a failed or missing bid is (0.0, ""): silent
 
 from __future__ import annotations
 
-from coordinator.policies.base import Decision, TurnView, bids_in_order, stopped
-from shared.models import Bid, BidPolicy, RoomSpec, StopReason
+from typing import cast
+
+from coordinator.policies.base import Calls, Decision, TurnView, bids_in_order, stopped
+from shared.models import Bid, BidPolicy, CallKind, RoomSpec, StopReason
 
 
 def recent_window(policy: BidPolicy) -> int:
@@ -49,16 +51,22 @@ def select_speaker(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...]) 
     return best
 
 
-def stop_before_turn(spec: RoomSpec, view: TurnView) -> Decision | None:
-    """swarms' loop guard: no turn once the run holds ``max_messages`` messages."""
-    if view.messages_in_run >= spec.policy.max_messages:
+def settings(spec: RoomSpec) -> BidPolicy:
+    """The room's bid policy settings."""
+    return cast(BidPolicy, spec.policy)  # the policy table dispatches on the kind
+
+
+def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
+    """Every agent bids, unless swarms' loop guard stops the run first: no turn once the
+    run holds ``max_messages`` messages."""
+    if view.messages_in_run >= settings(spec).max_messages:
         return stopped(StopReason.MAX_MESSAGES, view.recent)
-    return None
+    return Calls(CallKind.BID, spec.agent_names)
 
 
 def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
     """Pick this turn's speaker from every agent's bid, or end the run on a lull."""
-    policy = spec.policy
+    policy = settings(spec)
     ordered = bids_in_order(spec.agent_names, bids)
     adjusted = adjusted_scores(policy, ordered, view.recent)
     winner = select_speaker(policy, ordered, view.recent)
@@ -73,4 +81,5 @@ def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
         recent=recent,
         adjusted=adjusted,
         stop=StopReason.MAX_MESSAGES if reached_cap else None,
+        answer=winner.message,
     )

@@ -90,13 +90,18 @@ def likely_fix(error: str) -> str:
     return ""
 
 
+def nobody_answered(answers: list[Bid]) -> bool:
+    """True when every call of the turn so far timed out."""
+    return bool(answers) and all(answer.status is BidStatus.TIMEOUT for answer in answers)
+
+
 def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str) -> Decision | None:
     """Stop the run when no bid arrived at all, or when every agent failed on turn one.
 
     A failing agent is silent, as in swarms; but a room where nobody can bid is broken, and
     its operator needs to know why rather than see an unexplained lull.
     """
-    if bids and all(bid.status is BidStatus.TIMEOUT for bid in bids):
+    if nobody_answered(bids):
         detail = (
             f"no agent answered within {timeout_s:g}s: is a parley worker running and "
             f"consuming queue {queues}?"

@@ -3,7 +3,7 @@
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns
 -- ARGV[1] lease token   ARGV[2] turn   ARGV[3] expected last seq   ARGV[4] JSON payload:
 --   message: flat fields of the winner's message without seq, or absent for no winner
---   recent:  the recent-speakers JSON list after this turn
+--   fields:  {state field: value} to set: recent speakers, the policy's own fields, answer
 --   stop:    {status, reason, detail} when the run ends with this turn, else absent
 --   usage:   {state field: increment} token and cost totals
 --   record:  flat fields of the turn record
@@ -34,7 +34,10 @@ if payload['message'] then
   redis.call('HSET', KEYS[2], 'last_seq', seq)
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
-redis.call('HSET', KEYS[2], 'turn_open', 0, 'recent', payload['recent'])
+redis.call('HSET', KEYS[2], 'turn_open', 0)
+for field, value in pairs(payload['fields']) do
+  redis.call('HSET', KEYS[2], field, value)
+end
 for field, amount in pairs(payload['usage']) do
   redis.call('HINCRBYFLOAT', KEYS[2], field, amount)
 end

@@ -19,7 +19,14 @@ end
 if redis.call('HGET', KEYS[2], 'status') ~= 'running' then
   redis.call('HINCRBY', KEYS[2], 'run', 1)
   redis.call('HSET', KEYS[2], 'status', 'running', 'messages_in_run', 0, 'run_turns', 0, 'recent', '[]',
-    'stop_reason', '', 'stop_detail', '')
+    'stop_reason', '', 'stop_detail', '', 'answer', '')
+  -- The policy's own fields (policy:*) belong to the run that ends here.
+  local fields = redis.call('HKEYS', KEYS[2])
+  for _, field in ipairs(fields) do
+    if string.sub(field, 1, 7) == 'policy:' then
+      redis.call('HDEL', KEYS[2], field)
+    end
+  end
 end
 local run = redis.call('HGET', KEYS[2], 'run')
 for _, entry in ipairs(entries) do

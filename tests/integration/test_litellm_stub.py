@@ -21,7 +21,7 @@ from tests.support.openai_stub import (
     text,
     tool_call,
 )
-from workers.bidding import make_bid
+from workers.bidding import Call, make_bid
 from workers.llm import token_counter
 from workers.prompts import input_budget
 
@@ -50,7 +50,8 @@ def agent_on(stub: OpenAIStub, name: str, model: str | None = None, **fields) ->
 
 def bid(agent: AgentSpec, transcript: list[Message] = TRANSCRIPT, deadline_s: float = 10) -> Bid:
     others = [AgentSpec(name="Optimist", model="scripted", script=[])]
-    return make_bid(agent, [*others, agent], 1, 0, lambda: transcript, time.time() + deadline_s)
+    return make_bid(agent, [*others, agent], Call(1, 0), lambda: transcript,
+                    time.time() + deadline_s)
 
 
 def test_a_tool_call_reply_is_a_bid_with_the_providers_token_counts(stub):

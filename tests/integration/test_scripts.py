@@ -49,7 +49,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: in
            sender: str = "A") -> int:
     payload = {
         "message": {"sender": sender, "content": "hello", "score": "0.9", "turn": str(turn)},
-        "recent": orjson.dumps([sender]).decode(),
+        "fields": {"recent": orjson.dumps([sender]).decode()},
         "usage": {"prompt_tokens": "10", f"agent:{sender}:prompt_tokens": "10"},
         "record": {"turn": str(turn), "winner": sender},
         "turns_maxlen": "1000",

@@ -8,7 +8,7 @@ import redis
 from shared.keys import Keys
 from shared.models import BidRequest
 from shared.store import RoomStore
-from workers.bidding import make_bid
+from workers.bidding import call_in, make_bid
 
 
 class LocalWorkerTransport:
@@ -27,6 +27,6 @@ class LocalWorkerTransport:
             for name in request.agents:
                 if self.answering is not None and name not in self.answering:
                     continue
-                bid = make_bid(spec.agent(name), spec.agents, request.turn, request.attempt,
+                bid = make_bid(spec.agent(name), spec.agents, call_in(request, name),
                                lambda: [], request.deadline)
                 self.store.write_bid(request.room, bid, 1000)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from coordinator import policies
-from coordinator.policies import TurnView, bid
-from shared.models import Bid, BidStatus, RoomSpec, StopReason
+from coordinator.policies import Calls, TurnView, bid
+from shared.models import Bid, BidStatus, CallKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 
@@ -106,9 +106,10 @@ def test_run_stops_when_the_post_reaches_max_messages():
 
 
 def test_no_turn_once_max_messages_are_posted_seed_included():
-    assert policies.stop_before_turn(spec(max_messages=1), view(messages_in_run=1)).stop is (
+    assert policies.first_calls(spec(max_messages=1), view(messages_in_run=1)).stop is (
         StopReason.MAX_MESSAGES)
-    assert policies.stop_before_turn(spec(max_messages=2), view(messages_in_run=1)) is None
+    assert policies.first_calls(spec(max_messages=2), view(messages_in_run=1)) == Calls(
+        CallKind.BID, AGENTS)
 
 
 def test_failed_agent_is_silent():

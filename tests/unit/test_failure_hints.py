@@ -14,7 +14,7 @@ from coordinator.policies import TurnView
 from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
 from parley.client import load_spec
 from shared.models import AgentSpec, Bid, BidStatus, Message, RoomSpec, StopReason
-from workers.bidding import make_bid
+from workers.bidding import Call, make_bid
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -32,7 +32,7 @@ def no_provider_keys(monkeypatch):
 
 def error_of(model: str, **fields) -> str:
     agent = AgentSpec(name="A", model=model, timeout_s=5, **fields)
-    bid = make_bid(agent, [agent], 1, 0, lambda: TASK, time.time() + 10)
+    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10)
     assert bid.status is BidStatus.ERROR
     return bid.error
 
@@ -101,7 +101,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
         {"name": "B", "model": "no-such-model-anywhere"},
         {"name": "C", "model": "openai/gpt-4o-mini"},
     ]})
-    bids = [make_bid(agent, spec.agents, 1, 0, lambda: TASK, time.time() + 10)
+    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
             for agent in spec.agents]
     decision = policies.decide(spec, FIRST_TURN, bids + [Bid(agent="D", turn=1,
                                                        status=BidStatus.TIMEOUT,
@@ -118,7 +118,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
 
 def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():
     spec = load_spec(EXAMPLE)
-    bids = [make_bid(agent, spec.agents, 1, 0, lambda: TASK, time.time() + 10)
+    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
             for agent in spec.agents]
 
     decision = policies.decide(spec, FIRST_TURN, bids)

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from shared.models import AgentSpec, BidStatus, Message
 from workers import llm
-from workers.bidding import make_bid
+from workers.bidding import Call, make_bid
 from workers.prompts import build_prompt, input_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -32,7 +32,7 @@ def mocked(name: str = "Mock", model: str = "gpt-4o-mini", **fields) -> AgentSpe
 
 def bid_of(agent: AgentSpec, transcript: list[Message] = TASK, deadline_s: float = 5.0):
     other = AgentSpec(name="Other", model="scripted", script=[])
-    return make_bid(agent, [agent, other], 1, 0, lambda: transcript, time.time() + deadline_s)
+    return make_bid(agent, [agent, other], Call(1, 0), lambda: transcript, time.time() + deadline_s)
 
 
 def test_a_mocked_tool_call_becomes_an_accounted_bid():
