@@ -32,6 +32,9 @@ class RunResult(BaseModel):
     status: RoomStatus
     stop_reason: StopReason | None
     stop_detail: str = ""
+    # The run's answer: the last substantive message its policy posted (a selector room
+    # strips a trailing TERMINATE); None when no agent posted one.
+    answer: str | None = None
     messages: list[Message]
 
 
@@ -117,6 +120,7 @@ class Client:
             picked_up = _stream_id(state.inbox_last_id) >= _stream_id(inbox_id)
             if picked_up and state.status is not RoomStatus.RUNNING:
                 return RunResult(room=room, status=state.status, stop_reason=state.stop_reason,
+                                 answer=state.answer,
                                  stop_detail=state.stop_detail, messages=self.messages(room))
             waited = time.monotonic() - started
             if not picked_up and waited > start_timeout_s:

@@ -18,6 +18,7 @@ def run_json(result: RunResult) -> dict[str, Any]:
         "status": result.status.value,
         "stop_reason": result.stop_reason.value if result.stop_reason else None,
         "stop_detail": result.stop_detail,
+        "answer": result.answer,
         "messages": [
             {"seq": m.seq, "sender": m.sender, "content": m.content, "score": m.score}
             for m in result.messages

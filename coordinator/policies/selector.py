@@ -23,6 +23,7 @@ answer                 the last substantive reply, trailing TERMINATE removed
 
 from __future__ import annotations
 
+import re
 from typing import cast
 
 from coordinator.policies.base import Calls, Decision, TurnView, stopped
@@ -31,6 +32,8 @@ from shared.models import SELECTOR_NAME, Bid, BidStatus, CallKind, RoomSpec, Sel
 TERMINATE = "TERMINATE"
 SPOKEN = "spoken"  # policy state: participant messages posted in this run
 _STRIP = " \t\r\n\"'`*“”‘’"
+# The word TERMINATE at the very end, whatever punctuation or markup follows it.
+_TRAILING_TERMINATE = re.compile(r"(?<!\w)TERMINATE[\W_]*$")
 
 
 def read_choice(text: str) -> str:
@@ -63,12 +66,14 @@ def rotation(names: tuple[str, ...], last: str | None) -> str:
     return names[(names.index(last) + 1) % len(names)]
 
 
+def ends_with_terminate(message: str) -> bool:
+    """True when the message's last word is TERMINATE (in capitals, as the prompt asks)."""
+    return _TRAILING_TERMINATE.search(message) is not None
+
+
 def without_terminate(message: str) -> str:
-    """The message with a trailing TERMINATE (and what trails it) removed."""
-    text = message.rstrip()
-    if text.upper().endswith(TERMINATE):
-        text = text[: -len(TERMINATE)].rstrip(" \t\r\n.:-—")
-    return text
+    """The message with a trailing TERMINATE removed."""
+    return _TRAILING_TERMINATE.sub("", message).rstrip()
 
 
 def settings(spec: RoomSpec) -> SelectorPolicy:
@@ -110,7 +115,7 @@ def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
     message = reply.message if usable else could_not_respond(reply)
     count = spoken(view) + 1
     stop = None
-    if usable and message.rstrip().upper().endswith(TERMINATE):
+    if usable and ends_with_terminate(message):
         stop = StopReason.TERMINATE
     elif count >= settings(spec).max_turns:
         stop = StopReason.MAX_TURNS

@@ -116,7 +116,7 @@ def test_participant_terminate_is_posted_then_ends_the_run():
                                                 speak("planner", "Final plan. TERMINATE")])
     assert (decision.winner, decision.message) == ("planner", "Final plan. TERMINATE")
     assert decision.stop is StopReason.TERMINATE
-    assert decision.answer == "Final plan"
+    assert decision.answer == "Final plan."
 
 
 def test_the_cap_ends_the_run_with_max_turns():
@@ -173,3 +173,11 @@ def test_every_participant_name_appears_in_the_rotation():
     names = spec().agent_names
     seen = {selector.rotation(names, last) for last in (None, *names)}
     assert seen == set(names)
+
+
+def test_terminate_must_be_the_last_word_in_capitals():
+    assert selector.ends_with_terminate("Plan is final. TERMINATE")
+    assert selector.ends_with_terminate("Done.\n\n**TERMINATE**")
+    assert not selector.ends_with_terminate("We must EXTERMINATE")
+    assert not selector.ends_with_terminate("then the contract can terminate")
+    assert not selector.ends_with_terminate("TERMINATE only if the budget fits")
