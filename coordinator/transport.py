@@ -11,8 +11,7 @@ from typing import Protocol
 from celery import Celery
 
 from shared.models import BidRequest
-
-BID_TASK = "parley.bid"
+from shared.protocol import CALL_TASK
 
 
 class Transport(Protocol):
@@ -43,7 +42,7 @@ class CeleryTransport:
         with self.app.producer_or_acquire() as producer:
             for queue, request in requests:
                 self.app.send_task(
-                    BID_TASK,
+                    CALL_TASK,
                     kwargs={"request": request.model_dump()},
                     queue=queue,
                     expires=datetime.fromtimestamp(request.deadline, tz=UTC),

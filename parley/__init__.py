@@ -2,6 +2,6 @@
 
 from parley.client import Client, RunResult
 from parley.groupchat import GroupChat
-from workers.prompts import RESPOND_TOOL
+from shared.protocol import RESPOND_TOOL
 
 __all__ = ["RESPOND_TOOL", "Client", "GroupChat", "RunResult"]

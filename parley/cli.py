@@ -21,6 +21,7 @@ from parley import output
 from parley.client import Client, RunTimeout, load_spec
 from shared.logs import configure_logging
 from shared.models import POLICY_KINDS
+from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings, redact_url
 from shared.store import RoomExists, RoomNotFound
 
@@ -201,7 +202,7 @@ def coordinator(
 
 @app.command()
 def worker(
-    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = "parley.agents",
+    queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
     loglevel: Annotated[str, typer.Option()] = "WARNING",

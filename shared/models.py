@@ -17,6 +17,8 @@ from pydantic import (
     model_validator,
 )
 
+from shared.protocol import DEFAULT_QUEUE
+
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
@@ -133,7 +135,7 @@ class AgentSpec(Strict):
     timeout_s: float | None = Field(default=None, gt=0)
     max_context_tokens: int | None = Field(default=None, ge=256)
     litellm_kwargs: dict[str, Any] = Field(default_factory=dict)
-    queue: str = "parley.agents"
+    queue: str = DEFAULT_QUEUE
 
     @field_validator("name")
     @classmethod

@@ -12,6 +12,7 @@ from celery import Celery
 from celery.app.amqp import AMQP
 from celery.signals import worker_ready
 
+from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings
 
 settings = get_settings()
@@ -85,7 +86,7 @@ def broker_transport(broker_url: str) -> str | None:
 app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
              amqp=f"{__name__}:WorkerAMQP")
 app.conf.update(
-    task_default_queue="parley.agents",
+    task_default_queue=DEFAULT_QUEUE,
     # Acks late: the message of a task a killed worker was running stays unacknowledged;
     # the broker redelivers it after the visibility timeout, which is past the turn's
     # deadline, and the worker then drops it as expired instead of running it. The bids the

@@ -22,9 +22,9 @@ import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before 
 import litellm
 
 from shared.models import AgentSpec, CallKind, Message
+from shared.protocol import RESPOND_TOOL
 from workers.prompts import (
     RESPOND_CHOICE,
-    RESPOND_TOOL,
     ChatMessage,
     build_prompt,
     build_select_prompt,

@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-RESPOND = "respond"
+from shared.protocol import RESPOND
+
 _MAX_DEPTH = 12
 _SNIPPET_CHARS = 80
 # The keys that carry a call's arguments: OpenAI ``arguments``, Gemini ``args``,

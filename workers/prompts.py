@@ -21,8 +21,8 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from shared.models import SEED_SENDER, AgentSpec, Message
+from shared.protocol import RESPOND
 from shared.speakers import QUOTE, quote_speaker_lines
-from workers.parsing import RESPOND
 
 T = TypeVar("T")
 ChatMessage = dict[str, Any]
@@ -33,33 +33,6 @@ TokenCounter = Callable[[list[ChatMessage]], int]
 _CHAT_NAME_LENGTH = 64
 _NOT_IN_CHAT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
-# The respond tool of seed 001, exactly.
-RESPOND_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": RESPOND,
-        "description": (
-            "Decide whether to reply in the groupchat. Set score 0..1 for how much "
-            "you want to speak. If you don't want to speak, set message to empty string."
-        ),
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "score": {
-                    "type": "number",
-                    "description": "How much you want to respond (0 = silent, 1 = strongly want to).",
-                    "minimum": 0,
-                    "maximum": 1,
-                },
-                "message": {
-                    "type": "string",
-                    "description": "Your reply to the group, or empty string if you don't want to speak.",
-                },
-            },
-            "required": ["score", "message"],
-        },
-    },
-}
 # tool_choice naming the tool: the model must call respond, not answer in prose.
 RESPOND_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": RESPOND}}
 

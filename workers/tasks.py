@@ -16,6 +16,7 @@ from redis.retry import Retry
 
 from shared.keys import Keys
 from shared.models import BidRequest, Message, RoomSpec
+from shared.protocol import CALL_TASK
 from shared.settings import get_settings
 from shared.store import RoomStore
 from workers.app import app
@@ -117,19 +118,19 @@ _specs = SpecCache()
 _transcripts = TranscriptCache()
 
 
-@app.task(name="parley.bid")
-def bid(request: dict) -> None:
-    """Bid for each agent of the chunk concurrently; write each bid as soon as it exists."""
+@app.task(name=CALL_TASK)
+def answer_calls(request: dict) -> None:
+    """Answer each call of the chunk concurrently; write each answer as soon as it exists."""
     req = BidRequest.model_validate(request)
     if time.time() > req.deadline:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
         return
     with structlog.contextvars.bound_contextvars(room=req.room, turn=req.turn,
                                                  attempt=req.attempt):
-        bid_chunk(req)
+        answer_chunk(req)
 
 
-def bid_chunk(req: BidRequest) -> None:
+def answer_chunk(req: BidRequest) -> None:
     """Run the chunk's calls side by side, each in this task's log context."""
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from shared.models import AgentSpec, Message
+from shared.protocol import RESPOND_TOOL
 from workers.prompts import (
     RESPOND_CHOICE,
-    RESPOND_TOOL,
     build_prompt,
     chat_name,
     chat_turns,

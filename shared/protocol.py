@@ -1,0 +1,41 @@
+"""What processes agree on by name: Celery task names, the default queue, and the respond
+tool every bid forces (seed 001's schema, exactly). The coordinator sends tasks by these
+names and never imports the workers' code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# One task answers every call kind (bid, select, speak, ...).
+CALL_TASK = "parley.call"
+# Where agents' calls go unless an agent names its own queue.
+DEFAULT_QUEUE = "parley.agents"
+RESPOND = "respond"
+
+# The respond tool of seed 001, exactly.
+RESPOND_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": RESPOND,
+        "description": (
+            "Decide whether to reply in the groupchat. Set score 0..1 for how much "
+            "you want to speak. If you don't want to speak, set message to empty string."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "score": {
+                    "type": "number",
+                    "description": "How much you want to respond (0 = silent, 1 = strongly want to).",
+                    "minimum": 0,
+                    "maximum": 1,
+                },
+                "message": {
+                    "type": "string",
+                    "description": "Your reply to the group, or empty string if you don't want to speak.",
+                },
+            },
+            "required": ["score", "message"],
+        },
+    },
+}
