@@ -10,9 +10,8 @@ import os
 import random
 import re
 import signal
-import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -96,18 +95,6 @@ def parley_env(redis_url: str, prefix: str, **settings: object) -> dict[str, str
     }
     env.update({f"PARLEY_{name.upper()}": str(value) for name, value in settings.items()})
     return env
-
-
-def wait_until(condition: Callable[[], T], timeout_s: float, what: str, every_s: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
-        time.sleep(every_s)
 
 
 def random_scripts(rng: random.Random, agents: int, turns: int, all_keen: bool = False,

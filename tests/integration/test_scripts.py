@@ -11,6 +11,7 @@ from shared.models import RoomSpec
 from shared.records import RoomState
 from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
@@ -216,14 +217,12 @@ def test_end_run_sets_the_stop_reason(store, scripts, keys):
 
 @pytest.mark.redis
 def test_a_lease_expires_after_its_ttl(real_redis, keys):
-    import time
-
     store = RoomStore(real_redis, keys)
     store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
     scripts = Scripts(real_redis)
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 150])) == 1
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 0
-    time.sleep(0.3)
+    wait_until(lambda: not real_redis.exists(keys.lease(ROOM)), 5, "the lease to expire")
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 2
 
 
@@ -286,8 +285,6 @@ def test_acquire_from_many_clients_at_once_lets_exactly_one_in(real_redis, keys)
 
 @pytest.mark.redis
 def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
-    import time
-
     store = RoomStore(real_redis, keys)
     store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
     scripts = Scripts(real_redis)
@@ -295,7 +292,7 @@ def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
     store.post(ROOM, "User", "task")
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
-    time.sleep(0.3)
+    wait_until(lambda: not real_redis.exists(keys.lease(ROOM)), 5, "the lease to expire")
     assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", 150]) == 0
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
         commit(scripts, keys, "c1:1", 1, 1)
