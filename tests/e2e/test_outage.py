@@ -24,8 +24,8 @@ from tests.chaos.harness import (
     parley_env,
     random_room,
     turns_asked_again,
-    wait_until,
 )
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
