@@ -8,7 +8,11 @@ model whose script has run out answers with the ``default`` reply.
     with OpenAIStub(api_key="sk-test") as stub:
         stub.script("alice", tool_call(0.8, "hello"), error(429), text("prose"))
         ... agents with model "openai/alice" and api_base stub.url ...
-        stub.requests   # every request body the stub received, in order
+        stub.received   # every chat completion request the stub answered, in order
+        stub.seen       # every HTTP request at all, any path, with its headers and raw body
+
+An error reply whose message contains ``{authorization}`` echoes the request's Authorization
+header there, as a careless provider might.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -75,6 +79,22 @@ def model_not_found(name: str) -> Reply:
                  "invalid_request_error", "model_not_found")
 
 
+@dataclass(frozen=True)
+class Seen:
+    """One HTTP request as it arrived: method, path, every header, the raw body."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def carries(self, secret: str) -> bool:
+        """True when ``secret`` appears anywhere in the request: path, a header's name or
+        value, or the body (raw, so a JSON-escaped copy counts too)."""
+        text = [self.path, *(part for header in self.headers for part in header)]
+        return any(secret in item for item in text) or secret.encode() in self.body
+
+
 @dataclass
 class Received:
     """One request the stub answered."""
@@ -88,11 +108,16 @@ class Received:
 class OpenAIStub:
     """The server: scripts per model, every request recorded; start/stop or use ``with``."""
 
-    def __init__(self, api_key: str | None = None, default: Reply | None = None) -> None:
+    def __init__(self, api_key: str | None = None, default: Reply | None = None,
+                 refusal: Reply | None = None) -> None:
         self.api_key = api_key
         self.default = default or tool_call(0.0, "")
+        # The answer to a request without ``api_key``.
+        self.refusal = refusal or error(401, "Incorrect API key provided.",
+                                        "invalid_request_error", "invalid_api_key")
         self.scripts: dict[str, deque[Reply]] = {}
         self.received: list[Received] = []
+        self.seen: list[Seen] = []
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
         self.stopping = threading.Event()
@@ -122,6 +147,16 @@ class OpenAIStub:
         with self.lock:
             return [item for item in self.received if item.model == model]
 
+    def requests_carrying(self, secret: str) -> list[Seen]:
+        """Every request, to any path, that carried ``secret`` anywhere."""
+        with self.lock:
+            return [item for item in self.seen if item.carries(secret)]
+
+    def record(self, seen: Seen) -> None:
+        """Keep one arriving request."""
+        with self.lock:
+            self.seen.append(seen)
+
     def start(self) -> None:
         """Listen on a free port of 127.0.0.1 and serve from a background thread."""
         self.stopping.clear()
@@ -145,15 +180,18 @@ class OpenAIStub:
         self.thread = None
 
     def answer(self, body: dict[str, Any], authorization: str) -> Reply:
-        """The reply for one request: 401 on a wrong key, else the model's next reply."""
+        """The reply for one request: the refusal (401) on a wrong key, else the model's
+        next reply."""
         model = str(body.get("model", ""))
         if self.api_key is not None and authorization != f"Bearer {self.api_key}":
-            reply = error(401, "Incorrect API key provided.", "invalid_request_error",
-                          "invalid_api_key")
+            reply = self.refusal
         else:
             with self.lock:
                 queue = self.scripts.get(model)
                 reply = queue.popleft() if queue else self.default
+        if "{authorization}" in reply.error_message:
+            reply = replace(reply, error_message=reply.error_message.replace(
+                "{authorization}", authorization))
         with self.lock:
             self.received.append(Received(model, body, authorization, reply))
         return reply
@@ -175,11 +213,20 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         """Answers POST .../chat/completions from the stub's scripts."""
 
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self._arrived(b"")
+            self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            length = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
+            raw = self._read_body()
+            self._arrived(raw)
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                return
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                self._send(400, {"error": {"message": "the body is not JSON"}}, {})
                 return
             reply = stub.answer(body, self.headers.get("authorization", ""))
             if reply.delay_s:
@@ -190,6 +237,19 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             else:
                 payload = completion(body, reply)
             self._send(reply.status, payload, reply.headers)
+
+        def _read_body(self) -> bytes:
+            if "chunked" not in self.headers.get("transfer-encoding", "").lower():
+                return self.rfile.read(int(self.headers.get("content-length") or 0))
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            self.rfile.readline()
+            return b"".join(chunks)
+
+        def _arrived(self, raw: bytes) -> None:
+            stub.record(Seen(self.command, self.path, tuple(self.headers.items()), raw))
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
             data = json.dumps(payload).encode()
