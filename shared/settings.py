@@ -5,13 +5,26 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from shared.api_bases import parse_api_base
 
 # litellm fetches its model cost map over the network at import unless told not to;
 # there may be no network, so every parley process sets this before anything imports it.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# The variables a spec may name as an agent's api_key_env unless the operator says otherwise:
+# the providers' usual key variables, never the workers' other secrets.
+DEFAULT_WORKER_KEY_ENVS = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AZURE_API_KEY", "AZURE_OPENAI_API_KEY",
+    "GEMINI_API_KEY", "MISTRAL_API_KEY", "GROQ_API_KEY", "COHERE_API_KEY", "DEEPSEEK_API_KEY",
+    "TOGETHERAI_API_KEY", "FIREWORKS_AI_API_KEY", "OPENROUTER_API_KEY", "PERPLEXITYAI_API_KEY",
+    "XAI_API_KEY", "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY",
+)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class Settings(BaseSettings):
@@ -45,6 +58,45 @@ class Settings(BaseSettings):
     # After losing Redis or the broker, workers try again at most this long apart (Celery's
     # own backoff grows to 30 s): a worker is back within about this long of an outage's end.
     worker_reconnect_max_s: float = Field(default=1.0, gt=0, le=30)
+
+    # Which of a worker's secrets a spec can reach, and where they may go. Both are read from
+    # the environment as comma-separated lists.
+    worker_key_envs: Annotated[tuple[str, ...], NoDecode] = DEFAULT_WORKER_KEY_ENVS
+    # URL prefixes (scheme://host[:port][/path]) that may receive a key; a provider's default
+    # endpoint (an agent without api_base) always may.
+    worker_allowed_api_bases: Annotated[tuple[str, ...], NoDecode] = ()
+    # TLS for rediss:// URLs (Redis and the broker): certificates are always verified, against
+    # this CA bundle when given, else the system's; the client certificate and key are for
+    # servers that ask for one.
+    redis_tls_ca_file: str = ""
+    redis_tls_cert_file: str = ""
+    redis_tls_key_file: str = ""
+
+    @field_validator("worker_key_envs", "worker_allowed_api_bases", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(item.strip() for item in value.split(",") if item.strip())
+        return value
+
+    @field_validator("worker_key_envs")
+    @classmethod
+    def _env_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"PARLEY_WORKER_KEY_ENVS: {name!r} is not an environment "
+                                 "variable name (letters, digits and '_')")
+        return names
+
+    @field_validator("worker_allowed_api_bases")
+    @classmethod
+    def _api_base_prefixes(cls, bases: tuple[str, ...]) -> tuple[str, ...]:
+        for base in bases:
+            try:
+                parse_api_base(base)
+            except ValueError as error:
+                raise ValueError(f"PARLEY_WORKER_ALLOWED_API_BASES: {error}") from None
+        return bases
 
     @model_validator(mode="after")
     def _default_broker(self) -> Settings:

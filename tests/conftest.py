@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import fakeredis
@@ -17,7 +17,7 @@ import redis
 
 from parley.processes import ProcessGroup
 from shared.keys import Keys
-from shared.settings import Settings
+from shared.settings import Settings, get_settings
 
 REDIS_URL = os.environ.get("PARLEY_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -76,6 +76,23 @@ def queue() -> str:
 def settings(prefix: str) -> Settings:
     """Settings for the test's prefix on the real Redis."""
     return Settings(redis_url=REDIS_URL, key_prefix=prefix)
+
+
+@pytest.fixture
+def worker_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Set environment variables for the test (None deletes one) and read the process's
+    settings from them again; undone after the test, and the settings read afresh."""
+
+    def set_env(**values: str | None) -> None:
+        for name, value in values.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+
+    yield set_env
+    get_settings.cache_clear()
 
 
 @pytest.fixture

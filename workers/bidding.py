@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 
 from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, Message
+from workers.credentials import redact_keys
 from workers.parsing import parse_respond, parse_text
 from workers.scripted import scripted_completion
 
@@ -74,8 +75,9 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
 
 
 def describe_error(error: BaseException) -> str:
-    """``ClassName: message`` on one line: the class once, no traceback, bounded length."""
-    message = str(error).split("\nTraceback", 1)[0]
+    """``ClassName: message`` on one line: the class once, no traceback, no key the worker
+    lends (a provider may echo one back), bounded length."""
+    message = redact_keys(str(error).split("\nTraceback", 1)[0])
     previous = None
     while previous != message:
         previous, message = message, _CLASS_PREFIX.sub("", message, count=1)

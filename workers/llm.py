@@ -1,14 +1,14 @@
 """One agent's bid call through litellm: the only module that imports it.
 
 The call forces the respond tool, fits the transcript into the model's context budget,
-reads the agent's key from the environment at call time, bounds every attempt by the
-turn's deadline (retrying a provider's rate limit with backoff while the deadline allows),
-and accounts for tokens and cost.
+reads the agent's key from the environment at call time (and sends it only where
+workers/credentials.py allows), bounds every attempt by the turn's deadline (retrying a
+provider's rate limit with backoff while the deadline allows), and accounts for tokens and
+cost.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from functools import lru_cache
@@ -23,6 +23,7 @@ import litellm
 
 from shared.models import AgentSpec, CallKind, Message
 from shared.protocol import RESPOND_TOOL
+from workers.credentials import NO_KEY, Credential, credential_for, withheld_refusal
 from workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
@@ -48,10 +49,17 @@ BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 8.0
 # The arguments that force the respond call (and count it in the prompt's tokens).
 FORCE_RESPOND: dict[str, Any] = {"tools": [RESPOND_TOOL], "tool_choice": RESPOND_CHOICE}
-
-
-class MissingApiKey(RuntimeError):
-    """The environment variable the agent names for its key is not set on this worker."""
+# Providers whose only credential is the api_key argument: at a base that may not receive a
+# key they get NO_KEY and read no variable (each checked against the local stub in
+# tests/integration/test_key_exfiltration.py). The others sign requests with the worker's
+# cloud credentials (AWS, Google, Azure AD ...) whatever api_key says, so they are called
+# only at their default endpoint or an allowed base.
+KEYLESS_PROVIDERS = frozenset({
+    "openai", "custom_openai", "hosted_vllm",
+    "ollama", "ollama_chat", "lm_studio", "llamafile", "xinference", "litellm_proxy",
+})
+# What a provider answers when it wants a key the call did not carry.
+REFUSALS = (litellm.AuthenticationError, litellm.PermissionDeniedError)
 
 
 class DeadlinePassed(TimeoutError):
@@ -71,26 +79,45 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     Returns the provider's raw response and the answer's usage fields (prompt_tokens,
     completion_tokens, cost_usd, dropped_messages). Raises whatever the call raised.
     """
-    api_key = read_api_key(agent)
+    credential = credential_for(agent)
+    if credential.withheld:
+        check_keyless_provider(agent)
     budget = input_budget(context_window(agent), agent.max_tokens)
     forced = kind is CallKind.BID
     prompt = PROMPTS[kind](agent, room_agents, transcript, budget,
                            token_counter(agent.model, forced))
-    request = request_kwargs(agent, prompt.messages, api_key, forced)
-    response = complete_until(agent, request, deadline)
+    request = request_kwargs(agent, prompt.messages, credential.api_key, forced)
+    response = complete_with(agent, credential, request, deadline)
     usage = {**response_usage(agent, response), "dropped_messages": prompt.dropped}
     return response, usage
 
 
-def read_api_key(agent: AgentSpec) -> str | None:
-    """The key from the variable the agent names, read now (keys rotate); None when the
-    agent names none and litellm reads the provider's default variable itself."""
-    if agent.api_key_env is None:
-        return None
-    value = os.environ.get(agent.api_key_env, "").strip()
-    if not value:
-        raise MissingApiKey(f"environment variable {agent.api_key_env} is not set")
-    return value
+def check_keyless_provider(agent: AgentSpec) -> None:
+    """Raise ApiBaseNotAllowed unless the agent's provider can be called at its (not allowed)
+    api_base without reading any of the worker's credentials."""
+    try:
+        _, provider, dynamic_key, _ = litellm.get_llm_provider(
+            model=agent.model, api_base=agent.api_base, api_key=NO_KEY)
+    except Exception:  # noqa: BLE001 - the call raises the same error, with its usual hint
+        return
+    if provider not in KEYLESS_PROVIDERS:
+        raise withheld_refusal(agent, f"may not receive a key, and provider {provider} "
+                                      "authenticates with the worker's own credentials")
+    if dynamic_key not in (None, NO_KEY):
+        raise withheld_refusal(agent, f"may not receive a key, and provider {provider} "
+                                      "would read one from the environment")
+
+
+def complete_with(agent: AgentSpec, credential: Credential, request: dict[str, Any],
+                  deadline: float) -> Any:
+    """The call; a refusal of a call that went without a key names the setting to change."""
+    try:
+        return complete_until(agent, request, deadline)
+    except REFUSALS as error:
+        if not credential.withheld:
+            raise
+        status = getattr(error, "status_code", "") or type(error).__name__
+        raise withheld_refusal(agent, f"refused the call without a key ({status})") from None
 
 
 def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None,

@@ -6,6 +6,10 @@ error text the worker recorded (``ClassName: message``, as litellm raised it):
 =====================================================  =====================================
 error (class or message)                               likely fix
 =====================================================  =====================================
+``KeyEnvNotAllowed`` (api_key_env not lent)            use a variable in
+                                                       PARLEY_WORKER_KEY_ENVS, or add it there
+``ApiBaseNotAllowed`` (api_base may not get a key)     add the base to
+                                                       PARLEY_WORKER_ALLOWED_API_BASES
 ``environment variable X is not set`` (api_key_env)    set X on the workers
 missing key (``Missing credentials``, ``Missing        set the provider's key variable
 Anthropic API Key``, ...)                              (named from the message)
@@ -31,6 +35,7 @@ import re
 from coordinator.policies.base import Decision, TurnView, stopped
 from shared.models import Bid, BidStatus, StopReason
 
+_KEY_ENV_NOT_ALLOWED = re.compile(r"KeyEnvNotAllowed: api_key_env (\w+)")
 _UNSET_VARIABLE = re.compile(r"environment variable (\w+) is not set")
 _MISSING_KEY = re.compile(
     r"missing\b.{0,40}\b(api[ _-]?key|credentials|auth[ _]token)"
@@ -71,6 +76,14 @@ _COMPILED_HINTS = tuple((re.compile(pattern, re.IGNORECASE), fix) for pattern, f
 
 def likely_fix(error: str) -> str:
     """A one-line suggestion for a recorded agent error, or an empty string."""
+    not_lent = _KEY_ENV_NOT_ALLOWED.search(error)
+    if not_lent:
+        return (f"name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS as the agent's "
+                f"api_key_env, or have the operator add {not_lent.group(1)} there")
+    if "ApiBaseNotAllowed" in error:
+        return ("have the workers' operator add the agent's api_base to "
+                "PARLEY_WORKER_ALLOWED_API_BASES, or use the provider's default endpoint "
+                "(no api_base)")
     unset = _UNSET_VARIABLE.search(error)
     if unset:
         return (f"set {unset.group(1)} in the environment of the workers serving this agent "

@@ -46,8 +46,12 @@ def llm_room(stub: OpenAIStub, queue: str, agents: list[dict]) -> RoomSpec:
     })
 
 
-def start(processes, queue: str) -> None:
-    processes.worker("-Q", queue, "-c", "8", env={KEY_ENV: KEY, WRONG_KEY_ENV: "sk-wrong"})
+def start(processes, queue: str, stub: OpenAIStub) -> None:
+    """A worker that lends the test's key variables to the stub, and a coordinator."""
+    processes.worker("-Q", queue, "-c", "8", env={
+        KEY_ENV: KEY, WRONG_KEY_ENV: "sk-wrong",
+        "PARLEY_WORKER_KEY_ENVS": f"{KEY_ENV},{WRONG_KEY_ENV},{UNSET_KEY_ENV}",
+        "PARLEY_WORKER_ALLOWED_API_BASES": stub.url})
     processes.coordinator()
 
 
@@ -84,7 +88,7 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
          "system_prompt": "You find what fails first."},
         {"name": "Economist", "model": "economist"},
     ])
-    start(processes, queue)
+    start(processes, queue, stub)
     client = Client(settings)
 
     result = client.run(spec, "Launch next week?", timeout_s=120)
@@ -153,7 +157,7 @@ def test_a_room_whose_agents_all_fail_on_turn_one_fails_naming_each_error_and_fi
         {"name": "NoModel", "model": "gpt-nope"},
         {"name": "NoTools", "model": "chatty"},
     ])
-    start(processes, queue)
+    start(processes, queue, stub)
 
     result = Client(settings).run(spec, "Anyone there?", timeout_s=120)
 
@@ -171,3 +175,32 @@ def test_a_room_whose_agents_all_fail_on_turn_one_fails_naming_each_error_and_fi
     assert "(likely fix: check the model name" in entries["NoModel"]
     assert entries["NoTools"].startswith("unparsed: no respond tool call")
     assert "(likely fix: use a model that supports function calling" in entries["NoTools"]
+
+
+def test_a_spec_cannot_send_a_workers_secrets_to_an_api_base_it_does_not_allow(
+        processes, settings, queue):
+    secret = "sk-e2e-worker-secret-41c7"
+    with OpenAIStub() as stub:  # a local model server: it answers with or without a key
+        stub.script("local", tool_call(0.9, "No key needed here."))
+        agents = [{"name": "Named", "model": "openai/local", "api_key_env": "OPENAI_API_KEY"},
+                  {"name": "Default", "model": "openai/default"},
+                  {"name": "Redis", "model": "openai/redis", "api_key_env": "PARLEY_REDIS_URL"}]
+        spec = RoomSpec.model_validate({"name": "exfiltration", "policy": {
+            "kind": "bid", "bid_timeout_s": BID_TIMEOUT_S}, "agents": [
+                {**agent, "api_base": stub.url, "queue": queue} for agent in agents]})
+        # The workers' defaults: provider key variables only, no API base allowed.
+        processes.worker("-Q", queue, "-c", "4", env={"OPENAI_API_KEY": secret})
+        processes.coordinator()
+        client = Client(settings)
+
+        result = client.run(spec, "Anyone there?", timeout_s=120)
+        turns = client.turns(result.room)
+
+    assert [(m.sender, m.content) for m in result.messages] == [
+        ("User", "Anyone there?"), ("Named", "No key needed here.")]
+    assert {item.model for item in stub.received} >= {"local", "default"}
+    assert stub.requests_carrying(secret) == []
+    assert stub.requests_carrying(settings.redis_url) == []
+    refused = {bid.agent: bid.error for bid in turns[0].bids}["Redis"]
+    assert refused.startswith("KeyEnvNotAllowed: api_key_env PARLEY_REDIS_URL ")
+    assert "PARLEY_WORKER_KEY_ENVS" in refused

@@ -36,10 +36,12 @@ TRANSCRIPT = [
 
 
 @pytest.fixture
-def stub(monkeypatch) -> Iterator[OpenAIStub]:
-    """The stub server, expecting the key the agents read from KEY_ENV."""
-    monkeypatch.setenv(KEY_ENV, KEY)
+def stub(worker_env) -> Iterator[OpenAIStub]:
+    """The stub server, expecting the key the agents read from KEY_ENV: a variable the
+    workers lend, to an API base they allow."""
     with OpenAIStub(api_key=KEY) as server:
+        worker_env(**{KEY_ENV: KEY, "PARLEY_WORKER_KEY_ENVS": KEY_ENV,
+                      "PARLEY_WORKER_ALLOWED_API_BASES": server.url})
         yield server
 
 
@@ -113,8 +115,8 @@ def test_a_reply_without_a_tool_call_is_an_unparsed_silent_bid(stub):
     assert result.prompt_tokens > 0
 
 
-def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, monkeypatch):
-    monkeypatch.setenv(KEY_ENV, "sk-wrong")
+def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, worker_env):
+    worker_env(**{KEY_ENV: "sk-wrong"})
     result = bid(agent_on(stub, "Skeptic", "skeptic"))
     assert result.status is BidStatus.ERROR and result.score == 0.0
     assert result.error.startswith("AuthenticationError: ") and "Incorrect API key" in result.error

@@ -24,10 +24,12 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "openai.yaml"
 
 
 @pytest.fixture(autouse=True)
-def no_provider_keys(monkeypatch):
-    """No provider key on this machine, whatever the caller's environment holds."""
-    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
+def no_provider_keys(worker_env):
+    """No provider key on this machine, whatever the caller's environment holds; the test's
+    unset key variable is one the workers lend."""
+    worker_env(OPENAI_API_KEY=None, ANTHROPIC_API_KEY=None, ANTHROPIC_AUTH_TOKEN=None,
+               PARLEY_TEST_UNSET_KEY=None,
+               PARLEY_WORKER_KEY_ENVS="OPENAI_API_KEY,ANTHROPIC_API_KEY,PARLEY_TEST_UNSET_KEY")
 
 
 def error_of(model: str, **fields) -> str:
@@ -60,7 +62,8 @@ def test_a_model_without_a_provider_asks_for_the_provider_prefix():
     assert "prefix the model with its provider" in likely_fix(error)
 
 
-def test_a_provider_that_cannot_take_tools_asks_for_function_calling():
+def test_a_provider_that_cannot_take_tools_asks_for_function_calling(worker_env):
+    worker_env(PARLEY_WORKER_ALLOWED_API_BASES="http://127.0.0.1:9")
     error = error_of("petals/some-model", api_base="http://127.0.0.1:9")
     assert error.startswith("UnsupportedParamsError: ")
     assert likely_fix(error) == FUNCTION_CALLING_FIX
@@ -89,6 +92,20 @@ def test_an_unknown_model_name_asks_to_check_it():
 
 def test_an_unreachable_api_base_asks_to_check_it():
     assert "api_base" in likely_fix("InternalServerError: OpenAIException - Connection error.")
+
+
+def test_a_key_variable_the_workers_do_not_lend_names_the_setting():
+    fix = likely_fix("KeyEnvNotAllowed: api_key_env INTERNAL_TOKEN is not one of the key "
+                     "variables this worker lends to specs (PARLEY_WORKER_KEY_ENVS)")
+    assert "PARLEY_WORKER_KEY_ENVS" in fix and "INTERNAL_TOKEN" in fix
+
+
+def test_a_base_that_may_not_receive_a_key_names_the_setting():
+    fix = likely_fix("ApiBaseNotAllowed: http://10.0.0.5:8000/v1 refused the call without a key "
+                     "(401); this worker sends keys only to the API bases in "
+                     "PARLEY_WORKER_ALLOWED_API_BASES")
+    assert fix.startswith("have the workers' operator add the agent's api_base to "
+                          "PARLEY_WORKER_ALLOWED_API_BASES")
 
 
 def test_an_unknown_error_has_no_hint():

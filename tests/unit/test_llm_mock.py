@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from shared.models import AgentSpec, BidStatus, Message
 from workers import llm
 from workers.bidding import Call, make_bid
+from workers.credentials import read_api_key
 from workers.prompts import build_prompt, input_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -113,8 +114,8 @@ def test_no_call_is_made_once_the_deadline_has_passed():
     assert bid.status is BidStatus.ERROR and bid.error.startswith("DeadlinePassed: ")
 
 
-def test_a_missing_key_variable_is_a_clear_error(monkeypatch):
-    monkeypatch.delenv("PARLEY_TEST_NO_SUCH_KEY", raising=False)
+def test_a_missing_key_variable_is_a_clear_error(worker_env):
+    worker_env(PARLEY_TEST_NO_SUCH_KEY=None, PARLEY_WORKER_KEY_ENVS="PARLEY_TEST_NO_SUCH_KEY")
     agent = mocked(api_key_env="PARLEY_TEST_NO_SUCH_KEY", litellm_kwargs={"mock_response": "x"})
     bid = bid_of(agent)
     assert bid.status is BidStatus.ERROR
@@ -124,10 +125,10 @@ def test_a_missing_key_variable_is_a_clear_error(monkeypatch):
 def test_the_key_is_read_from_its_variable_at_call_time(monkeypatch):
     agent = mocked(api_key_env="PARLEY_TEST_KEY")
     monkeypatch.setenv("PARLEY_TEST_KEY", "sk-first")
-    assert llm.read_api_key(agent) == "sk-first"
+    assert read_api_key(agent) == "sk-first"
     monkeypatch.setenv("PARLEY_TEST_KEY", "sk-rotated")
-    assert llm.read_api_key(agent) == "sk-rotated"
-    assert llm.read_api_key(mocked()) is None
+    assert read_api_key(agent) == "sk-rotated"
+    assert read_api_key(mocked()) is None
 
 
 def test_the_request_forces_respond_and_carries_the_agents_parameters():

@@ -1,0 +1,100 @@
+"""Which of the worker's keys an agent's call may carry, and where to.
+
+A spec is data written by whoever creates rooms; the keys are the workers' operator's. So:
+
+======================================================  =====================================
+the agent's spec                                         the call
+======================================================  =====================================
+``api_key_env`` not in PARLEY_WORKER_KEY_ENVS            refused (KeyEnvNotAllowed), no call
+no ``api_base`` (the provider's default endpoint)        the key from ``api_key_env``, or none
+                                                         and litellm reads the provider's own
+``api_base`` under PARLEY_WORKER_ALLOWED_API_BASES       the same
+any other ``api_base``                                   no key: NO_KEY in its place, so that
+                                                         litellm reads no variable either
+======================================================  =====================================
+
+Nothing here imports litellm: the recorded error of every bid, scripted ones too, is passed
+through ``redact_keys``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from shared.api_bases import display_base, is_allowed_base
+from shared.models import AgentSpec
+from shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings, get_settings
+
+# Sent in place of a key to a base that may not receive one. Given explicitly, it stops
+# litellm from reading the provider's variable (OPENAI_API_KEY ...) and sending that instead;
+# local model servers that need no key ignore it.
+NO_KEY = "no-key-for-this-api-base"
+# Shorter values are not worth redacting from error text: they would mangle it.
+MIN_REDACTED_CHARS = 8
+REDACTED = "[redacted]"
+
+
+class MissingApiKey(RuntimeError):
+    """The environment variable the agent names for its key is not set on this worker."""
+
+
+class KeyEnvNotAllowed(RuntimeError):
+    """The agent names a key variable outside PARLEY_WORKER_KEY_ENVS."""
+
+
+class ApiBaseNotAllowed(RuntimeError):
+    """The agent's api_base may not receive a key (PARLEY_WORKER_ALLOWED_API_BASES), and the
+    call cannot be made without one."""
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What the call carries: ``api_key`` None lets litellm read the provider's own variable;
+    ``withheld`` means the base may not receive a key and ``api_key`` is NO_KEY."""
+
+    api_key: str | None
+    withheld: bool = False
+
+
+def credential_for(agent: AgentSpec, settings: Settings | None = None) -> Credential:
+    """The credential the agent's call may carry; KeyEnvNotAllowed or MissingApiKey when the
+    spec asks for a key this worker does not lend."""
+    settings = settings or get_settings()
+    if agent.api_key_env is not None and agent.api_key_env not in settings.worker_key_envs:
+        raise KeyEnvNotAllowed(
+            f"api_key_env {agent.api_key_env} is not one of the key variables this worker "
+            "lends to specs (PARLEY_WORKER_KEY_ENVS)")
+    if agent.api_base is not None and not is_allowed_base(
+            agent.api_base, settings.worker_allowed_api_bases):
+        return Credential(NO_KEY, withheld=True)
+    return Credential(read_api_key(agent))
+
+
+def read_api_key(agent: AgentSpec) -> str | None:
+    """The key from the variable the agent names, read now (keys rotate); None when the
+    agent names none and litellm reads the provider's default variable itself."""
+    if agent.api_key_env is None:
+        return None
+    value = os.environ.get(agent.api_key_env, "").strip()
+    if not value:
+        raise MissingApiKey(f"environment variable {agent.api_key_env} is not set")
+    return value
+
+
+def withheld_refusal(agent: AgentSpec, reason: str) -> ApiBaseNotAllowed:
+    """The error for a call at a base that may not receive a key, which cannot go without."""
+    return ApiBaseNotAllowed(
+        f"{display_base(agent.api_base or '')} {reason}; this worker sends keys only to the "
+        "API bases in PARLEY_WORKER_ALLOWED_API_BASES")
+
+
+def redact_keys(text: str, settings: Settings | None = None) -> str:
+    """``text`` with the value of every key variable this worker lends, or litellm reads by
+    default, replaced: a provider echoing a key back must not get it into Redis or the logs."""
+    settings = settings or get_settings()
+    for name in dict.fromkeys((*settings.worker_key_envs, *DEFAULT_WORKER_KEY_ENVS)):
+        value = os.environ.get(name, "").strip()
+        if len(value) >= MIN_REDACTED_CHARS and value in text:
+            text = text.replace(value, REDACTED)
+    return text
