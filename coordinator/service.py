@@ -28,6 +28,7 @@ from coordinator.outages import OutageClock
 from coordinator.room_io import RoomIO
 from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared.connections import redis_kwargs
 from shared.keys import Keys
 from shared.models import BidRequest
 from shared.records import decode
@@ -340,7 +341,8 @@ def connect(settings: Settings, max_connections: int) -> Redis:
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     pool = BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=max_connections, timeout=None,
-        socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry)
+        socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry,
+        **redis_kwargs(settings))
     return Redis(connection_pool=pool)
 
 

@@ -10,8 +10,10 @@ from typing import Protocol
 
 from celery import Celery
 
+from shared.connections import broker_use_ssl
 from shared.models import BidRequest
 from shared.protocol import CALL_TASK
+from shared.settings import Settings, get_settings
 
 
 class Transport(Protocol):
@@ -24,9 +26,12 @@ class Transport(Protocol):
 class CeleryTransport:
     """Publishes bid requests as Celery tasks on the broker."""
 
-    def __init__(self, broker_url: str, timeout_s: float = 2.0) -> None:
+    def __init__(self, broker_url: str, timeout_s: float = 2.0,
+                 settings: Settings | None = None) -> None:
         self.app = Celery("parley-coordinator", broker=broker_url)
         self.app.conf.update(
+            # The same verified TLS as every other Redis client (shared/connections.py).
+            broker_use_ssl=broker_use_ssl(settings or get_settings(), broker_url),
             broker_connection_retry_on_startup=True,
             task_ignore_result=True,
             # A broker that stops answering must not hold a room's publish forever: the

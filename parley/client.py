@@ -11,6 +11,7 @@ import redis
 import yaml
 from pydantic import BaseModel
 
+from shared.connections import redis_kwargs
 from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from shared.records import RoomState
@@ -66,7 +67,8 @@ class Client:
         self.settings = settings or get_settings()
         self.redis = redis.Redis.from_url(self.settings.redis_url,
                                           socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-                                          socket_timeout=REDIS_READ_TIMEOUT_S)
+                                          socket_timeout=REDIS_READ_TIMEOUT_S,
+                                          **redis_kwargs(self.settings))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix))
 
     def ping(self) -> None:

@@ -12,6 +12,7 @@ from celery import Celery
 from celery.app.amqp import AMQP
 from celery.signals import worker_ready
 
+from shared.connections import broker_use_ssl
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings
 
@@ -85,6 +86,9 @@ def broker_transport(broker_url: str) -> str | None:
 
 app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
              amqp=f"{__name__}:WorkerAMQP")
+# A rediss:// broker verifies the server's certificate (kombu alone would not); None for
+# redis://. Built with every other Redis client's TLS options, in shared/connections.py.
+app.conf.broker_use_ssl = broker_use_ssl(settings)
 app.conf.update(
     task_default_queue=DEFAULT_QUEUE,
     # Acks late: the message of a task a killed worker was running stays unacknowledged;

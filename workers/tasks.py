@@ -14,6 +14,7 @@ import structlog
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from shared.connections import redis_kwargs
 from shared.keys import Keys
 from shared.models import BidRequest, Message, RoomSpec
 from shared.protocol import CALL_TASK
@@ -47,7 +48,7 @@ def _redis() -> redis.Redis:
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     pool = redis.BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=2 * settings.worker_concurrency + 8,
-        retry=Retry(backoff, retries=REDIS_RETRIES))
+        retry=Retry(backoff, retries=REDIS_RETRIES), **redis_kwargs(settings))
     return redis.Redis(connection_pool=pool)
 
 
