@@ -97,7 +97,8 @@ def check_keyless_provider(agent: AgentSpec) -> None:
     api_base without reading any of the worker's credentials."""
     try:
         _, provider, dynamic_key, _ = litellm.get_llm_provider(
-            model=agent.model, api_base=agent.api_base, api_key=NO_KEY)
+            model=agent.model, api_base=agent.api_base, api_key=NO_KEY,
+            custom_llm_provider=agent.litellm_kwargs.get("custom_llm_provider"))
     except Exception:  # noqa: BLE001 - the call raises the same error, with its usual hint
         return
     if provider not in KEYLESS_PROVIDERS:

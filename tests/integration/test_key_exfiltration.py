@@ -152,3 +152,12 @@ def test_a_provider_that_may_read_its_own_credentials_is_not_called_at_a_base_no
     assert result.error.startswith("ApiBaseNotAllowed: ")
     assert "PARLEY_WORKER_ALLOWED_API_BASES" in result.error
     assert stub.seen == []
+
+
+def test_a_provider_chosen_through_litellm_kwargs_is_checked_too(stub, worker_env):
+    worker_env(OPENAI_API_KEY=SECRET, PARLEY_WORKER_ALLOWED_API_BASES=None)
+
+    result = bid(agent_on(stub, model="openai/m", litellm_kwargs={"custom_llm_provider": "bedrock"}))
+
+    assert result.error.startswith("ApiBaseNotAllowed: ") and "provider bedrock" in result.error
+    assert stub.seen == []
