@@ -19,6 +19,7 @@ from typing import Any
 from benchmarks.harness import Deployment
 from parley.processes import stop
 from shared.models import AgentSpec, Message, RoomSpec
+from shared.settings import get_settings
 
 KEY_VARIABLE = "PARLEY_BENCH_STUB_KEY"
 RESPOND = '{"score": 0.8, "message": "A mocked answer."}'
@@ -61,6 +62,10 @@ def per_call(calls: int, messages: int) -> dict[str, Any]:
     result = {"messages": messages, "mock": call_cost(mocked, calls, history)}
     os.environ[KEY_VARIABLE] = "sk-bench"
     with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer.")) as stub:
+        # This process is the worker: it lends the bench key to the stub.
+        os.environ["PARLEY_WORKER_KEY_ENVS"] = KEY_VARIABLE
+        os.environ["PARLEY_WORKER_ALLOWED_API_BASES"] = stub.url
+        get_settings.cache_clear()
         served = AgentSpec(name="Served", model="openai/bench-model", api_base=stub.url,
                            api_key_env=KEY_VARIABLE)
         result["stub"] = call_cost(served, calls, history)
