@@ -11,6 +11,8 @@ no ``api_base`` (the provider's default endpoint)        the key from ``api_key_
 ``api_base`` under PARLEY_WORKER_ALLOWED_API_BASES       the same
 any other ``api_base``                                   no key: NO_KEY in its place, so that
                                                          litellm reads no variable either
+a ``litellm_kwargs`` endpoint (``aws_bedrock_runtime_    refused (ApiBaseNotAllowed) unless
+endpoint``, ...) outside the allowed bases               the value is under an allowed base
 ======================================================  =====================================
 
 Nothing here imports litellm: the recorded error of every bid, scripted ones too, is passed
@@ -20,6 +22,7 @@ through ``redact_keys``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from shared.api_bases import display_base, is_allowed_base
@@ -33,6 +36,10 @@ NO_KEY = "no-key-for-this-api-base"
 # Shorter values are not worth redacting from error text: they would mangle it.
 MIN_REDACTED_CHARS = 8
 REDACTED = "[redacted]"
+# litellm arguments that send a call somewhere other than api_base, with the worker's own
+# credentials (bedrock's aws_bedrock_runtime_endpoint signs with its AWS keys, with or
+# without api_base): each is an API base too.
+_ENDPOINT_ARGUMENT = re.compile(r"endpoint|url|host|proxy", re.IGNORECASE)
 
 
 class MissingApiKey(RuntimeError):
@@ -61,6 +68,7 @@ def credential_for(agent: AgentSpec, settings: Settings | None = None) -> Creden
     """The credential the agent's call may carry; KeyEnvNotAllowed or MissingApiKey when the
     spec asks for a key this worker does not lend."""
     settings = settings or get_settings()
+    check_endpoint_arguments(agent, settings)
     if agent.api_key_env is not None and agent.api_key_env not in settings.worker_key_envs:
         raise KeyEnvNotAllowed(
             f"api_key_env {agent.api_key_env} is not one of the key variables this worker "
@@ -69,6 +77,17 @@ def credential_for(agent: AgentSpec, settings: Settings | None = None) -> Creden
             agent.api_base, settings.worker_allowed_api_bases):
         return Credential(NO_KEY, withheld=True)
     return Credential(read_api_key(agent))
+
+
+def check_endpoint_arguments(agent: AgentSpec, settings: Settings) -> None:
+    """Raise ApiBaseNotAllowed for a litellm argument naming an endpoint that is not under
+    an allowed base (its value is not repeated: it may hold credentials)."""
+    for name, value in agent.litellm_kwargs.items():
+        if _ENDPOINT_ARGUMENT.search(name) and not (
+                isinstance(value, str) and is_allowed_base(value, settings.worker_allowed_api_bases)):
+            raise ApiBaseNotAllowed(
+                f"litellm_kwargs.{name} points the call at an endpoint outside "
+                "PARLEY_WORKER_ALLOWED_API_BASES, where it may not take the worker's credentials")
 
 
 def read_api_key(agent: AgentSpec) -> str | None:

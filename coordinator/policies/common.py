@@ -81,9 +81,8 @@ def likely_fix(error: str) -> str:
         return (f"name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS as the agent's "
                 f"api_key_env, or have the operator add {not_lent.group(1)} there")
     if "ApiBaseNotAllowed" in error:
-        return ("have the workers' operator add the agent's api_base to "
-                "PARLEY_WORKER_ALLOWED_API_BASES, or use the provider's default endpoint "
-                "(no api_base)")
+        return ("have the workers' operator add the agent's api_base (or the endpoint named) "
+                "to PARLEY_WORKER_ALLOWED_API_BASES, or use the provider's default endpoint")
     unset = _UNSET_VARIABLE.search(error)
     if unset:
         return (f"set {unset.group(1)} in the environment of the workers serving this agent "

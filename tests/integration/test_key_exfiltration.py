@@ -161,3 +161,20 @@ def test_a_provider_chosen_through_litellm_kwargs_is_checked_too(stub, worker_en
 
     assert result.error.startswith("ApiBaseNotAllowed: ") and "provider bedrock" in result.error
     assert stub.seen == []
+
+
+def test_an_endpoint_in_litellm_kwargs_cannot_take_the_workers_cloud_credentials(
+        stub, worker_env):
+    # Without an api_base, bedrock would sign with these and send to the endpoint given.
+    worker_env(AWS_ACCESS_KEY_ID="AKIAWORKERSECRET0001", AWS_SECRET_ACCESS_KEY=SECRET,
+               AWS_REGION_NAME="us-east-1", PARLEY_WORKER_ALLOWED_API_BASES=None)
+    agent = AgentSpec(name="Skeptic", model="bedrock/converse/anthropic.claude-3-5-haiku-20241022-v1:0",
+                      litellm_kwargs={"aws_bedrock_runtime_endpoint": stub.url})
+
+    result = bid(agent)
+
+    assert result.error == (
+        "ApiBaseNotAllowed: litellm_kwargs.aws_bedrock_runtime_endpoint points the call at an "
+        "endpoint outside PARLEY_WORKER_ALLOWED_API_BASES, where it may not take the worker's "
+        "credentials")
+    assert stub.seen == []

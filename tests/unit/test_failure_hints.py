@@ -104,8 +104,8 @@ def test_a_base_that_may_not_receive_a_key_names_the_setting():
     fix = likely_fix("ApiBaseNotAllowed: http://10.0.0.5:8000/v1 refused the call without a key "
                      "(401); this worker sends keys only to the API bases in "
                      "PARLEY_WORKER_ALLOWED_API_BASES")
-    assert fix.startswith("have the workers' operator add the agent's api_base to "
-                          "PARLEY_WORKER_ALLOWED_API_BASES")
+    assert fix.startswith("have the workers' operator add the agent's api_base (or the "
+                          "endpoint named) to PARLEY_WORKER_ALLOWED_API_BASES")
 
 
 def test_an_unknown_error_has_no_hint():

@@ -9,6 +9,7 @@ from shared.models import AgentSpec
 from shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings
 from workers.credentials import (
     NO_KEY,
+    ApiBaseNotAllowed,
     Credential,
     KeyEnvNotAllowed,
     MissingApiKey,
@@ -100,3 +101,16 @@ def test_lent_and_provider_key_values_are_redacted_from_text(monkeypatch):
     text = "Incorrect API key: sk-abcdefgh12345 sk-openai-default-77 (short) sk-not-lent-999"
     assert redact_keys(text, settings) == (
         "Incorrect API key: [redacted] [redacted] (short) sk-not-lent-999")
+
+
+def test_an_endpoint_argument_must_lie_under_an_allowed_base():
+    settings = Settings(worker_allowed_api_bases=(LOCAL,))
+    allowed = agent(litellm_kwargs={"aws_bedrock_runtime_endpoint": f"{LOCAL}/bedrock"})
+    assert credential_for(allowed, settings) == Credential(None)
+    for name in ("aws_bedrock_runtime_endpoint", "aws_sts_endpoint", "proxy_url", "API_HOST"):
+        with pytest.raises(ApiBaseNotAllowed, match=f"^litellm_kwargs.{name} points the call"):
+            credential_for(agent(litellm_kwargs={name: "https://evil.example"}), settings)
+    with pytest.raises(ApiBaseNotAllowed):
+        credential_for(agent(litellm_kwargs={"proxy_url": {"url": LOCAL}}), settings)
+    assert credential_for(agent(litellm_kwargs={"top_p": 0.9, "base_model": "gpt-4o"}),
+                          settings) == Credential(None)
