@@ -14,7 +14,7 @@ from coordinator.policies.common import likely_fix
 from shared.models import AgentSpec, Bid, BidStatus, Message
 from shared.settings import DEFAULT_WORKER_KEY_ENVS
 from tests.support.openai_stub import OpenAIStub, error, tool_call
-from workers.bidding import make_bid
+from workers.bidding import Call, make_bid
 from workers.credentials import NO_KEY
 from workers.llm import KEYLESS_PROVIDERS
 
@@ -41,7 +41,7 @@ def agent_on(stub: OpenAIStub, model: str = "openai/m", **fields) -> AgentSpec:
 
 
 def bid(agent: AgentSpec) -> Bid:
-    return make_bid(agent, [agent], 1, 0, lambda: TASK, time.time() + 20)
+    return make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 20)
 
 
 def authorizations(stub: OpenAIStub) -> list[str]:
