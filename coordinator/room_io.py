@@ -12,11 +12,37 @@ from redis.exceptions import ResponseError
 from coordinator.lease import Lease, LeaseLost
 from shared.keys import Keys
 from shared.models import Bid, RoomSpec
-from shared.records import RoomState, bid_from_fields, decode
+from shared.records import SENDER_MAX_BYTES, RoomState, bid_from_fields, decode
 from shared.scripts import Scripts
+from shared.settings import Settings, get_settings
 from shared.store import now_ms
 
 _FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
+
+
+@dataclass(frozen=True)
+class InboxLimits:
+    """What drain accepts from a room's inbox, and how much it keeps of what it sets aside."""
+
+    message_max_bytes: int
+    dead_letter_maxlen: int
+    dead_letter_value_max_bytes: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> InboxLimits:
+        """The limits configured in ``settings``."""
+        return cls(settings.message_max_bytes, settings.dead_letter_stream_maxlen,
+                   settings.dead_letter_value_max_bytes)
+
+
+@dataclass(frozen=True)
+class Drained:
+    """What one drain did: messages moved, the state it left, and the inbox entries it set
+    aside as dead letters (inbox id, reason)."""
+
+    moved: int
+    state: RoomState
+    set_aside: list[tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -41,29 +67,36 @@ def _fence(error: ResponseError) -> Exception:
 class RoomIO:
     """Room reads and the fenced writes of the turn loop, for one coordinator."""
 
-    def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256):
+    def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256,
+                 limits: InboxLimits | None = None):
         self.redis = client
         self.keys = keys
         self.scripts = scripts
         self.drain_batch = drain_batch
+        self.limits = limits or InboxLimits.from_settings(get_settings())
 
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""
         version, spec_json = await self.redis.hmget(self.keys.spec(room), "version", "json")
         return int(version), without_scripts(RoomSpec.model_validate_json(spec_json))
 
-    async def drain_inbox(self, lease: Lease) -> tuple[int, RoomState]:
-        """Commit posted messages to the log unless a turn is open; returns how many moved
-        and the room's state afterwards."""
+    async def drain_inbox(self, lease: Lease) -> Drained:
+        """Commit posted messages to the log unless a turn is open, setting aside the
+        entries that cannot be messages; returns what moved, what was set aside and the
+        room's state afterwards."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
-                self.keys.log(room)]
+                self.keys.log(room), self.keys.dead_letters(room)]
+        limits = self.limits
+        args = [lease.token, lease.epoch, self.drain_batch, limits.dead_letter_maxlen,
+                SENDER_MAX_BYTES, limits.message_max_bytes, limits.dead_letter_value_max_bytes]
         try:
-            moved, fields = await self.scripts.drain(
-                keys=keys, args=[lease.token, lease.epoch, self.drain_batch])
+            moved, fields, set_aside = await self.scripts.drain(keys=keys, args=args)
         except ResponseError as error:
             raise _fence(error) from error
-        return int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
+        pairs = [decode(value) for value in set_aside]
+        return Drained(int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True))),
+                       list(zip(pairs[::2], pairs[1::2], strict=True)))
 
     async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn:
         """Open the next turn with a deadline ``timeout_s`` from now."""

@@ -25,7 +25,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from coordinator.lease import Lease, LeaseLost, Leases
 from coordinator.outages import OutageClock
-from coordinator.room_io import RoomIO
+from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.connections import redis_kwargs
@@ -88,7 +88,8 @@ class Coordinator:
         # free connection would let the leases lapse.
         self.control = client or connect(settings, CONTROL_CONNECTIONS)
         scripts = Scripts(self.redis)
-        self.io = RoomIO(self.redis, self.keys, scripts)
+        self.io = RoomIO(self.redis, self.keys, scripts,
+                         limits=InboxLimits.from_settings(settings))
         self.renew_every_s = settings.lease_renew_every_s
         # Checked once per renewal period: stopping with 1.5 periods left leaves at least
         # half a period between the room's last work and the lease's expiry.

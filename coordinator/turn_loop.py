@@ -13,7 +13,7 @@ from coordinator import policies
 from coordinator.lease import Lease
 from coordinator.outages import OutageClock
 from coordinator.policies import Calls, Decision, TurnView
-from coordinator.room_io import OpenTurn, RoomIO
+from coordinator.room_io import Drained, OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
 from shared.models import Bid, BidRequest, BidStatus, CallKind, RoomSpec, RoomStatus, TurnRecord
 from shared.records import (
@@ -93,7 +93,7 @@ class RoomRunner:
         """Take turns until the room goes idle. LeaseLost propagates to the caller."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         while True:
-            _, state = await self.io.drain_inbox(self.lease)
+            state = (await self.drain()).state
             if state.turn_open:
                 await self.take_turn(state, self.resume_turn(state))
                 continue
@@ -107,6 +107,14 @@ class RoomRunner:
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             await self.take_turn(state, turn)
+
+    async def drain(self) -> Drained:
+        """Commit what people posted; log each inbox entry set aside as unreadable."""
+        drained = await self.io.drain_inbox(self.lease)
+        for inbox_id, reason in drained.set_aside:
+            log.warning("inbox_entry_set_aside", room=self.lease.room, inbox_id=inbox_id,
+                        reason=reason)
+        return drained
 
     def resume_turn(self, state: RoomState) -> OpenTurn:
         """The turn a previous holder opened; a passed deadline restarts the clock for the
@@ -242,8 +250,8 @@ class RoomRunner:
         room = self.lease.room
         self.lease.idling = True  # renewals stop moving the room's due time
         due = await self.io.due_time(room)
-        moved, _ = await self.io.drain_inbox(self.lease)
-        if moved or not await self.io.unschedule(room, due):
+        drained = await self.drain()
+        if drained.moved or not await self.io.unschedule(room, due):
             self.lease.idling = False
             return False
         await self.io.touch(room)

@@ -69,7 +69,8 @@ class Client:
                                           socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
                                           socket_timeout=REDIS_READ_TIMEOUT_S,
                                           **redis_kwargs(self.settings))
-        self.store = RoomStore(self.redis, Keys(self.settings.key_prefix))
+        self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
+                               self.settings.message_max_bytes)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when

@@ -14,12 +14,18 @@ key                       type    holds                                       wr
                                   stop_reason, stop_detail, token/cost totals
                                   (``prompt_tokens``, ``completion_tokens``,
                                   ``cost_usd``, and per agent
-                                  ``agent:<name>:<same>``)
+                                  ``agent:<name>:<same>``), inbox_last_id
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
                                   fields seq, sender, content, score (absent    workers, client
-                                  for people), turn, run, epoch, ts
+                                  for people), turn, run, epoch, ts; never
+                                  trimmed: it is the product
 ``{R}:inbox``             stream  posted by people/apps, not yet in the log:    client / coordinator
-                                  sender, content, ts
+                                  sender, content, ts; emptied by each drain
+``{R}:dead``              stream  inbox entries drain could not read: the       coordinator (Lua) /
+                                  entry's fields (16 at most, each cut to       operators
+                                  ``dead_letter_value_max_bytes``), then
+                                  inbox_id and reason; trimmed to about
+                                  ``dead_letter_stream_maxlen``
 ``{R}:bids``              stream  every bid workers returned, late ones too:    workers / coordinator
                                   turn, agent, attempt, score, message,
                                   status, error, tokens, cost, latency;
@@ -33,6 +39,14 @@ key                       type    holds                                       wr
                                   (ms); the lease holder pushes it forward
 ``coordinators``          zset    live coordinator ids by last heartbeat (ms)   coordinator / ops
 ========================  ======  ==========================================  ===================
+
+Memory per room: the log grows with the conversation and is never trimmed; every other
+per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
+node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
+is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
+agents with 1,500-character drafts; a bid 0.8-1.9 KB; a dead letter at most 41 KB. At the
+default caps (turns 1,000, bids 2,000, dead letters 100) a busy 16-agent room's capped
+streams hold at most about 37 MB (under 40 MB), a 4-agent room's about 10 MB.
 """
 
 from __future__ import annotations
@@ -84,6 +98,10 @@ class Keys:
     def turns(self, room: str) -> str:
         """One record per decided turn."""
         return self._room(room, "turns")
+
+    def dead_letters(self, room: str) -> str:
+        """Inbox entries that could not become messages, set aside with the reason."""
+        return self._room(room, "dead")
 
     def lease(self, room: str) -> str:
         """Which coordinator serves the room, and under which epoch."""

@@ -12,6 +12,9 @@ import orjson
 
 from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
 
+# A person's or app's name in the log; drain.lua sets longer ones aside.
+SENDER_MAX_BYTES = 128
+
 
 def decode(value: bytes | str) -> str:
     """A Redis reply value as str."""
@@ -50,6 +53,22 @@ def agent_message_fields(
         "epoch": str(epoch),
         "ts": f"{ts:.6f}",
     }
+
+
+def check_post(sender: str, content: str, max_bytes: int) -> None:
+    """Raise ValueError, naming the problem, unless drain.lua would accept this post."""
+    if not sender.strip():
+        raise ValueError("a message needs a sender")
+    if len(sender.encode()) > SENDER_MAX_BYTES:
+        raise ValueError(f"the sender's name is longer than {SENDER_MAX_BYTES} bytes")
+    if any(ord(char) < 32 or ord(char) == 127 for char in sender):
+        raise ValueError(f"the sender {sender!r} has control characters (a newline?)")
+    if not content.strip():
+        raise ValueError("a message needs some content")
+    size = len(content.encode())
+    if size > max_bytes:
+        raise ValueError(f"the message is {size} bytes; the most is {max_bytes} "
+                         "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
 def bid_fields(bid: Bid) -> dict[str, str]:
@@ -121,7 +140,9 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     fields["policy_state"] = orjson.dumps(record.policy_state).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
-    fields["bids"] = orjson.dumps([bid.model_dump(mode="json") for bid in record.bids]).decode()
+    # Fields at their defaults are left out of each answer: a turn record is kept per turn.
+    fields["bids"] = orjson.dumps([bid.model_dump(mode="json", exclude_defaults=True)
+                                   for bid in record.bids]).decode()
     return fields
 
 

@@ -49,8 +49,19 @@ class Settings(BaseSettings):
     worker_preload_litellm: bool = True
     task_visibility_timeout_s: float = Field(default=300.0, gt=0)
 
-    bids_stream_maxlen: int = Field(default=5000, ge=100)
-    turns_stream_maxlen: int = Field(default=100_000, ge=100)
+    # Bounded memory per room: every per-room stream but the log (the conversation itself,
+    # never trimmed) is capped, approximately (Redis may keep up to one stream node, 100
+    # entries, more). A turn record of 16 agents with 1,500-character drafts is about
+    # 29 KB, a bid about 1.9 KB (python -m benchmarks.stream_sizes): at these defaults a
+    # busy 16-agent room's capped streams stay under about 40 MB. The bids stream must hold
+    # a whole turn's bids: keep it above twice the largest room's agents.
+    bids_stream_maxlen: int = Field(default=2000, ge=100)
+    turns_stream_maxlen: int = Field(default=1000, ge=100)
+    dead_letter_stream_maxlen: int = Field(default=100, ge=10)
+    # A dead letter keeps at most 16 of the entry's fields, each cut to this many bytes.
+    dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
+    # Posts longer than this are refused by the client and set aside by the coordinator.
+    message_max_bytes: int = Field(default=65_536, ge=1024)
 
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"

@@ -18,10 +18,12 @@ from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name,
 from shared.records import (
     RoomState,
     bid_fields,
+    check_post,
     decode,
     message_from_fields,
     turn_record_from_fields,
 )
+from shared.settings import Settings
 
 
 class RoomNotFound(LookupError):
@@ -40,11 +42,14 @@ def now_ms() -> int:
 class RoomStore:
     """Rooms in one Redis under one key prefix."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys,
+                 message_max_bytes: int = Settings.model_fields["message_max_bytes"].default
+                 ) -> None:
         # redis-py types every reply as a union of what any client could return; this one
         # returns bytes, and the record functions below decode them.
         self.redis: Any = client
         self.keys = keys
+        self.message_max_bytes = message_max_bytes
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
         """Store a new room's spec and idle state; raise RoomExists if the id is taken."""
@@ -66,11 +71,8 @@ class RoomStore:
 
         People post under their own names: never an agent's of this room (whatever the
         case or spacing) nor the reserved sender, so no post passes for an agent's words."""
-        if not sender.strip():
-            raise ValueError("a message needs a sender")
         check_person_name(sender)
-        if not content.strip():
-            raise ValueError("a message needs some content")
+        check_post(sender, content, self.message_max_bytes)
         _, spec = self.read_spec(room)
         if name_key(sender) in {name_key(name) for name in spec.agent_names}:
             raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
@@ -80,7 +82,7 @@ class RoomStore:
                                            "ts": f"{time.time():.6f}"})
         pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
         pipe.zadd(self.keys.rooms, {room: now_ms()})
-        inbox_id, _, _ = pipe.execute()
+        inbox_id, *_ = pipe.execute()
         return inbox_id.decode() if isinstance(inbox_id, bytes) else inbox_id
 
     def read_spec(self, room: str) -> tuple[int, RoomSpec]:
@@ -132,6 +134,17 @@ class RoomStore:
         for bid in bids:
             pipe.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
         pipe.execute()
+
+    def stream_lengths(self, room: str) -> dict[str, int]:
+        """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
+        dead_letters)."""
+        streams = {"log": self.keys.log(room), "inbox": self.keys.inbox(room),
+                   "bids": self.keys.bids(room), "turns": self.keys.turns(room),
+                   "dead_letters": self.keys.dead_letters(room)}
+        pipe = self.redis.pipeline(transaction=False)
+        for key in streams.values():
+            pipe.xlen(key)
+        return dict(zip(streams, pipe.execute(), strict=True))
 
     def list_rooms(self, limit: int = 100) -> list[str]:
         """Room ids, most recently active first."""

@@ -2,29 +2,150 @@
 -- update the room's state and usage totals, and write the turn record.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns
 -- ARGV[1] lease token   ARGV[2] turn   ARGV[3] expected last seq   ARGV[4] JSON payload:
---   message: flat fields of the winner's message without seq, or absent for no winner
+--   message: flat fields of the winner's message without seq (sender and content not
+--            empty), or absent for no winner
 --   fields:  {state field: value} to set: recent speakers, the policy's own fields, answer
---   stop:    {status, reason, detail} when the run ends with this turn, else absent
---   usage:   {state field: increment} token and cost totals
---   record:  flat fields of the turn record
+--   stop:    {status (idle or failed), reason, detail} when the run ends with this turn
+--   usage:   {state field: increment} token and cost totals (finite numbers)
+--   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
 -- Returns the new message's seq, or 0 when the turn had no winner.
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
--- turn is not the open one) or STALESEQ (the log moved since the coordinator read it).
+-- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
+-- BADPAYLOAD (the payload is not as above) or BADSTATE (a counter or total it would
+-- change is not a number, or the log is ahead of last_seq).
+local function finite(value)
+  local number = tonumber(value)
+  if number == nil or number ~= number or number == math.huge or number == -math.huge then
+    return nil
+  end
+  return number
+end
+
+-- Why `fields` is not a flat map of string or number values, or nil when it is.
+local function flat_problem(name, fields)
+  if type(fields) ~= 'table' then
+    return name .. ' is not an object'
+  end
+  for field, value in pairs(fields) do
+    if type(field) ~= 'string' then
+      return name .. ' is not an object'
+    end
+    if field == 'seq' then
+      return name .. ' seq is set by the script'
+    end
+    if type(value) ~= 'string' and type(value) ~= 'number' then
+      return name .. ' ' .. field .. ' is not a string or number'
+    end
+  end
+  return nil
+end
+
+local function payload_problem(payload)
+  local message = payload['message']
+  if message ~= nil then
+    local problem = flat_problem('message', message)
+    if problem then
+      return problem
+    end
+    for _, field in ipairs({'sender', 'content'}) do
+      if type(message[field]) ~= 'string' or message[field] == '' then
+        return 'message ' .. field .. ' is missing or empty'
+      end
+    end
+  end
+  local problem = flat_problem('fields', payload['fields'])
+  if problem then
+    return problem
+  end
+  if type(payload['usage']) ~= 'table' then
+    return 'usage is not an object'
+  end
+  for field, amount in pairs(payload['usage']) do
+    if type(field) ~= 'string' or finite(amount) == nil then
+      return 'usage ' .. tostring(field) .. ' is not a finite number'
+    end
+  end
+  local stop = payload['stop']
+  if stop ~= nil then
+    if type(stop) ~= 'table' then
+      return 'stop is not an object'
+    end
+    if stop['status'] ~= 'idle' and stop['status'] ~= 'failed' then
+      return 'stop status must be idle or failed'
+    end
+    for _, field in ipairs({'reason', 'detail'}) do
+      if type(stop[field]) ~= 'string' then
+        return 'stop ' .. field .. ' is not a string'
+      end
+    end
+  end
+  problem = flat_problem('record', payload['record'])
+  if problem then
+    return problem
+  end
+  local maxlen = payload['turns_maxlen']
+  if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
+    return 'turns_maxlen is not a count'
+  end
+  return nil
+end
+
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST commit refused')
 end
-local state = redis.call('HMGET', KEYS[2], 'turn', 'turn_open', 'last_seq')
+local state = redis.call('HMGET', KEYS[2], 'turn', 'turn_open', 'last_seq', 'messages_in_run')
 if state[1] ~= ARGV[2] or state[2] ~= '1' then
   return redis.error_reply('NOTURN turn ' .. ARGV[2] .. ' is not open')
 end
 if (state[3] or '0') ~= ARGV[3] then
   return redis.error_reply('STALESEQ log is at ' .. tostring(state[3]) .. ', not ' .. ARGV[3])
 end
-local payload = cjson.decode(ARGV[4])
+local decoded, payload = pcall(cjson.decode, ARGV[4])
+-- cjson reads a JSON null as a sentinel: treat it as absent.
+if not decoded or type(payload) ~= 'table' or payload[1] ~= nil then
+  return redis.error_reply('BADPAYLOAD payload is not a JSON object')
+end
+for name, value in pairs(payload) do
+  if value == cjson.null then
+    payload[name] = nil
+  end
+end
+local problem = payload_problem(payload)
+if problem then
+  return redis.error_reply('BADPAYLOAD ' .. problem)
+end
+local last_seq = tonumber(ARGV[3])
+if payload['message'] then
+  if not string.match(ARGV[3], '^%d+$') then
+    return redis.error_reply('BADSTATE last_seq is not a count')
+  end
+  if state[4] and not string.match(state[4], '^%d+$') then
+    return redis.error_reply('BADSTATE messages_in_run is not a count')
+  end
+  local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+  if #top > 0 and tonumber(string.match(top[1][1], '^(%d+)')) > last_seq then
+    return redis.error_reply('BADSTATE the log is ahead of last_seq ' .. ARGV[3])
+  end
+end
+local usage_fields = {}
+for field, _ in pairs(payload['usage']) do
+  table.insert(usage_fields, field)
+end
+if #usage_fields > 0 then
+  local totals = redis.call('HMGET', KEYS[2], unpack(usage_fields))
+  for i, field in ipairs(usage_fields) do
+    if totals[i] and finite(totals[i]) == nil then
+      return redis.error_reply('BADSTATE ' .. field .. ' is not a number')
+    end
+  end
+end
+
+-- Every check is done: from here on, writes only. The log's XADD comes first: should it
+-- still be refused (an entry deleted from the log's top), nothing has been written.
 local seq = 0
 if payload['message'] then
-  seq = tonumber(ARGV[3]) + 1
+  seq = last_seq + 1
   local fields = {'seq', seq}
   for name, value in pairs(payload['message']) do
     table.insert(fields, name)

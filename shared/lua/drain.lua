@@ -1,45 +1,235 @@
 -- Move posted messages from the inbox into the log, in arrival order, unless a turn is
 -- open (its transcript snapshot must stay the end of the log). If the room was not
 -- running, the first of them starts a new run.
--- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] log
--- ARGV[1] lease token   ARGV[2] epoch   ARGV[3] most entries to move
--- Returns {number of messages moved, the state hash afterwards as a flat field/value list},
--- so that the top of the coordinator's turn loop is one round trip.
--- Fails with LEASELOST (and writes nothing) when the token no longer holds the lease.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return redis.error_reply('LEASELOST drain refused')
-end
-if redis.call('HGET', KEYS[2], 'turn_open') == '1' then
-  return {0, redis.call('HGETALL', KEYS[2])}
-end
-local entries = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', ARGV[3])
-if #entries == 0 then
-  return {0, redis.call('HGETALL', KEYS[2])}
-end
-if redis.call('HGET', KEYS[2], 'status') ~= 'running' then
-  redis.call('HINCRBY', KEYS[2], 'run', 1)
-  redis.call('HSET', KEYS[2], 'status', 'running', 'messages_in_run', 0, 'run_turns', 0, 'recent', '[]',
-    'stop_reason', '', 'stop_detail', '', 'answer', '')
-  -- The policy's own fields (policy:*) belong to the run that ends here.
-  local fields = redis.call('HKEYS', KEYS[2])
-  for _, field in ipairs(fields) do
-    if string.sub(field, 1, 7) == 'policy:' then
-      redis.call('HDEL', KEYS[2], field)
-    end
+-- An entry that cannot become a message (no sender or content, a blank one, a sender with
+-- control characters, a field too long or not UTF-8, a ts that is not a unix time) is moved
+-- to the dead-letter stream instead: its fields (at most 16, each cut to ARGV[7] bytes),
+-- then inbox_id and reason. An entry without ts gets the time of its inbox id; a ts is
+-- written as decimal seconds. Other fields of an entry are not copied to the log.
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] log   KEYS[5] dead letters
+-- ARGV[1] lease token   ARGV[2] epoch   ARGV[3] most entries to move (1..1000)
+-- ARGV[4] dead-letter stream cap   ARGV[5] most bytes of a sender
+-- ARGV[6] most bytes of a content   ARGV[7] most bytes of a value kept in a dead letter
+-- Returns {number of messages moved, the state hash afterwards as a flat field/value list,
+-- {inbox id, reason, ...} of the entries set aside}, so that the top of the coordinator's
+-- turn loop is one round trip.
+-- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), BADARG (an
+-- argument is malformed) or BADSTATE (a state counter is not a count, or the log is ahead
+-- of last_seq: no message could be appended there).
+local MAX_FIELDS = 16
+
+local function count(value)
+  if type(value) ~= 'string' or #value > 15 or not string.match(value, '^%d+$') then
+    return nil
   end
+  return tonumber(value)
 end
-local run = redis.call('HGET', KEYS[2], 'run')
-for _, entry in ipairs(entries) do
-  local id, fields = entry[1], entry[2]
+
+local function utf8_valid(text)
+  if not string.find(text, '[\128-\255]') then
+    return true
+  end
+  local i, n = 1, #text
+  while i <= n do
+    local c = string.byte(text, i)
+    local extra, low, high = 0, 0x80, 0xBF
+    if c < 0x80 then
+      extra = 0
+    elseif c >= 0xC2 and c <= 0xDF then
+      extra = 1
+    elseif c == 0xE0 then
+      extra, low = 2, 0xA0
+    elseif c == 0xED then
+      extra, high = 2, 0x9F
+    elseif c >= 0xE1 and c <= 0xEF then
+      extra = 2
+    elseif c == 0xF0 then
+      extra, low = 3, 0x90
+    elseif c >= 0xF1 and c <= 0xF3 then
+      extra = 3
+    elseif c == 0xF4 then
+      extra, high = 3, 0x8F
+    else
+      return false
+    end
+    if i + extra > n then
+      return false
+    end
+    for j = i + 1, i + extra do
+      local b = string.byte(text, j)
+      if j == i + 1 and (b < low or b > high) then
+        return false
+      end
+      if b < 0x80 or b > 0xBF then
+        return false
+      end
+    end
+    i = i + extra + 1
+  end
+  return true
+end
+
+-- Why text cannot be the entry's `name`, or nil when it can.
+local function text_problem(name, text, most)
+  if text == nil then
+    return 'no ' .. name
+  end
+  if #text > most then
+    return name .. ' is too long (' .. #text .. ' bytes, most ' .. most .. ')'
+  end
+  if not string.find(text, '%S') then
+    return name .. ' is blank'
+  end
+  if not utf8_valid(text) then
+    return name .. ' is not UTF-8'
+  end
+  return nil
+end
+
+-- The entry's ts as decimal seconds, or nil when it is not a unix time.
+local function read_ts(value, id)
+  if value == nil then
+    return string.format('%.6f', tonumber(string.match(id, '^(%d+)')) / 1000)
+  end
+  local ts = tonumber(value)
+  if ts == nil or ts ~= ts or ts < 0 or ts >= 1e11 then
+    return nil
+  end
+  return string.format('%.6f', ts)
+end
+
+-- {sender, content, ts} of a readable entry, or nil and the reason it is not.
+local function read_entry(id, fields, sender_max, content_max)
   local posted = {}
   for i = 1, #fields, 2 do
     posted[fields[i]] = fields[i + 1]
   end
-  local seq = redis.call('HINCRBY', KEYS[2], 'last_seq', 1)
-  redis.call('XADD', KEYS[4], seq .. '-0', 'seq', seq, 'sender', posted['sender'],
-    'content', posted['content'], 'run', run, 'epoch', ARGV[2], 'ts', posted['ts'])
-  redis.call('XDEL', KEYS[3], id)
-  redis.call('HSET', KEYS[2], 'inbox_last_id', id)
+  local problem = text_problem('sender', posted['sender'], sender_max)
+  if problem == nil and string.find(posted['sender'], '%c') then
+    problem = 'sender has control characters'
+  end
+  problem = problem or text_problem('content', posted['content'], content_max)
+  if problem then
+    return nil, problem
+  end
+  local ts = read_ts(posted['ts'], id)
+  if ts == nil then
+    return nil, 'ts is not a unix time in seconds'
+  end
+  return {sender = posted['sender'], content = posted['content'], ts = ts}
 end
-redis.call('HINCRBY', KEYS[2], 'messages_in_run', #entries)
-return {#entries, redis.call('HGETALL', KEYS[2])}
+
+-- The dead letter's fields: the entry's own (bounded), then inbox_id and reason (last, so
+-- that they win for readers that build a map, should the entry have fields of those names).
+local function dead_letter(id, fields, reason, value_max)
+  local letter, cut = {}, false
+  local kept = math.min(#fields / 2, MAX_FIELDS)
+  for i = 1, kept * 2 do
+    local value = fields[i]
+    if #value > value_max then
+      value, cut = string.sub(value, 1, value_max), true
+    end
+    table.insert(letter, value)
+  end
+  if cut then
+    reason = reason .. '; values cut to ' .. value_max .. ' bytes'
+  end
+  if #fields / 2 > kept then
+    reason = reason .. '; ' .. (#fields / 2 - kept) .. ' fields dropped'
+  end
+  table.insert(letter, 'inbox_id')
+  table.insert(letter, id)
+  table.insert(letter, 'reason')
+  table.insert(letter, reason)
+  return letter
+end
+
+-- The seq of the log's newest entry (0 for none).
+local function log_top(key)
+  local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+  if #top == 0 then
+    return 0
+  end
+  return tonumber(string.match(top[1][1], '^(%d+)'))
+end
+
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST drain refused')
+end
+local epoch, batch, dead_cap = count(ARGV[2]), count(ARGV[3]), count(ARGV[4])
+local sender_max, content_max, value_max = count(ARGV[5]), count(ARGV[6]), count(ARGV[7])
+if not (epoch and batch and dead_cap and sender_max and content_max and value_max)
+    or batch < 1 or batch > 1000 then
+  return redis.error_reply('BADARG drain needs a token and six counts (batch 1..1000)')
+end
+if redis.call('HGET', KEYS[2], 'turn_open') == '1' then
+  return {0, redis.call('HGETALL', KEYS[2]), {}}
+end
+local entries = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', batch)
+if #entries == 0 then
+  return {0, redis.call('HGETALL', KEYS[2]), {}}
+end
+
+local good, dead, ids = {}, {}, {}
+for _, entry in ipairs(entries) do
+  local id, fields = entry[1], entry[2]
+  table.insert(ids, id)
+  local message, reason = read_entry(id, fields, sender_max, content_max)
+  if message then
+    table.insert(good, message)
+  else
+    table.insert(dead, {id = id, reason = reason, letter = dead_letter(id, fields, reason, value_max)})
+  end
+end
+
+local counters = {}
+if #good > 0 then
+  local names = {'last_seq', 'run', 'messages_in_run'}
+  local values = redis.call('HMGET', KEYS[2], unpack(names))
+  for i, name in ipairs(names) do
+    counters[name] = values[i] and count(values[i])
+    if values[i] and counters[name] == nil then
+      return redis.error_reply('BADSTATE ' .. name .. ' is not a count')
+    end
+    counters[name] = counters[name] or 0
+  end
+  if log_top(KEYS[4]) > counters['last_seq'] then
+    return redis.error_reply('BADSTATE the log is ahead of last_seq ' .. counters['last_seq'])
+  end
+end
+
+-- Every check is done: from here on, writes only. The log's first XADD comes first: should
+-- it still be refused (an entry deleted from the log's top), nothing has been written.
+if #good > 0 then
+  local new_run = redis.call('HGET', KEYS[2], 'status') ~= 'running'
+  local run, in_run = counters['run'], counters['messages_in_run']
+  if new_run then
+    run, in_run = run + 1, 0
+  end
+  local seq = counters['last_seq']
+  for _, message in ipairs(good) do
+    seq = seq + 1
+    redis.call('XADD', KEYS[4], seq .. '-0', 'seq', seq, 'sender', message.sender,
+      'content', message.content, 'run', run, 'epoch', epoch, 'ts', message.ts)
+  end
+  if new_run then
+    redis.call('HSET', KEYS[2], 'status', 'running', 'run_turns', 0, 'recent', '[]',
+      'stop_reason', '', 'stop_detail', '', 'answer', '')
+    -- The policy's own fields (policy:*) belong to the run that ends here.
+    for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
+      if string.sub(field, 1, 7) == 'policy:' then
+        redis.call('HDEL', KEYS[2], field)
+      end
+    end
+  end
+  redis.call('HSET', KEYS[2], 'run', run, 'last_seq', seq, 'messages_in_run', in_run + #good)
+end
+local set_aside = {}
+for _, letter in ipairs(dead) do
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', dead_cap, '*', unpack(letter.letter))
+  table.insert(set_aside, letter.id)
+  table.insert(set_aside, letter.reason)
+end
+redis.call('XDEL', KEYS[3], unpack(ids))
+redis.call('HSET', KEYS[2], 'inbox_last_id', ids[#ids])
+return {#good, redis.call('HGETALL', KEYS[2]), set_aside}

@@ -3,22 +3,46 @@
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] bids
 -- ARGV[1] lease token   ARGV[2] deadline (unix s)   ARGV[3] now (unix s)
 -- Returns {turn, snapshot seq, bids stream id the turn's bids come after}.
--- Fails with LEASELOST when the token no longer holds the lease, TURNOPEN when a turn is
--- already open (resume it instead). Nothing is written on failure.
+-- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), TURNOPEN
+-- (a turn is already open: resume it instead), BADARG (a time is not a finite number) or
+-- BADSTATE (turn, run_turns or last_seq is not a count).
+local function finite(value)
+  local number = tonumber(value)
+  if number == nil or number ~= number or number == math.huge or number == -math.huge then
+    return nil
+  end
+  return number
+end
+
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')
 end
-if redis.call('HGET', KEYS[2], 'turn_open') == '1' then
+local state = redis.call('HMGET', KEYS[2], 'turn_open', 'turn', 'run_turns', 'last_seq')
+if state[1] == '1' then
   return redis.error_reply('TURNOPEN a turn is already open')
+end
+if finite(ARGV[2]) == nil then
+  return redis.error_reply('BADARG deadline is not a unix time')
+end
+if finite(ARGV[3]) == nil then
+  return redis.error_reply('BADARG now is not a unix time')
+end
+for i, name in ipairs({'turn', 'run_turns', 'last_seq'}) do
+  local value = state[i + 1]
+  if value and (#value > 15 or not string.match(value, '^%d+$')) then
+    return redis.error_reply('BADSTATE ' .. name .. ' is not a count')
+  end
 end
 local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 local bids_from = '0-0'
 if #last > 0 then
   bids_from = last[1][1]
 end
+
+-- Every check is done: from here on, writes only.
 local turn = redis.call('HINCRBY', KEYS[2], 'turn', 1)
 redis.call('HINCRBY', KEYS[2], 'run_turns', 1)
-local snapshot = redis.call('HGET', KEYS[2], 'last_seq') or '0'
+local snapshot = state[4] or '0'
 redis.call('HSET', KEYS[2], 'turn_open', 1, 'turn_deadline', ARGV[2], 'turn_opened_at', ARGV[3],
   'turn_snapshot_seq', snapshot, 'turn_bids_from', bids_from)
 return {turn, tonumber(snapshot), bids_from}

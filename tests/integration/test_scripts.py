@@ -35,9 +35,13 @@ def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
     return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=[owner, TTL_MS]))
 
 
+DRAIN_LIMITS = [100, 128, 65536, 1024]
+
+
 def drain(scripts: Scripts, keys: Keys, token: str) -> int:
-    moved, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                   keys.log(ROOM)], args=[token, 1, 100])
+    moved, _, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                      keys.log(ROOM), keys.dead_letters(ROOM)],
+                                args=[token, 1, 100, *DRAIN_LIMITS])
     return int(moved)
 
 
@@ -116,8 +120,9 @@ def test_drain_with_a_stale_token_writes_nothing(store, scripts, keys):
 def test_drain_returns_the_state_it_leaves(store, scripts, keys):
     acquire(scripts, keys, "c1")
     store.post(ROOM, "User", "first")
-    moved, fields = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                        keys.log(ROOM)], args=["c1:1", 1, 100])
+    moved, fields, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                           keys.log(ROOM), keys.dead_letters(ROOM)],
+                                     args=["c1:1", 1, 100, *DRAIN_LIMITS])
     state = RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
     assert (moved, state.status, state.last_seq, state.epoch) == (1, "running", 1, 1)
 

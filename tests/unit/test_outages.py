@@ -199,7 +199,7 @@ def resumed_deadline(server, store, keys, outage: bool) -> tuple[float, float]:
         lease = await Leases(client, keys, scripts, "c2", 5.0).acquire(ROOM)
         runner = RoomRunner(lease, io, InMemoryTransport(), TurnOptions("t", 8, 1000), clock)
         runner.spec_version, runner.spec = await io.read_spec(ROOM)
-        _, state = await io.drain_inbox(lease)
+        state = (await io.drain_inbox(lease)).state
         return opened.deadline, runner.resume_turn(state).deadline
 
     return asyncio.run(resume())

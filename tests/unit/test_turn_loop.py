@@ -177,7 +177,7 @@ def test_a_post_racing_with_going_idle_keeps_the_room_served(sync_redis, async_r
     class RacingIO(RoomIO):
         async def drain_inbox(self, lease):
             result = await super().drain_inbox(lease)
-            idle = result[1].status != "running" and not result[1].turn_open
+            idle = result.state.status != "running" and not result.state.turn_open
             if lease.idling and idle and not racing["posted"]:
                 # A person posts right after the runner's last look at the inbox.
                 racing["posted"] = True
@@ -222,3 +222,42 @@ def test_a_reply_speaking_for_another_participant_is_committed_cut_and_the_cut_r
     committed = [e for e in logs if e["event"] == "turn_committed"]
     assert committed[0]["cuts"] == {"Optimist": "Skeptic"}
     assert committed[1]["cuts"] is None
+
+
+def test_unreadable_inbox_entries_are_set_aside_and_the_room_runs_on(sync_redis, async_redis,
+                                                                     keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2)))
+    store.post(ROOM, "User", "go")
+    # Written straight into Redis by another tool: no content, then no ts (readable).
+    no_content = sync_redis.xadd(keys.inbox(ROOM), {"sender": "tool", "ts": "1.5"}).decode()
+    sync_redis.xadd(keys.inbox(ROOM), {"sender": "tool", "content": "no ts"})
+    store.post(ROOM, "Ann", "and also")
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
+
+    messages = store.read_messages(ROOM)
+    assert [m.seq for m in messages] == list(range(1, len(messages) + 1))
+    assert [m.sender for m in messages] == ["User", "tool", "Ann", "agent1", "agent0"]
+    state = store.read_state(ROOM)
+    assert (state.status, state.stop_reason, state.last_seq) == ("idle", StopReason.LULL, 5)
+    set_aside = [(e["inbox_id"], e["reason"]) for e in logs
+                 if e["event"] == "inbox_entry_set_aside"]
+    assert set_aside == [(no_content, "no content")]
+    assert sync_redis.xlen(keys.dead_letters(ROOM)) == 1
+    assert sync_redis.xlen(keys.inbox(ROOM)) == 0
+
+
+def test_an_unreadable_entry_posted_while_idle_starts_no_run(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    sync_redis.xadd(keys.inbox(ROOM), {"content": "who am I?"})
+    sync_redis.zadd(keys.runnable, {ROOM: 0})
+
+    asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
+
+    state = store.read_state(ROOM)
+    assert (state.status, state.run, state.last_seq) == ("idle", 0, 0)
+    assert sync_redis.xlen(keys.dead_letters(ROOM)) == 1
+    assert sync_redis.zscore(keys.runnable, ROOM) is None

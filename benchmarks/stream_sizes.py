@@ -1,0 +1,125 @@
+"""How much Redis memory one turn costs in a room's capped streams, to size their caps.
+
+    .venv/bin/python -m benchmarks.stream_sizes --agents 4,16 --chars 200,600,1500
+
+Writes turn records and bids exactly as the coordinator and the workers encode them
+(``turn_record_fields``, ``bid_fields``) into the Redis at ``PARLEY_REDIS_URL`` under a
+private prefix, reads ``MEMORY USAGE`` of each stream and prints bytes per entry. In a bid
+room every agent drafts its message with its bid, so a turn record holds N messages; the
+message length is the knob (600 characters is about 100 words).
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import redis
+
+from shared.keys import Keys
+from shared.models import Bid, TurnRecord
+from shared.records import bid_fields, turn_record_fields
+from shared.settings import Settings
+
+ENTRIES = 500
+
+
+def sample_bid(agent: int, turn: int, chars: int) -> Bid:
+    """A bid with realistic token counts, cost and latency and a ``chars``-long message."""
+    words = f"agent{agent} says something about turn {turn} and the plan ahead. "
+    message = (words * (chars // len(words) + 1))[:chars]
+    return Bid(agent=f"agent{agent}", turn=turn, score=0.123456789 + agent / 100,
+               message=message, attempt=1, prompt_tokens=1834, completion_tokens=142,
+               cost_usd=0.000412345, latency_ms=873.456789)
+
+
+def sample_record(agents: int, turn: int, chars: int) -> TurnRecord:
+    """A decided turn of an ``agents``-agent room."""
+    bids = [sample_bid(i, turn, chars) for i in range(agents)]
+    return TurnRecord(
+        turn=turn, run=1, run_turns=turn, epoch=3, snapshot_seq=turn, messages_in_run=turn,
+        recent=["agent1"], bids=bids, adjusted={b.agent: b.score for b in bids},
+        winner="agent1", score=0.9, opened_at=1764500000.123456, deadline=1764500030.123456,
+        decided_at=1764500000.987654,
+    )
+
+
+def bytes_per_entry(client: redis.Redis, key: str) -> float:
+    """MEMORY USAGE of the whole stream over its entries."""
+    usage = int(client.memory_usage(key, samples=0) or 0)
+    return usage / int(client.xlen(key))
+
+
+def measure(client: redis.Redis, keys: Keys, agents: int, chars: int) -> dict[str, float]:
+    """Bytes per turn record, per bid and per turn of bids, for one room shape."""
+    room = f"size-{agents}-{chars}"
+    pipe = client.pipeline(transaction=False)
+    for turn in range(1, ENTRIES + 1):
+        record = sample_record(agents, turn, chars)
+        pipe.xadd(keys.turns(room), {"seq": str(turn), **turn_record_fields(record)})
+        for bid in record.bids:
+            pipe.xadd(keys.bids(room), bid_fields(bid))
+    pipe.execute()
+    per_bid = bytes_per_entry(client, keys.bids(room))
+    return {"agents": agents, "chars": chars,
+            "turn_record_bytes": round(bytes_per_entry(client, keys.turns(room))),
+            "bid_bytes": round(per_bid), "bids_per_turn_bytes": round(per_bid * agents)}
+
+
+def worst_dead_letter(settings: Settings) -> dict[str, str]:
+    """The biggest dead letter drain.lua writes: 16 fields, names and values at the cut."""
+    cut = settings.dead_letter_value_max_bytes
+    fields = {f"{i:02}".ljust(cut, "n"): "v" * cut for i in range(16)}
+    return {**fields, "inbox_id": "1764500000123-0",
+            "reason": f"content is too long (9999999 bytes, most {settings.message_max_bytes}); "
+                      f"values cut to {cut} bytes; 20 fields dropped"}
+
+
+def measure_dead_letters(client: redis.Redis, keys: Keys, settings: Settings) -> dict[str, int]:
+    """Bytes per dead letter at its largest."""
+    pipe = client.pipeline(transaction=False)
+    for _ in range(ENTRIES):
+        pipe.xadd(keys.dead_letters("size-dead"), worst_dead_letter(settings))
+    pipe.execute()
+    return {"worst_dead_letter_bytes": round(bytes_per_entry(client, keys.dead_letters("size-dead")))}
+
+
+def room_total(rows: list[dict[str, float]], dead: dict[str, int], settings: Settings) -> None:
+    """What the capped streams of one room hold at most, per room shape, at these caps."""
+    dead_mb = dead["worst_dead_letter_bytes"] * settings.dead_letter_stream_maxlen / 1e6
+    for row in rows:
+        turns_mb = row["turn_record_bytes"] * settings.turns_stream_maxlen / 1e6
+        bids_mb = row["bid_bytes"] * settings.bids_stream_maxlen / 1e6
+        print(f"agents={row['agents']} chars={row['chars']}: turns {turns_mb:.1f} MB + bids "
+              f"{bids_mb:.1f} MB + dead letters at most {dead_mb:.1f} MB = "
+              f"{turns_mb + bids_mb + dead_mb:.1f} MB", flush=True)
+
+
+def main() -> None:
+    """Print one line per room shape."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", default="4,16")
+    parser.add_argument("--chars", default="200,600,1500")
+    args = parser.parse_args()
+    settings = Settings()
+    client = redis.Redis.from_url(settings.redis_url)
+    keys = Keys(f"parley-size-{uuid.uuid4().hex[:8]}")
+    rows = []
+    try:
+        for agents in map(int, args.agents.split(",")):
+            for chars in map(int, args.chars.split(",")):
+                rows.append(measure(client, keys, agents, chars))
+                print("  ".join(f"{name}={value}" for name, value in rows[-1].items()),
+                      flush=True)
+        dead = measure_dead_letters(client, keys, settings)
+        print(f"worst_dead_letter_bytes={dead['worst_dead_letter_bytes']}")
+        print(f"at caps turns={settings.turns_stream_maxlen} bids={settings.bids_stream_maxlen} "
+              f"dead_letters={settings.dead_letter_stream_maxlen}:")
+        room_total(rows, dead, settings)
+    finally:
+        for key in client.scan_iter(match=f"{keys.prefix}:*"):
+            client.delete(key)
+
+
+if __name__ == "__main__":
+    main()
