@@ -141,6 +141,18 @@ class RoomIO:
         except ResponseError as error:
             raise _fence(error) from error
 
+    async def count_failed_take(self, lease: Lease, most: int, error: str) -> tuple[int, bool]:
+        """Count a take that ended in ``error``; returns the takes failed in a row and
+        whether the room now ended failed (room_error) because that reached ``most``."""
+        room = lease.room
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room)]
+        try:
+            failed_takes, failed = await self.scripts.count_failed_take(
+                keys=keys, args=[lease.token, most, error])
+        except ResponseError as error_reply:
+            raise _fence(error_reply) from error_reply
+        return int(failed_takes), bool(failed)
+
     async def set_runnable(self, room: str, runnable: bool) -> None:
         """Put the room in (due now) or take it out of the runnable set."""
         if runnable:

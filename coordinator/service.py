@@ -30,7 +30,7 @@ from coordinator.transport import Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.connections import redis_kwargs
 from shared.keys import Keys
-from shared.models import BidRequest
+from shared.models import BidRequest, StopReason
 from shared.records import decode
 from shared.scripts import Scripts
 from shared.settings import Settings, redact_url
@@ -40,9 +40,10 @@ log = structlog.get_logger("parley.coordinator")
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
-# What says Redis or the broker could not be reached: the transient errors, and a bounded
-# wait on a Redis that does not answer.
-UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, TimeoutError)
+# Redis or the broker could not be reached: the transient errors, and any network trouble
+# (OSError covers sockets and bounded waits that timed out). No fault of the room's: such a
+# failed take is not counted against it.
+UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError)
 # Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
 CONTROL_CONNECTIONS = 4
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
@@ -194,19 +195,45 @@ class Coordinator:
             reschedule = False  # the room went idle and left the runnable set
         except LeaseLost as error:
             log.warning("lease_lost", reason=str(error))
-        except TRANSIENT_ERRORS as error:
+        except UNREACHABLE_ERRORS as error:
             # Back off; whoever holds the room next resumes the turn.
             self.note_unreachable(error)
             log.warning("room_redis_error", error=str(error) or type(error).__name__)
             await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            # Retried after the lease's ttl (its due time), not in a tight loop.
+        except Exception as error:
+            # Retried after the lease's ttl (its due time), not in a tight loop, and only
+            # so many times in a row.
             reschedule = False
-            log.exception("room_failed")
+            await self.count_failed_take(lease, error)
         finally:
             await self.let_go(lease, reschedule)
+
+    async def count_failed_take(self, lease: Lease, error: Exception) -> None:
+        """Count a take that ended in ``error`` in the room's state; at ``room_max_errors``
+        in a row the room ends failed (room_error) and leaves the runnable set until
+        someone posts again, instead of being taken again forever."""
+        detail = error_line(error)
+        most = self.settings.room_max_errors
+        # Renewals stop moving the due time, so that a post racing with this step keeps
+        # the room runnable (as in going idle).
+        lease.idling = True
+        try:
+            due = await asyncio.wait_for(self.io.due_time(lease.room), self.renew_every_s)
+            attempts, failed = await asyncio.wait_for(
+                self.io.count_failed_take(lease, most, detail), self.renew_every_s)
+        except (LeaseLost, RedisError, TimeoutError) as problem:
+            log.error("room_take_failed", error=detail, exc_info=error,
+                      not_counted=str(problem) or type(problem).__name__)
+            return
+        log.error("room_take_failed", error=detail, attempt=attempts, max_attempts=most,
+                  exc_info=error)
+        if failed:
+            log.error("room_failed", error=detail, attempts=attempts,
+                      stop_reason=StopReason.ROOM_ERROR.value)
+            with contextlib.suppress(RedisError, TimeoutError):
+                await asyncio.wait_for(self.io.unschedule(lease.room, due), self.renew_every_s)
 
     async def let_go(self, lease: Lease, reschedule: bool) -> None:
         """Forget the room, release its lease and, unless it went idle, make it due now so
@@ -328,6 +355,13 @@ class Coordinator:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
+
+
+def error_line(error: BaseException, most_chars: int = 500) -> str:
+    """``<class>: <message>`` on one line, whitespace squeezed, cut to ``most_chars``."""
+    message = " ".join(str(error).split())
+    line = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return line if len(line) <= most_chars else line[: most_chars - 3] + "..."
 
 
 def connect(settings: Settings, max_connections: int) -> Redis:

@@ -20,7 +20,7 @@ from rich.console import Console
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
 from shared.logs import configure_logging
-from shared.models import POLICY_KINDS
+from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings, redact_url
 from shared.store import RoomExists, RoomNotFound
@@ -167,20 +167,38 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     ttl = client.settings.lease_ttl_s
     if room is not None:
         state = client.state(room)
-        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room)}))
+        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room),
+                                       "streams": stream_report(client, room)}))
         return
     rows = []
+    failures = []
     for room_id in store.list_rooms(limit):
         state = store.read_state(room_id)
         rows.append({"room": room_id, "status": state.status.value, "run": state.run,
                      "turn": state.turn, "last_seq": state.last_seq,
                      "stop_reason": state.stop_reason or "-",
                      "lease": store.lease_holder(room_id) or "-"})
+        if state.stop_reason is StopReason.ROOM_ERROR and state.status is RoomStatus.FAILED:
+            failures.append(f"room {room_id} failed after {state.failed_takes} take(s): "
+                            f"{state.stop_detail}")
     console.print(output.rooms_table(rows))
+    for line in failures:
+        console.print(line, highlight=False, markup=False)
     for coordinator_id, age in store.coordinators():
         health = "live" if age < 3 * ttl else "vanished"
         console.print(f"coordinator {coordinator_id}: {health}, last heartbeat {age:.1f}s ago",
                       highlight=False)
+
+
+def stream_report(client: Client, room: str) -> dict[str, dict[str, Any]]:
+    """Each of the room's streams: its length and its cap (``None``: never trimmed; the
+    caps are this process's settings, which should match the coordinators' and workers')."""
+    settings = client.settings
+    caps = {"log": None, "inbox": None, "bids": settings.bids_stream_maxlen,
+            "turns": settings.turns_stream_maxlen,
+            "dead_letters": settings.dead_letter_stream_maxlen}
+    lengths = client.store.stream_lengths(room)
+    return {name: {"length": lengths[name], "max_length": cap} for name, cap in caps.items()}
 
 
 @app.command()

@@ -60,6 +60,13 @@ def _stream_id(value: str) -> tuple[int, int]:
     return int(millis), int(sequence or 0)
 
 
+def failed_while_waiting(state: RoomState, inbox_id: str) -> bool:
+    """True when the room ended failed on its errors with the post ``inbox_id`` still in
+    its inbox, i.e. after that post (a failure before it saw only older inbox ids)."""
+    return (state.status is RoomStatus.FAILED and state.stop_reason is StopReason.ROOM_ERROR
+            and _stream_id(state.failed_inbox_id) >= _stream_id(inbox_id))
+
+
 class Client:
     """A connection to one parley deployment (its Redis and key prefix)."""
 
@@ -108,9 +115,11 @@ class Client:
              start_timeout_s: float = 15.0, on_message=None) -> RunResult:  # noqa: ANN001
         """Wait until the post ``inbox_id`` is in the log and the run it joined has ended.
 
-        ``on_message`` is called with each message as it is committed. Raises RunTimeout
-        when no coordinator picks the post up within ``start_timeout_s`` or the run is not
-        over within ``timeout_s``.
+        ``on_message`` is called with each message as it is committed. A room that failed
+        on its errors (room_error) while the post was waiting ends the wait as that run's
+        failure; a failure from before the post does not. Raises RunTimeout when no
+        coordinator picks the post up within ``start_timeout_s`` or the run is not over
+        within ``timeout_s``.
         """
         started = time.monotonic()
         seen = 0
@@ -121,13 +130,14 @@ class Client:
                     on_message(message)
             state = self.store.read_state(room)
             picked_up = _stream_id(state.inbox_last_id) >= _stream_id(inbox_id)
-            if picked_up and state.status is not RoomStatus.RUNNING:
+            ended = picked_up and state.status is not RoomStatus.RUNNING
+            if ended or failed_while_waiting(state, inbox_id):
                 return RunResult(room=room, status=state.status, stop_reason=state.stop_reason,
                                  answer=state.answer,
                                  stop_detail=state.stop_detail, messages=self.messages(room))
             waited = time.monotonic() - started
             if not picked_up and waited > start_timeout_s:
-                raise RunTimeout(self._not_started_hint(room, start_timeout_s))
+                raise RunTimeout(self._not_started_hint(room, start_timeout_s, state))
             if timeout_s is not None and waited > timeout_s:
                 raise RunTimeout(f"room {room} did not finish within {timeout_s:g}s")
 
@@ -138,7 +148,11 @@ class Client:
         inbox_id = self.post(room, task)
         return self.wait(room, inbox_id, timeout_s, on_message=on_message)
 
-    def _not_started_hint(self, room: str, waited_s: float) -> str:
+    def _not_started_hint(self, room: str, waited_s: float, state: RoomState) -> str:
+        if state.failed_takes:
+            # A post resets the count: these failures came after it.
+            return (f"room {room} did not start within {waited_s:g}s: {state.failed_takes} "
+                    f"take(s) failed, last with {state.last_error}")
         live = [cid for cid, age in self.store.coordinators() if age < 3 * self.settings.lease_ttl_s]
         return (
             f"no coordinator took room {room} within {waited_s:g}s "

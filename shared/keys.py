@@ -14,7 +14,11 @@ key                       type    holds                                       wr
                                   stop_reason, stop_detail, token/cost totals
                                   (``prompt_tokens``, ``completion_tokens``,
                                   ``cost_usd``, and per agent
-                                  ``agent:<name>:<same>``), inbox_last_id
+                                  ``agent:<name>:<same>``), inbox_last_id;
+                                  failed_takes (takes in a row that ended in
+                                  an error; 0 after a commit, a new run or a
+                                  post), last_error, failed_inbox_id (the
+                                  newest inbox id when the room failed)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
                                   fields seq, sender, content, score (absent    workers, client
                                   for people), turn, run, epoch, ts; never

@@ -324,6 +324,7 @@ class StopReason(StrEnum):
     ALL_FAILED = "all_agents_failed"  # on the run's first turn every agent's call failed
     TERMINATE = "terminate"  # the selector or a participant said TERMINATE
     MAX_TURNS = "max_turns"  # the run posted its cap of participant messages
+    ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
 
 
 class CallKind(StrEnum):

@@ -117,6 +117,11 @@ class RoomState:
         self.answer = f.get("answer") or None
         self.policy_state = {name[len(POLICY_FIELD_PREFIX):]: value for name, value in f.items()
                              if name.startswith(POLICY_FIELD_PREFIX)}
+        # Takes that failed in a row, the last one's error, and (once the room failed) the
+        # newest inbox id then: posts up to it were waiting when the room failed.
+        self.failed_takes = int(f.get("failed_takes") or 0)
+        self.last_error = f.get("last_error") or ""
+        self.failed_inbox_id = f.get("failed_inbox_id") or "0-0"
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""

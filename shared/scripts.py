@@ -8,6 +8,7 @@ from typing import Any
 
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
+    "count_failed_take",
 )
 
 
@@ -36,3 +37,4 @@ class Scripts:
     commit: Any
     end_run: Any
     unschedule: Any
+    count_failed_take: Any

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
     dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
     # Posts longer than this are refused by the client and set aside by the coordinator.
     message_max_bytes: int = Field(default=65_536, ge=1024)
+    # A room whose takes fail this many times in a row (not a lost lease, not an outage)
+    # ends failed with stop_reason room_error instead of being retried forever.
+    room_max_errors: int = Field(default=3, ge=1)
 
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"

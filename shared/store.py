@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import redis
 
 from shared.keys import Keys, check_room_id
@@ -70,20 +71,34 @@ class RoomStore:
         """Queue a message from a person or app into the room; return its inbox id.
 
         People post under their own names: never an agent's of this room (whatever the
-        case or spacing) nor the reserved sender, so no post passes for an agent's words."""
+        case or spacing) nor the reserved sender, so no post passes for an agent's words.
+        A post also gives a room that failed on its errors (room_error) its tries again."""
         check_person_name(sender)
         check_post(sender, content, self.message_max_bytes)
-        _, spec = self.read_spec(room)
-        if name_key(sender) in {name_key(name) for name in spec.agent_names}:
+        if name_key(sender) in {name_key(name) for name in self.agent_names(room)}:
             raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
                              "their own names")
         pipe = self.redis.pipeline(transaction=False)
         pipe.xadd(self.keys.inbox(room), {"sender": sender, "content": content,
                                            "ts": f"{time.time():.6f}"})
+        pipe.hset(self.keys.state(room), "failed_takes", 0)
         pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
         pipe.zadd(self.keys.rooms, {room: now_ms()})
         inbox_id, *_ = pipe.execute()
         return inbox_id.decode() if isinstance(inbox_id, bytes) else inbox_id
+
+    def agent_names(self, room: str) -> list[str]:
+        """The names of the room's agents, read without validating the rest of its spec: a
+        room whose stored spec went bad must still take the post that repairs its run."""
+        spec_json = self.redis.hget(self.keys.spec(room), "json")
+        if spec_json is None:
+            raise RoomNotFound(f"no room {room!r}")
+        try:
+            agents = orjson.loads(spec_json).get("agents") or []
+            return [agent["name"] for agent in agents
+                    if isinstance(agent, dict) and isinstance(agent.get("name"), str)]
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            return []
 
     def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""

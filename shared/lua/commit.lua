@@ -9,6 +9,7 @@
 --   usage:   {state field: increment} token and cost totals (finite numbers)
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
+-- A commit also resets failed_takes: the room got past whatever failed before.
 -- Returns the new message's seq, or 0 when the turn had no winner.
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
@@ -155,7 +156,7 @@ if payload['message'] then
   redis.call('HSET', KEYS[2], 'last_seq', seq)
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
-redis.call('HSET', KEYS[2], 'turn_open', 0)
+redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)
 end

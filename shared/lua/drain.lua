@@ -214,7 +214,7 @@ if #good > 0 then
   end
   if new_run then
     redis.call('HSET', KEYS[2], 'status', 'running', 'run_turns', 0, 'recent', '[]',
-      'stop_reason', '', 'stop_detail', '', 'answer', '')
+      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0)
     -- The policy's own fields (policy:*) belong to the run that ends here.
     for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
       if string.sub(field, 1, 7) == 'policy:' then

@@ -14,6 +14,7 @@ from parley.cli import app, unreachable_redis
 from parley.client import FOLLOW_BLOCK_MS, Client
 from parley.processes import free_port
 from shared.keys import Keys
+from shared.records import RoomState
 from shared.settings import Settings, get_settings
 from shared.store import RoomStore
 from tests.support.rooms import scripted_spec
@@ -114,7 +115,7 @@ def test_the_redis_password_never_appears_in_an_error_line(tmp_path, monkeypatch
 def test_the_no_coordinator_hint_masks_the_redis_password(fake_redis):
     client = Client(Settings(redis_url="redis://:s3cret@10.0.0.5:6379/0", key_prefix="t"))
     client.store = RoomStore(fake_redis, Keys("t"))
-    hint = client._not_started_hint("r1", 15)
+    hint = client._not_started_hint("r1", 15, RoomState({}))
     assert "s3cret" not in hint
     assert "0 live coordinator(s) on redis://:***@10.0.0.5:6379/0" in hint
 

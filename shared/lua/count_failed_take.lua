@@ -1,0 +1,40 @@
+-- Count a take of the room that ended in an error the room cannot get past by itself
+-- (not a lost lease, not an unreachable Redis or broker). At the limit, in a row, end the
+-- room's run failed with stop_reason room_error and the error as stop_detail, and close
+-- any open turn, so that the room is not taken again and again. A commit or a new run
+-- resets the count (and so does a post: the client sets it to 0).
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox
+-- ARGV[1] lease token   ARGV[2] most failed takes in a row   ARGV[3] the error, one line
+-- Returns {failed takes in a row, 1 when the room now failed else 0}. When it failed,
+-- failed_inbox_id holds the newest inbox id then ('0-0' for none): a post with an id up to
+-- it was waiting when the room failed.
+-- Fails, writing nothing, with LEASELOST or BADARG.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('LEASELOST failed take not counted')
+end
+if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 or tonumber(ARGV[2]) < 1 then
+  return redis.error_reply('BADARG the most failed takes must be a positive count')
+end
+if ARGV[3] == nil or ARGV[3] == '' then
+  return redis.error_reply('BADARG the error is missing')
+end
+local previous = redis.call('HGET', KEYS[2], 'failed_takes')
+local failed_takes = 1
+-- A count that is not one (written by hand) starts over rather than failing the count.
+if previous and #previous <= 15 and string.match(previous, '^%d+$') then
+  failed_takes = tonumber(previous) + 1
+end
+local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+
+-- Every check is done: from here on, writes only.
+redis.call('HSET', KEYS[2], 'failed_takes', failed_takes, 'last_error', ARGV[3])
+if failed_takes < tonumber(ARGV[2]) then
+  return {failed_takes, 0}
+end
+local failed_inbox_id = '0-0'
+if #newest > 0 then
+  failed_inbox_id = newest[1][1]
+end
+redis.call('HSET', KEYS[2], 'status', 'failed', 'stop_reason', 'room_error',
+  'stop_detail', ARGV[3], 'turn_open', 0, 'failed_inbox_id', failed_inbox_id)
+return {failed_takes, 1}

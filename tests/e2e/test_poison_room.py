@@ -1,0 +1,71 @@
+"""A room whose stored spec stops validating, across real processes: it ends failed with
+room_error after room_max_errors takes, the waiting client is told so, and a post after the
+spec is repaired runs it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from parley.client import Client
+from shared.keys import Keys
+from shared.models import RoomStatus, StopReason
+from tests.support.rooms import rotating_scripts, scripted_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+# A short lease: a failed take is retried after the ttl.
+COORDINATOR_ENV = {"PARLEY_LEASE_TTL_S": "1", "PARLEY_ROOM_MAX_ERRORS": "3"}
+
+
+def log_events(processes, name: str) -> list[dict]:
+    """Every JSON log line called ``name`` that the processes wrote."""
+    found = []
+    for path in processes.logs.values():
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith("{") and f'"{name}"' in line:
+                event = json.loads(line)
+                if event.get("event") == name:
+                    found.append(event)
+    return found
+
+
+def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaired(
+        processes, settings, queue, real_redis, keys: Keys):
+    processes.worker("-Q", queue)
+    processes.coordinator(env=COORDINATOR_ENV)
+    client = Client(settings)
+    spec = scripted_spec(rotating_scripts(2, 2), queue=queue)
+    room = client.create_room(spec)
+    stored = orjson.loads(real_redis.hget(keys.spec(room), "json"))
+    stored["policy"]["bid_timeout_s"] = None  # what a non-finite number used to become
+    real_redis.hset(keys.spec(room), "json", orjson.dumps(stored))
+
+    result = client.wait(room, client.post(room, "go"), timeout_s=60)
+
+    assert (result.status, result.stop_reason) == (RoomStatus.FAILED, StopReason.ROOM_ERROR)
+    assert result.stop_detail.startswith("ValidationError: 1 validation error for RoomSpec")
+    assert "policy.bid_timeout_s" in result.stop_detail
+    state = client.state(room)
+    assert state.failed_takes == state.epoch == 3
+    (failed,) = log_events(processes, "room_failed")
+    assert (failed["room"], failed["attempts"], failed["error"]) == (room, 3, result.stop_detail)
+    status = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, **processes.env})
+    assert f"room {room} failed after 3 take(s): ValidationError" in status.stdout
+    # Failed rooms stay down: not taken again while nobody posts.
+    time.sleep(2.5)
+    assert client.state(room).epoch == 3
+
+    real_redis.hset(keys.spec(room), "json", spec.model_dump_json())
+    again = client.wait(room, client.post(room, "again"), timeout_s=60)
+
+    assert (again.status, again.stop_reason) == (RoomStatus.IDLE, StopReason.LULL)
+    assert [m.sender for m in again.messages] == ["User", "User", "agent1", "agent0"]
+    assert client.state(room).failed_takes == 0

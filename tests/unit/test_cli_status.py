@@ -1,0 +1,69 @@
+"""``parley status``: failed rooms with their error, and each stream's length beside its cap."""
+
+from __future__ import annotations
+
+import json
+
+import fakeredis
+import pytest
+from typer.testing import CliRunner
+
+from parley import cli
+from parley.client import Client
+from shared.keys import Keys
+from shared.scripts import Scripts
+from shared.settings import Settings
+from shared.store import RoomStore
+from tests.support.rooms import rotating_scripts, scripted_spec
+
+ROOM = "room-1"
+SETTINGS = Settings(key_prefix="t", bids_stream_maxlen=300, turns_stream_maxlen=200,
+                    dead_letter_stream_maxlen=50)
+
+
+@pytest.fixture
+def client(monkeypatch) -> Client:
+    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
+    client = Client(SETTINGS)
+    client.redis = fake
+    client.store = RoomStore(fake, Keys("t"))
+    client.store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    monkeypatch.setattr(cli, "Client", lambda: client)
+    return client
+
+
+def test_status_of_a_room_shows_each_stream_beside_its_cap(client):
+    keys = client.store.keys
+    client.post(ROOM, "hello")
+    for turn in range(3):
+        client.redis.xadd(keys.bids(ROOM), {"agent": "agent0", "turn": str(turn)})
+
+    result = CliRunner().invoke(cli.app, ["status", ROOM])
+
+    assert result.exit_code == 0, result.output
+    streams = json.loads(result.output)["streams"]
+    assert streams == {
+        "log": {"length": 0, "max_length": None},
+        "inbox": {"length": 1, "max_length": None},
+        "bids": {"length": 3, "max_length": 300},
+        "turns": {"length": 0, "max_length": 200},
+        "dead_letters": {"length": 0, "max_length": 50},
+    }
+
+
+def test_status_lists_a_failed_room_with_its_error(client):
+    keys = client.store.keys
+    scripts = Scripts(client.redis)
+    scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000])
+    scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM)],
+                              args=["c1:1", 1, "KeyError: 'json'"])
+
+    listing = CliRunner().invoke(cli.app, ["status"])
+    detail = CliRunner().invoke(cli.app, ["status", ROOM])
+
+    assert listing.exit_code == 0, listing.output
+    assert "room_error" in listing.output
+    assert f"room {ROOM} failed after 1 take(s): KeyError: 'json'" in listing.output
+    state = json.loads(detail.output)
+    assert (state["status"], state["stop_reason"], state["stop_detail"], state["failed_takes"]) == (
+        "failed", "room_error", "KeyError: 'json'", "1")
