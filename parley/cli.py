@@ -183,7 +183,7 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
                             f"{state.stop_detail}")
     console.print(output.rooms_table(rows))
     for line in failures:
-        console.print(line, highlight=False, markup=False)
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     for coordinator_id, age in store.coordinators():
         health = "live" if age < 3 * ttl else "vanished"
         console.print(f"coordinator {coordinator_id}: {health}, last heartbeat {age:.1f}s ago",
