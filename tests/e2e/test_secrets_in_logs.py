@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from parley.processes import ProcessGroup
-from tests.chaos.harness import PrivateRedis, logs_on_failure, parley_env, wait_until
+from tests.chaos.harness import PrivateRedis, logs_on_failure, parley_env
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(shutil.which("redis-server") is None,
