@@ -9,8 +9,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SerializerFunctionWrapHandler,
+    Tag,
     computed_field,
     field_validator,
     model_serializer,
@@ -259,7 +261,18 @@ class SelectorPolicy(Strict):
         return self.call_timeout_s
 
 
-PolicySpec = Annotated[BidPolicy | SelectorPolicy, Field(discriminator="kind")]
+def policy_kind(policy: Any) -> Any:
+    """A policy's kind: a spec that names none asks for the default, ``bid``."""
+    if isinstance(policy, dict):
+        return policy.get("kind", "bid")
+    return getattr(policy, "kind", None)
+
+
+PolicySpec = Annotated[
+    Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")],
+    Discriminator(policy_kind, custom_error_type="policy_kind",
+                  custom_error_message="kind must be one of: bid, selector"),
+]
 POLICY_KINDS = ("bid", "selector")
 
 

@@ -51,7 +51,7 @@ def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaire
 
     assert (result.status, result.stop_reason) == (RoomStatus.FAILED, StopReason.ROOM_ERROR)
     assert result.stop_detail.startswith("ValidationError: 1 validation error for RoomSpec")
-    assert "policy.bid_timeout_s" in result.stop_detail
+    assert "bid_timeout_s" in result.stop_detail
     state = client.state(room)
     assert state.failed_takes == state.epoch == 3
     (failed,) = log_events(processes, "room_failed")

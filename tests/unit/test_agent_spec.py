@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from parley.client import load_spec
-from shared.models import AgentSpec
+from shared.models import AgentSpec, RoomSpec
 
 EXAMPLES = sorted(Path(__file__).parents[2].joinpath("examples", "rooms").glob("*.yaml"))
 
@@ -64,3 +64,11 @@ def test_pricing_and_cache_keys_are_not_mistaken_for_credentials():
 @pytest.mark.parametrize("path", EXAMPLES, ids=[path.name for path in EXAMPLES])
 def test_every_example_room_is_a_valid_spec(path):
     assert len(load_spec(path).agents) >= 2
+
+
+def test_a_policy_that_names_no_kind_is_the_bid_policy():
+    spec = RoomSpec.model_validate({
+        "policy": {"bid_timeout_s": 2},
+        "agents": [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")],
+    })
+    assert (spec.policy.kind, spec.policy.call_timeout) == ("bid", 2.0)

@@ -50,7 +50,7 @@ def with_policy(**policy: object) -> dict:
         (with_policy(recency_penalty=-1), "policy.recency_penalty: Input should be greater than"),
         (with_policy(max_messages=0), "policy.max_messages: Input should be greater than or equal to 1"),
         ({**GOOD, "policy": {"kind": "vote"}},
-         "policy: Input tag 'vote' found using 'kind' does not match any of the expected tags"),
+         "policy: kind must be one of: bid, selector"),
         ({**GOOD, "colour": "red"}, "colour: Extra inputs are not permitted"),
         ({**GOOD, "agents": [{**GOOD["agents"][0], "temp": 1}, GOOD["agents"][1]]},
          "agents.0.temp: Extra inputs are not permitted"),
