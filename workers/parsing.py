@@ -81,6 +81,10 @@ def _is_chat_message(raw: dict[str, Any]) -> bool:
 def _calls_of(message: dict[str, Any]) -> list[Any]:
     """The message's tool calls (or legacy function call); Unparseable when there are none."""
     calls = message.get("tool_calls") or []
+    if isinstance(calls, dict):
+        calls = [calls]
+    if not isinstance(calls, list | tuple):
+        raise Unparseable(f"tool_calls must be a list, got {type(calls).__name__}")
     if not calls and message.get("function_call"):
         calls = [message["function_call"]]
     if not calls and isinstance(message.get("content"), list):
@@ -117,7 +121,8 @@ def _load_text(text: str) -> Any:
         pass
     try:
         return _literal(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError, MemoryError, RecursionError) as error:
+    # TypeError: a literal mapping with a list for a key ({[1]: 2}).
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as error:
         raise Unparseable(f"not JSON or a Python literal: {_snippet(text)}") from error
 
 
@@ -143,6 +148,8 @@ def _literal(node: ast.AST) -> Any:
 
 def _first_message(response: dict[str, Any]) -> Any:
     choices = response.get("choices") or []
+    if not isinstance(choices, list | tuple):
+        raise Unparseable(f"choices must be a list, got {type(choices).__name__}")
     if not choices:
         raise Unparseable("the completion has no choices")
     choice = _plain(choices[0])
@@ -171,6 +178,8 @@ def _score(value: Any) -> float:
         raise Unparseable(f"score must be a number, got {value!r}")
     if value is None:
         return 0.0
+    if isinstance(value, int):
+        return float(min(1, max(0, value)))  # exact: float() overflows beyond 1e308
     try:
         score = float(value)
     except (TypeError, ValueError) as error:
@@ -186,12 +195,18 @@ def _message(value: Any) -> str:
     if isinstance(value, str):
         return value.strip()
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError as error:  # an integer of more than 4,300 digits
+            raise Unparseable("message is a number too long to print") from error
     raise Unparseable(f"message must be text, got {type(value).__name__}")
 
 
 def _snippet(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except (ValueError, RecursionError):  # huge integers, deeply nested data
+        text = f"<{type(value).__name__}>"
     return repr(text[:_SNIPPET_CHARS] + ("..." if len(text) > _SNIPPET_CHARS else ""))
 
 
