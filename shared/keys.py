@@ -58,12 +58,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_ROOM_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+# Always fullmatch: "$" would also match before a final newline.
+_ROOM_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}\Z")
 
 
 def check_room_id(room: str) -> str:
     """Return ``room`` if it is a valid room id (it becomes a hash tag), else raise."""
-    if not _ROOM_ID.match(room):
+    if not _ROOM_ID.fullmatch(room):
         raise ValueError(
             f"invalid room id {room!r}: use 1-128 letters, digits, '_', '.' or '-'"
         )

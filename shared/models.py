@@ -26,11 +26,12 @@ SEED_SENDER = "User"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
 SELECTOR_NAME = "selector"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
-_MODEL = re.compile(r"^\S{1,200}$")
-_URL = re.compile(r"^https?://[^\s/]+\S*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-_QUEUE = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
+# Always fullmatch: "$" would also match before a final newline.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}\Z")
+_MODEL = re.compile(r"\S{1,200}\Z")
+_URL = re.compile(r"https?://[^\s/]+\S*\Z")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+_QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
 # litellm arguments with their own AgentSpec field, and those the respond protocol owns.
 _OWN_FIELDS = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens",
                "api_base": "api_base", "base_url": "api_base", "api_key": "api_key_env",
@@ -142,7 +143,7 @@ class AgentSpec(Strict):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, name: str) -> str:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise ValueError(
                 "must be 1-64 letters, digits, spaces, '_', '.' or '-', starting with a letter "
                 "or digit"
@@ -157,7 +158,7 @@ class AgentSpec(Strict):
     @field_validator("model")
     @classmethod
     def _valid_model(cls, model: str) -> str:
-        if not _MODEL.match(model):
+        if not _MODEL.fullmatch(model):
             raise ValueError("must be a litellm model string such as openai/gpt-4o-mini "
                              f"(no spaces), or {SCRIPTED_MODEL!r}")
         return model
@@ -165,14 +166,14 @@ class AgentSpec(Strict):
     @field_validator("api_base")
     @classmethod
     def _valid_api_base(cls, api_base: str | None) -> str | None:
-        if api_base is not None and not _URL.match(api_base):
+        if api_base is not None and not _URL.fullmatch(api_base):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
         return api_base
 
     @field_validator("api_key_env")
     @classmethod
     def _valid_api_key_env(cls, name: str | None) -> str | None:
-        if name is not None and not _ENV_NAME.match(name):
+        if name is not None and not _ENV_NAME.fullmatch(name):
             raise ValueError("must name an environment variable (letters, digits and '_', "
                              "e.g. OPENAI_API_KEY), not hold the key itself")
         return name
@@ -180,7 +181,7 @@ class AgentSpec(Strict):
     @field_validator("queue")
     @classmethod
     def _valid_queue(cls, queue: str) -> str:
-        if not _QUEUE.match(queue):
+        if not _QUEUE.fullmatch(queue):
             raise ValueError("must be a Celery queue name: letters, digits, '_', '.', ':' "
                              "or '-' (e.g. parley.local)")
         return queue

@@ -72,3 +72,13 @@ def test_a_policy_that_names_no_kind_is_the_bid_policy():
         "agents": [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")],
     })
     assert (spec.policy.kind, spec.policy.call_timeout) == ("bid", 2.0)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("name", "Optimist\n"), ("model", "openai/gpt-4o-mini\n"), ("api_base", "http://127.0.0.1:8000/v1\n"),
+    ("api_key_env", "OPENAI_API_KEY\n"), ("queue", "parley.local\n"),
+])
+def test_a_value_with_a_trailing_newline_is_refused(field, value):
+    agent(**{field: value.rstrip("\n")})
+    with pytest.raises(ValidationError, match=field):
+        agent(**{field: value})
