@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import ssl
 import sys
 from collections.abc import Callable
@@ -23,11 +24,14 @@ from shared.logs import configure_logging
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings, redact_url
+from shared.spec_limits import SpecTooLarge
 from shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 console = Console()
+# PyYAML names the text it read, not the file: the error line names the file already.
+_YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
 
 class CliError(Exception):
@@ -105,10 +109,29 @@ def read_spec(path: Path):  # noqa: ANN201
         return load_spec(path)
     except FileNotFoundError as error:
         raise CliError(f"no such spec file: {path}") from error
+    except OSError as error:
+        raise CliError(f"cannot read spec file {path}: {error.strerror or error}") from error
     except yaml.YAMLError as error:
-        raise CliError(f"{path} is not valid YAML: {error}") from error
+        raise CliError(f"{path} is not valid YAML: {describe_yaml(error)}") from error
+    except SpecTooLarge as error:
+        raise CliError(f"invalid room spec {path}: {error}") from error
     except ValidationError as error:
-        raise CliError(f"invalid room spec {path}: {describe_validation(error)}") from error
+        raise CliError(one_line(f"invalid room spec {path}: {describe_validation(error)}")) from error
+
+
+def describe_yaml(error: yaml.YAMLError) -> str:
+    """The YAML problem and where it is, as one line."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        mark = error.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        context = f"{error.context}: " if error.context else ""
+        return one_line(f"{context}{error.problem}{where}")
+    return one_line(_YAML_SOURCE.sub(r" (\1)", str(error)))
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace, line breaks included, as one space."""
+    return " ".join(text.split())
 
 
 @app.command()

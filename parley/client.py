@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import redis
 import yaml
@@ -16,6 +18,7 @@ from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from shared.records import RoomState
 from shared.settings import Settings, get_settings, redact_url
+from shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
 from shared.store import RoomStore
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
@@ -44,9 +47,26 @@ class RunTimeout(TimeoutError):
 
 
 def load_spec(path: str | Path) -> RoomSpec:
-    """Read and validate a room spec from YAML (or JSON) text."""
-    data = yaml.safe_load(Path(path).read_text())
-    return RoomSpec.model_validate(data)
+    """Read and validate a room spec from a YAML (or JSON) file.
+
+    Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
+    """
+    with Path(path).open("rb") as file:
+        text = file.read(MAX_SPEC_BYTES + 1)  # never more: the file may be huge
+        check_text_size(max(len(text), os.fstat(file.fileno()).st_size))
+    return RoomSpec.model_validate(_load_yaml(text))
+
+
+def _load_yaml(text: bytes) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except RecursionError:
+        raise SpecTooLarge("room spec too large: nested too deeply to read "
+                           f"(limit {MAX_SPEC_DEPTH} levels)") from None
+    except (ValueError, OverflowError) as error:
+        # PyYAML's own constructors raise these for values it scanned but cannot build
+        # (2001-02-30, an integer of 5,000 digits).
+        raise yaml.constructor.ConstructorError(problem=f"cannot read a value: {error}") from None
 
 
 def new_room_id(spec: RoomSpec) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -11,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    JsonValue,
     SerializerFunctionWrapHandler,
     Tag,
     computed_field,
@@ -18,8 +20,19 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic_core import PydanticCustomError, PydanticSerializationError
 
 from shared.protocol import DEFAULT_QUEUE
+from shared.spec_limits import (
+    MAX_CONTEXT_TOKENS,
+    MAX_DURATION_S,
+    MAX_PLAIN_INT,
+    MAX_REPLY_TOKENS,
+    MAX_RUN_MESSAGES,
+    SpecTooLarge,
+    check_document_size,
+    check_stored_size,
+)
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
@@ -32,6 +45,7 @@ _MODEL = re.compile(r"\S{1,200}\Z")
 _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
+
 # litellm arguments with their own AgentSpec field, and those the respond protocol owns.
 _OWN_FIELDS = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens",
                "api_base": "api_base", "base_url": "api_base", "api_key": "api_key_env",
@@ -77,22 +91,67 @@ def check_person_name(name: str) -> str:
     return name
 
 
+def _bounded(document: Any) -> Any:
+    """``document`` unchanged, or one clear error when it is over a spec size bound."""
+    try:
+        check_document_size(document)
+    except SpecTooLarge as error:
+        raise PydanticCustomError("spec_too_large", str(error)) from None
+    return document
+
+
+def _oversized_int(value: Any) -> int | None:
+    """The first integer, at any depth of plain data, that does not fit in 64 bits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if abs(value) > MAX_PLAIN_INT else None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return next((found for found in map(_oversized_int, items) if found is not None), None)
+
+
+def _within_64_bits(value: JsonValue) -> JsonValue:
+    """``value`` unchanged; ValueError when an integer in it does not fit in 64 bits."""
+    if _oversized_int(value) is not None:
+        raise ValueError(f"integers must fit in 64 bits (at most {MAX_PLAIN_INT:,} either way)")
+    return value
+
+
 class Strict(BaseModel):
     """Base for spec models: unknown fields are an error, not silently dropped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity and NaN validate as floats but JSON stores them as null: refused everywhere.
+    # Errors never print the input: a refused value may be a credential, or an alias bomb
+    # whose repr never ends.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
+                              hide_input_in_errors=True)
 
 
 class ScriptEntry(Strict):
     """One scripted model output. Exactly one of: a respond call (score and/or message),
     raw tool-call ``arguments``, plain ``content``, or an ``error`` to raise."""
 
-    score: Any = None
-    message: Any = None
+    score: JsonValue = None
+    message: JsonValue = None
     arguments: str | None = None
     content: str | None = None
     error: str | None = None
-    sleep: float = Field(default=0.0, ge=0)
+    sleep: float = Field(default=0.0, ge=0, le=MAX_DURATION_S)
+
+    @field_validator("score", mode="before")
+    @classmethod
+    def _clamped_score(cls, score: Any) -> Any:
+        # The parser clamps a provider's score into [0, 1]; a script's is clamped the same
+        # way before it is stored, where JSON would turn .inf into null.
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            return score
+        if isinstance(score, float) and math.isnan(score):
+            raise ValueError("NaN is not a score (a provider's NaN score is an unparsed bid: "
+                             "script one with arguments)")
+        return score if 0 <= score <= 1 else float(score > 1)
+
+    @field_validator("score", "message")
+    @classmethod
+    def _plain_values(cls, value: JsonValue) -> JsonValue:
+        return _within_64_bits(value)
 
     @model_validator(mode="after")
     def _one_shape(self) -> ScriptEntry:
@@ -132,13 +191,19 @@ class AgentSpec(Strict):
     model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
     script: list[ScriptEntry] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_REPLY_TOKENS)
     api_base: str | None = None
     api_key_env: str | None = None  # the variable holding the key, never the key
-    timeout_s: float | None = Field(default=None, gt=0)
-    max_context_tokens: int | None = Field(default=None, ge=256)
-    litellm_kwargs: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    max_context_tokens: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_TOKENS)
+    litellm_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     queue: str = DEFAULT_QUEUE
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_agent(cls, data: Any) -> Any:
+        # Bounded on its own too: GroupChat and the Python API build agents before rooms.
+        return _bounded(data)
 
     @field_validator("name")
     @classmethod
@@ -166,7 +231,9 @@ class AgentSpec(Strict):
     @field_validator("api_base")
     @classmethod
     def _valid_api_base(cls, api_base: str | None) -> str | None:
-        if api_base is not None and not _URL.fullmatch(api_base):
+        if api_base is None:
+            return None
+        if not _URL.fullmatch(api_base):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
         return api_base
 
@@ -188,7 +255,7 @@ class AgentSpec(Strict):
 
     @field_validator("litellm_kwargs")
     @classmethod
-    def _no_protocol_or_secrets(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _no_protocol_or_secrets(cls, kwargs: dict[str, JsonValue]) -> dict[str, JsonValue]:
         secret = _secret_names(kwargs)
         if secret:
             raise ValueError(f"{secret!r}: never put credentials in a spec (Redis stores it); "
@@ -198,6 +265,7 @@ class AgentSpec(Strict):
                 raise ValueError(f"{name!r}: set the agent's {_OWN_FIELDS[name]} field instead")
             if name in _PROTOCOL_KWARGS:
                 raise ValueError(f"{name!r} is set by parley for the respond protocol")
+        _within_64_bits(kwargs)
         return kwargs
 
     @model_validator(mode="after")
@@ -227,9 +295,10 @@ class BidPolicy(Strict):
     kind: Literal["bid"] = "bid"
     threshold: float = Field(default=0.5, ge=0, le=1)
     recency_penalty: float = Field(default=0.3, ge=0)
-    recency_window: int = 1
-    max_messages: int = Field(default=20, ge=1)
-    bid_timeout_s: float = Field(default=30.0, gt=0)
+    # 0 is swarms' default and penalises the last speaker, as 1 does.
+    recency_window: int = Field(default=1, ge=0, le=MAX_RUN_MESSAGES)
+    max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
+    bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
 
     @property
     def call_timeout(self) -> float:
@@ -242,9 +311,9 @@ class SelectorPolicy(Strict):
 
     kind: Literal["selector"]
     selector: AgentSpec
-    max_turns: int = Field(default=12, ge=1)
+    max_turns: int = Field(default=12, ge=1, le=MAX_RUN_MESSAGES)
     allow_repeat: bool = False
-    call_timeout_s: float = Field(default=60.0, gt=0)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
 
     @field_validator("selector", mode="before")
     @classmethod
@@ -285,6 +354,12 @@ class RoomSpec(Strict):
     policy: PolicySpec = Field(default_factory=BidPolicy)
     agents: list[AgentSpec]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded_room(cls, data: Any) -> Any:
+        # Before anything else walks it: a YAML alias bomb expands exponentially.
+        return _bounded(data)
+
     @field_validator("agents")
     @classmethod
     def _enough_distinct_agents(cls, agents: list[AgentSpec]) -> list[AgentSpec]:
@@ -301,6 +376,18 @@ class RoomSpec(Strict):
         if isinstance(self.policy, SelectorPolicy) and any(
                 name.casefold() == SELECTOR_NAME for name in self.agent_names):
             raise ValueError(f"{SELECTOR_NAME!r} is the selector's name in a selector room")
+        return self
+
+    @model_validator(mode="after")
+    def _storable(self) -> RoomSpec:
+        try:
+            stored = self.model_dump_json()
+        except PydanticSerializationError as error:
+            raise ValueError(f"cannot be stored as JSON: {error}") from None
+        try:
+            check_stored_size(len(stored.encode()))
+        except SpecTooLarge as error:
+            raise PydanticCustomError("spec_too_large", str(error)) from None
         return self
 
     def agent(self, name: str) -> AgentSpec:

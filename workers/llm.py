@@ -95,10 +95,11 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
 def check_keyless_provider(agent: AgentSpec) -> None:
     """Raise ApiBaseNotAllowed unless the agent's provider can be called at its (not allowed)
     api_base without reading any of the worker's credentials."""
+    named = agent.litellm_kwargs.get("custom_llm_provider")
     try:
         _, provider, dynamic_key, _ = litellm.get_llm_provider(
             model=agent.model, api_base=agent.api_base, api_key=NO_KEY,
-            custom_llm_provider=agent.litellm_kwargs.get("custom_llm_provider"))
+            custom_llm_provider=named if isinstance(named, str) else None)
     except Exception:  # noqa: BLE001 - the call raises the same error, with its usual hint
         return
     if provider not in KEYLESS_PROVIDERS:
@@ -194,9 +195,8 @@ def response_usage(agent: AgentSpec, response: Any) -> dict[str, Any]:
 
 def call_cost(agent: AgentSpec, response: Any) -> float:
     """litellm's price of the call; zero for models it has no price for (local, stubs)."""
-    custom = {name: float(agent.litellm_kwargs[name])
-              for name in ("input_cost_per_token", "output_cost_per_token")
-              if name in agent.litellm_kwargs}
+    custom = {name: float(price) for name in ("input_cost_per_token", "output_cost_per_token")
+              if isinstance(price := agent.litellm_kwargs.get(name), int | float)}
     try:
         cost = litellm.completion_cost(completion_response=response,
                                        custom_cost_per_token=custom or None)

@@ -1,0 +1,123 @@
+"""How large a room spec may be, and the walk that measures a loaded one.
+
+A spec is data from whoever creates rooms. It is stored in Redis and read by every
+coordinator and worker of its room, so every spec that validates must be storable and
+runnable, and no spec may cost the service more than its text cost its author:
+
+=======================  ============  ==========================================================
+bound                    limit         what it bounds
+=======================  ============  ==========================================================
+``MAX_SPEC_BYTES``       1 MiB         the spec's text as given (a file, a request body)
+``MAX_SPEC_DEPTH``       32 levels     nested mappings and lists
+``MAX_SPEC_NODES``       100,000       mappings, lists, keys and values, YAML aliases expanded
+``MAX_SPEC_JSON_BYTES``  2 MiB         the spec as stored in Redis; also its text, aliases expanded
+``MAX_DURATION_S``       3,600 s       ``bid_timeout_s``, an agent's ``timeout_s``, a script's
+                                       ``sleep``
+``MAX_REPLY_TOKENS``     1,000,000     an agent's ``max_tokens``
+``MAX_CONTEXT_TOKENS``   10,000,000    an agent's ``max_context_tokens``
+``MAX_RUN_MESSAGES``     1,000,000     ``max_messages`` and ``recency_window``
+``MAX_PLAIN_INT``        2**63 - 1     integers in free-form values (script scores and
+                                       messages, ``litellm_kwargs``)
+=======================  ============  ==========================================================
+
+Numbers are finite everywhere (JSON has no infinity: it would be stored as null).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+MAX_SPEC_BYTES = 1 << 20
+MAX_SPEC_DEPTH = 32
+MAX_SPEC_NODES = 100_000
+MAX_SPEC_JSON_BYTES = 2 << 20
+MAX_DURATION_S = 3600.0
+MAX_REPLY_TOKENS = 1_000_000
+MAX_CONTEXT_TOKENS = 10_000_000
+MAX_RUN_MESSAGES = 1_000_000
+MAX_PLAIN_INT = 2**63 - 1
+
+
+class SpecTooLarge(ValueError):
+    """A room spec over one of the size bounds; the message names the bound."""
+
+
+@dataclass(frozen=True)
+class Extent:
+    """The size of one loaded value with its aliases expanded."""
+
+    nodes: int  # mappings, lists, keys and values
+    chars: int  # characters of text
+    height: int  # levels of nested mappings and lists, 0 for a scalar
+
+
+def check_text_size(size: int) -> None:
+    """Raise SpecTooLarge when a spec's text of ``size`` bytes is over the bound."""
+    if size > MAX_SPEC_BYTES:
+        raise SpecTooLarge(f"room spec too large: {size:,} bytes (limit {MAX_SPEC_BYTES:,})")
+
+
+def check_stored_size(size: int) -> None:
+    """Raise SpecTooLarge when a spec stored as ``size`` bytes of JSON is over the bound."""
+    if size > MAX_SPEC_JSON_BYTES:
+        raise SpecTooLarge(f"room spec too large: {size:,} bytes as stored JSON "
+                           f"(limit {MAX_SPEC_JSON_BYTES:,})")
+
+
+def check_document_size(document: Any) -> Extent:
+    """The extent of a loaded spec (YAML/JSON data, models inside it); SpecTooLarge when it
+    is over a bound.
+
+    Each distinct mapping or list is measured once and its extent reused wherever it
+    appears again, so the walk is linear in the document's distinct nodes: a YAML alias
+    bomb costs what its text costs, and is refused before anything expands it.
+    """
+    return _measure(document, 1, {})
+
+
+def _measure(node: Any, level: int, seen: dict[int, Extent]) -> Extent:
+    children = _children(node)
+    if children is None:
+        return Extent(nodes=1, chars=len(node) if isinstance(node, str | bytes) else 0, height=0)
+    if level > MAX_SPEC_DEPTH:
+        raise _too_deep(level)
+    extent = seen.get(id(node))
+    if extent is None:
+        extent = seen[id(node)] = _sum(children, level, seen)
+    if level + extent.height - 1 > MAX_SPEC_DEPTH:
+        raise _too_deep(level + extent.height - 1)
+    return extent
+
+
+def _sum(children: list[Any], level: int, seen: dict[int, Extent]) -> Extent:
+    nodes, chars, height = 1, 0, 0
+    for child in children:
+        extent = _measure(child, level + 1, seen)
+        nodes, chars = nodes + extent.nodes, chars + extent.chars
+        height = max(height, extent.height)
+        if nodes > MAX_SPEC_NODES:
+            raise SpecTooLarge(f"room spec too large: at least {nodes:,} values once YAML "
+                               f"aliases are expanded (limit {MAX_SPEC_NODES:,})")
+        if chars > MAX_SPEC_JSON_BYTES:
+            raise SpecTooLarge(f"room spec too large: at least {chars:,} characters of text "
+                               f"once YAML aliases are expanded (limit {MAX_SPEC_JSON_BYTES:,})")
+    return Extent(nodes=nodes, chars=chars, height=height + 1)
+
+
+def _children(node: Any) -> list[Any] | None:
+    """A container's keys and values; None for a scalar."""
+    if isinstance(node, dict):
+        return [*node.keys(), *node.values()]
+    if isinstance(node, list | tuple | set | frozenset):
+        return list(node)
+    if isinstance(node, BaseModel):
+        return list(vars(node).values())
+    return None
+
+
+def _too_deep(level: int) -> SpecTooLarge:
+    return SpecTooLarge(f"room spec too large: nested {level} levels deep "
+                        f"(limit {MAX_SPEC_DEPTH})")
