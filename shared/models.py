@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, PydanticSerializationError
 
+from shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from shared.protocol import DEFAULT_QUEUE
 from shared.spec_limits import (
     MAX_CONTEXT_TOKENS,
@@ -45,32 +46,6 @@ _MODEL = re.compile(r"\S{1,200}\Z")
 _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
-
-# litellm arguments with their own AgentSpec field, and those the respond protocol owns.
-_OWN_FIELDS = {"model": "model", "temperature": "temperature", "max_tokens": "max_tokens",
-               "api_base": "api_base", "base_url": "api_base", "api_key": "api_key_env",
-               "timeout": "timeout_s", "request_timeout": "timeout_s"}
-_PROTOCOL_KWARGS = frozenset({"messages", "tools", "tool_choice", "functions", "function_call",
-                              "stream", "n", "num_retries", "max_retries"})
-_SECRET_NAME = re.compile(
-    r"api[_-]?key|access[_-]?key|private[_-]?key|secret|password|credential|authorization"
-    r"|(^|_)(auth|access|session|bearer|refresh|ad|id)_token$|^token$",
-    re.IGNORECASE,
-)
-
-
-def _secret_names(value: Any) -> str:
-    """The first mapping key, at any depth, that names a credential; empty if none."""
-    if isinstance(value, dict):
-        for name, item in value.items():
-            if _SECRET_NAME.search(str(name)):
-                return str(name)
-            found = _secret_names(item)
-            if found:
-                return found
-    if isinstance(value, list):
-        return next((found for found in map(_secret_names, value) if found), "")
-    return ""
 
 
 def name_key(name: str) -> str:
@@ -235,6 +210,9 @@ class AgentSpec(Strict):
             return None
         if not _URL.fullmatch(api_base):
             raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8000/v1")
+        credentials = url_credentials(api_base)
+        if credentials:
+            raise ValueError(f"{credentials!r} in the URL: {NO_CREDENTIALS}")
         return api_base
 
     @field_validator("api_key_env")
@@ -255,16 +233,8 @@ class AgentSpec(Strict):
 
     @field_validator("litellm_kwargs")
     @classmethod
-    def _no_protocol_or_secrets(cls, kwargs: dict[str, JsonValue]) -> dict[str, JsonValue]:
-        secret = _secret_names(kwargs)
-        if secret:
-            raise ValueError(f"{secret!r}: never put credentials in a spec (Redis stores it); "
-                             "keep them in the workers' environment (the key via api_key_env)")
-        for name in kwargs:
-            if name in _OWN_FIELDS:
-                raise ValueError(f"{name!r}: set the agent's {_OWN_FIELDS[name]} field instead")
-            if name in _PROTOCOL_KWARGS:
-                raise ValueError(f"{name!r} is set by parley for the respond protocol")
+    def _allowed_arguments(cls, kwargs: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        check_litellm_kwargs(kwargs)
         _within_64_bits(kwargs)
         return kwargs
 

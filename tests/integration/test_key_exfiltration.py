@@ -36,8 +36,12 @@ def stub() -> Iterator[OpenAIStub]:
         yield server
 
 
-def agent_on(stub: OpenAIStub, model: str = "openai/m", **fields) -> AgentSpec:
-    return AgentSpec(name="Skeptic", model=model, api_base=stub.url, **fields)
+def agent_on(stub: OpenAIStub, model: str = "openai/m", litellm_kwargs: dict | None = None,
+             **fields) -> AgentSpec:
+    # litellm_kwargs go in unchecked, as a spec written straight into Redis past the spec's
+    # allow-list would: the worker checks them again.
+    spec = AgentSpec(name="Skeptic", model=model, api_base=stub.url, **fields)
+    return spec.model_copy(update={"litellm_kwargs": litellm_kwargs or {}})
 
 
 def bid(agent: AgentSpec) -> Bid:
@@ -168,8 +172,9 @@ def test_an_endpoint_in_litellm_kwargs_cannot_take_the_workers_cloud_credentials
     # Without an api_base, bedrock would sign with these and send to the endpoint given.
     worker_env(AWS_ACCESS_KEY_ID="AKIAWORKERSECRET0001", AWS_SECRET_ACCESS_KEY=SECRET,
                AWS_REGION_NAME="us-east-1", PARLEY_WORKER_ALLOWED_API_BASES=None)
-    agent = AgentSpec(name="Skeptic", model="bedrock/converse/anthropic.claude-3-5-haiku-20241022-v1:0",
-                      litellm_kwargs={"aws_bedrock_runtime_endpoint": stub.url})
+    # The spec refuses this argument; one written straight into Redis still meets the worker.
+    agent = AgentSpec(name="Skeptic", model="bedrock/converse/anthropic.claude-3-5-haiku-20241022-v1:0"
+                      ).model_copy(update={"litellm_kwargs": {"aws_bedrock_runtime_endpoint": stub.url}})
 
     result = bid(agent)
 

@@ -20,8 +20,11 @@ from workers.credentials import (
 LOCAL = "http://127.0.0.1:8000/v1"
 
 
-def agent(**fields) -> AgentSpec:
-    return AgentSpec(name="A", model="openai/gpt-4o-mini", **fields)
+def agent(litellm_kwargs: dict | None = None, **fields) -> AgentSpec:
+    # litellm_kwargs go in unchecked, as a spec written straight into Redis past the spec's
+    # allow-list would: the worker checks them again.
+    spec = AgentSpec(name="A", model="openai/gpt-4o-mini", **fields)
+    return spec.model_copy(update={"litellm_kwargs": litellm_kwargs or {}})
 
 
 def test_the_lists_are_read_from_the_environment_as_comma_separated_values(monkeypatch):
