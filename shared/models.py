@@ -20,7 +20,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic_core import PydanticCustomError, PydanticSerializationError
+from pydantic_core import PydanticCustomError
 
 from shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from shared.protocol import DEFAULT_QUEUE
@@ -30,6 +30,7 @@ from shared.spec_limits import (
     MAX_PLAIN_INT,
     MAX_REPLY_TOKENS,
     MAX_RUN_MESSAGES,
+    NotText,
     SpecTooLarge,
     check_document_size,
     check_stored_size,
@@ -67,11 +68,14 @@ def check_person_name(name: str) -> str:
 
 
 def _bounded(document: Any) -> Any:
-    """``document`` unchanged, or one clear error when it is over a spec size bound."""
+    """``document`` unchanged, or one clear error when it is over a spec size bound or
+    holds a string that is not text."""
     try:
         check_document_size(document)
     except SpecTooLarge as error:
         raise PydanticCustomError("spec_too_large", str(error)) from None
+    except NotText as error:
+        raise PydanticCustomError("spec_not_text", str(error)) from None
     return document
 
 
@@ -351,11 +355,7 @@ class RoomSpec(Strict):
     @model_validator(mode="after")
     def _storable(self) -> RoomSpec:
         try:
-            stored = self.model_dump_json()
-        except PydanticSerializationError as error:
-            raise ValueError(f"cannot be stored as JSON: {error}") from None
-        try:
-            check_stored_size(len(stored.encode()))
+            check_stored_size(len(self.model_dump_json().encode()))
         except SpecTooLarge as error:
             raise PydanticCustomError("spec_too_large", str(error)) from None
         return self

@@ -20,11 +20,14 @@ bound                    limit         what it bounds
                                        messages, ``litellm_kwargs``)
 =======================  ============  ==========================================================
 
-Numbers are finite everywhere (JSON has no infinity: it would be stored as null).
+Numbers are finite everywhere (JSON has no infinity: it would be stored as null), and
+text is Unicode text: a surrogate code point cannot be stored as UTF-8 (a pair would be
+stored as the character it stands for, and read back different).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +42,15 @@ MAX_REPLY_TOKENS = 1_000_000
 MAX_CONTEXT_TOKENS = 10_000_000
 MAX_RUN_MESSAGES = 1_000_000
 MAX_PLAIN_INT = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class SpecTooLarge(ValueError):
     """A room spec over one of the size bounds; the message names the bound."""
+
+
+class NotText(ValueError):
+    """A room spec holding a string that is not Unicode text."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ def check_stored_size(size: int) -> None:
 
 def check_document_size(document: Any) -> Extent:
     """The extent of a loaded spec (YAML/JSON data, models inside it); SpecTooLarge when it
-    is over a bound.
+    is over a bound, NotText when a string in it holds a surrogate.
 
     Each distinct mapping or list is measured once and its extent reused wherever it
     appears again, so the walk is linear in the document's distinct nodes: a YAML alias
@@ -81,7 +89,7 @@ def check_document_size(document: Any) -> Extent:
 def _measure(node: Any, level: int, seen: dict[int, Extent]) -> Extent:
     children = _children(node)
     if children is None:
-        return Extent(nodes=1, chars=len(node) if isinstance(node, str | bytes) else 0, height=0)
+        return _scalar(node)
     if level > MAX_SPEC_DEPTH:
         raise _too_deep(level)
     extent = seen.get(id(node))
@@ -105,6 +113,13 @@ def _sum(children: list[Any], level: int, seen: dict[int, Extent]) -> Extent:
             raise SpecTooLarge(f"room spec too large: at least {chars:,} characters of text "
                                f"once YAML aliases are expanded (limit {MAX_SPEC_JSON_BYTES:,})")
     return Extent(nodes=nodes, chars=chars, height=height + 1)
+
+
+def _scalar(node: Any) -> Extent:
+    if isinstance(node, str) and not node.isascii() and _SURROGATE.search(node):
+        raise NotText("room spec text holds a surrogate code point (\\ud800-\\udfff), "
+                      "which is not Unicode text")
+    return Extent(nodes=1, chars=len(node) if isinstance(node, str | bytes) else 0, height=0)
 
 
 def _children(node: Any) -> list[Any] | None:

@@ -185,8 +185,11 @@ def test_a_spec_whose_stored_json_is_over_the_limit_is_refused():
     assert "bytes as stored JSON" in message and f"(limit {MAX_SPEC_JSON_BYTES:,})" in message
 
 
-def test_text_that_is_not_valid_unicode_is_refused_not_stored():
-    assert "cannot be stored as JSON" in refusal(room(system_prompt="\ud800"))
+@pytest.mark.parametrize("text", ["\ud800", "\ud83d\ude00"], ids=["lone", "pair"])
+def test_text_holding_surrogates_is_refused_not_stored_differently(text):
+    assert "surrogate code point" in refusal(room(system_prompt=text))
+    assert "surrogate code point" in refusal(room(entry={"message": {"k": [text]}}))
+    assert "surrogate code point" in refusal(room(litellm_kwargs={"extra_body": {text: 1}}))
 
 
 def test_shared_python_objects_are_measured_once_and_refused_when_they_expand():
@@ -219,9 +222,13 @@ def test_the_example_rooms_are_far_inside_every_bound():
 # floats and integers, text of every kind, tuples, nesting; now and then inf and nan.
 edge_floats = st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(
     [-0.0, 5e-324, 1e308, math.inf, -math.inf, math.nan])
+# Any code point, surrogates included (a Python string can hold them, UTF-8 cannot), and
+# often the code points around them.
+texts = (st.text(st.characters(exclude_categories=()), max_size=8)
+         | st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=4))
 plain = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**64), max_value=2**64) | edge_floats
-    | st.text(max_size=8),
+    | texts,
     lambda inner: (st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
                    | st.tuples(inner)),
     max_leaves=8)
