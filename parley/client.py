@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -59,14 +60,37 @@ def load_spec(path: str | Path) -> RoomSpec:
 
 def _load_yaml(text: bytes) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_SpecLoader)
     except RecursionError:
         raise SpecTooLarge("room spec too large: nested too deeply to read "
                            f"(limit {MAX_SPEC_DEPTH} levels)") from None
-    except (ValueError, OverflowError) as error:
-        # PyYAML's own constructors raise these for values it scanned but cannot build
-        # (2001-02-30, an integer of 5,000 digits).
+    except yaml.YAMLError:
+        raise
+    except Exception as error:  # noqa: BLE001 - see below
+        # PyYAML's constructors raise plain Python errors for values they scanned but cannot
+        # build: 2001-02-30, an integer of 5,000 digits, an empty !!int, !!float or !!timestamp.
         raise yaml.constructor.ConstructorError(problem=f"cannot read a value: {error}") from None
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading a JSON-style escaped surrogate pair ("\\ud83d\\ude00",
+    as json.dumps writes an emoji) as the one character it stands for."""
+
+    def construct_text(self, node: yaml.ScalarNode) -> str:
+        """The scalar's text, with surrogate pairs joined; a lone surrogate is an error."""
+        text = self.construct_scalar(node)
+        if text.isascii() or not _SURROGATE.search(text):
+            return text
+        try:
+            return text.encode("utf-16", "surrogatepass").decode("utf-16")
+        except UnicodeDecodeError:
+            raise yaml.constructor.ConstructorError(
+                problem="text holds a lone surrogate (half of a \\uXXXX\\uXXXX pair)",
+                problem_mark=node.start_mark) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SpecLoader.add_constructor("tag:yaml.org,2002:str", _SpecLoader.construct_text)
 
 
 def new_room_id(spec: RoomSpec) -> str:
