@@ -28,8 +28,7 @@ stored as the character it stands for, and read back different).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -53,8 +52,7 @@ class NotText(ValueError):
     """A room spec holding a string that is not Unicode text."""
 
 
-@dataclass(frozen=True)
-class Extent:
+class Extent(NamedTuple):
     """The size of one loaded value with its aliases expanded."""
 
     nodes: int  # mappings, lists, keys and values
@@ -83,13 +81,13 @@ def check_document_size(document: Any) -> Extent:
     appears again, so the walk is linear in the document's distinct nodes: a YAML alias
     bomb costs what its text costs, and is refused before anything expands it.
     """
-    return _measure(document, 1, {})
-
-
-def _measure(node: Any, level: int, seen: dict[int, Extent]) -> Extent:
-    children = _children(node)
+    children = _children(document)
     if children is None:
-        return _scalar(node)
+        return Extent(nodes=1, chars=_text_length(document), height=0)
+    return _measure(document, children, 1, {})
+
+
+def _measure(node: Any, children: list[Any], level: int, seen: dict[int, Extent]) -> Extent:
     if level > MAX_SPEC_DEPTH:
         raise _too_deep(level)
     extent = seen.get(id(node))
@@ -103,27 +101,42 @@ def _measure(node: Any, level: int, seen: dict[int, Extent]) -> Extent:
 def _sum(children: list[Any], level: int, seen: dict[int, Extent]) -> Extent:
     nodes, chars, height = 1, 0, 0
     for child in children:
-        extent = _measure(child, level + 1, seen)
+        inner = _children(child)
+        if inner is None:  # a scalar: most nodes, so counted here, not in a call
+            nodes, chars = nodes + 1, chars + _text_length(child)
+            continue
+        extent = _measure(child, inner, level + 1, seen)
         nodes, chars = nodes + extent.nodes, chars + extent.chars
         height = max(height, extent.height)
-        if nodes > MAX_SPEC_NODES:
-            raise SpecTooLarge(f"room spec too large: at least {nodes:,} values once YAML "
-                               f"aliases are expanded (limit {MAX_SPEC_NODES:,})")
-        if chars > MAX_SPEC_JSON_BYTES:
-            raise SpecTooLarge(f"room spec too large: at least {chars:,} characters of text "
-                               f"once YAML aliases are expanded (limit {MAX_SPEC_JSON_BYTES:,})")
+        _check_totals(nodes, chars)
+    _check_totals(nodes, chars)
     return Extent(nodes=nodes, chars=chars, height=height + 1)
 
 
-def _scalar(node: Any) -> Extent:
-    if isinstance(node, str) and not node.isascii() and _SURROGATE.search(node):
-        raise NotText("room spec text holds a surrogate code point (\\ud800-\\udfff), "
-                      "which is not Unicode text")
-    return Extent(nodes=1, chars=len(node) if isinstance(node, str | bytes) else 0, height=0)
+def _check_totals(nodes: int, chars: int) -> None:
+    if nodes > MAX_SPEC_NODES:
+        raise SpecTooLarge(f"room spec too large: at least {nodes:,} values once YAML "
+                           f"aliases are expanded (limit {MAX_SPEC_NODES:,})")
+    if chars > MAX_SPEC_JSON_BYTES:
+        raise SpecTooLarge(f"room spec too large: at least {chars:,} characters of text "
+                           f"once YAML aliases are expanded (limit {MAX_SPEC_JSON_BYTES:,})")
+
+
+def _text_length(scalar: Any) -> int:
+    """Characters of text in a scalar (0 for numbers and the like); NotText for a string
+    holding a surrogate."""
+    if isinstance(scalar, str):
+        if not scalar.isascii() and _SURROGATE.search(scalar):
+            raise NotText("room spec text holds a surrogate code point (\\ud800-\\udfff), "
+                          "which is not Unicode text")
+        return len(scalar)
+    return len(scalar) if isinstance(scalar, bytes) else 0
 
 
 def _children(node: Any) -> list[Any] | None:
     """A container's keys and values; None for a scalar."""
+    if isinstance(node, str | int | float | None):  # most nodes: answered first
+        return None
     if isinstance(node, dict):
         return [*node.keys(), *node.values()]
     if isinstance(node, list | tuple | set | frozenset):
