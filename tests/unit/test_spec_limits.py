@@ -26,6 +26,8 @@ from shared.spec_limits import (
     SpecTooLarge,
     check_document_size,
 )
+from workers.parsing import parse_respond
+from workers.scripted import completion
 
 FUZZ = settings(max_examples=200, deadline=timedelta(seconds=3), derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -102,6 +104,17 @@ def test_a_scripted_score_outside_0_to_1_is_clamped_as_the_parser_clamps(given, 
     spec = round_trip(RoomSpec.model_validate(room(entry={"score": given})))
     entry = spec.agents[0].script[0]  # type: ignore[index]
     assert entry.score == stored and "score" in entry.model_fields_set
+
+
+@pytest.mark.parametrize("score, bid", [(".inf", 1.0), ("-.inf", 0.0), ("1e999", 1.0)])
+def test_a_stored_scripted_score_bids_as_the_parser_reads_a_providers(tmp_path, score, bid):
+    text = ("agents:\n- {name: A, model: scripted, script: []}\n"
+            f"- {{name: B, model: scripted, script: [{{score: {score}, message: go}}]}}\n")
+    spec = round_trip(load_spec(spec_file(tmp_path, text)))
+    raw = completion(spec.agents[1].script[0])  # type: ignore[index]
+    assert parse_respond(raw) == parse_respond({"score": float(score.replace(".inf", "inf")),
+                                                "message": "go"})
+    assert parse_respond(raw).score == bid
 
 
 def test_a_nan_scripted_score_is_refused():
