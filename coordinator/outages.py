@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from coordinator.connections import UNREACHABLE_ERRORS
+
 # A turn is given its time again at most this often, whatever the outages.
 MAX_GRACES = 3
 
@@ -53,6 +55,12 @@ class OutageClock:
     def failed(self) -> None:
         """Record that Redis or the broker could not be reached just now."""
         self.failed_at = time.time()
+
+    def note_unreachable(self, error: BaseException) -> None:
+        """Record the time if ``error`` says Redis or the broker could not be reached (a
+        refused command is no outage)."""
+        if isinstance(error, UNREACHABLE_ERRORS):
+            self.failed()
 
     def give_time_again(self, room: str, turn: int, opened_at: float) -> bool:
         """True (and counted) when the room's turn overlapped an outage it was not yet given

@@ -1,6 +1,8 @@
-"""The coordinator process: a scheduler that leases runnable rooms up to a capacity and
-runs each one's turn loop as an asyncio task, a lease keeper that renews the leases and
-stops work on any room whose lease it cannot vouch for, and a heartbeat for operators."""
+"""The coordinator process's scheduler: leases runnable rooms up to a capacity, runs each
+one's turn loop as an asyncio task with an explicit policy per failure, and lets each room
+go when its loop ends. Its lease keeper (coordinator/lease_keeper.py) renews the leases
+and stops work on any room whose lease it cannot vouch for; a heartbeat tells operators
+the coordinator is alive."""
 
 from __future__ import annotations
 
@@ -9,28 +11,22 @@ import contextlib
 import os
 import signal
 import socket
-import threading
 import uuid
-from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 import structlog
-from kombu.exceptions import OperationalError as BrokerError
-from redis.asyncio import BlockingConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, connect
 from coordinator.lease import Lease, LeaseLost, Leases
+from coordinator.lease_keeper import LeaseKeeper, ServedRooms
 from coordinator.outages import OutageClock
 from coordinator.room_io import InboxLimits, RoomIO
-from coordinator.transport import Transport
+from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
-from shared.connections import redis_kwargs
 from shared.keys import Keys
-from shared.models import BidRequest, StopReason
+from shared.models import StopReason
 from shared.records import decode
 from shared.scripts import Scripts
 from shared.settings import Settings, redact_url
@@ -38,14 +34,6 @@ from shared.store import now_ms
 
 log = structlog.get_logger("parley.coordinator")
 
-# Redis or the broker is unreachable for now: back off and let the room be taken again.
-TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
-# Redis or the broker could not be reached: the transient errors, and any network trouble
-# (OSError covers sockets and bounded waits that timed out). No fault of the room's: such a
-# failed take is not counted against it.
-UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError)
-# Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
-CONTROL_CONNECTIONS = 4
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
 FORGET_VANISHED_MS = 24 * 3600 * 1000
 
@@ -53,25 +41,6 @@ FORGET_VANISHED_MS = 24 * 3600 * 1000
 def new_coordinator_id() -> str:
     """A coordinator id operators can trace to a host and process."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-class HeldTransport:
-    """A room's view of the transport: sends only while the room's lease is surely held.
-
-    A coordinator that stalled past its renewals must not pay for bids that the room's
-    next holder asks for again; and a send that stalled past the lease ends the room's work
-    there rather than at its next fenced write.
-    """
-
-    def __init__(self, transport: Transport, lease: Lease) -> None:
-        self.transport = transport
-        self.lease = lease
-
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
-        """Send the requests if the lease holds; raise LeaseLost otherwise."""
-        self.lease.ensure_held()
-        self.transport.send(requests)
-        self.lease.ensure_held()
 
 
 class Coordinator:
@@ -99,12 +68,10 @@ class Coordinator:
                              margin_s=1.5 * self.renew_every_s)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
-        self.rooms: dict[str, tuple[Lease, asyncio.Task[None]]] = {}
+        self.rooms: ServedRooms = {}
         self.outages = OutageClock()
+        self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
-        # Set by run(): the loop the rooms run on, and the lease keeper's thread's stop flag.
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.keeper_stop = threading.Event()
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
@@ -112,15 +79,14 @@ class Coordinator:
                  capacity=self.settings.coordinator_capacity, lease_ttl_s=self.settings.lease_ttl_s,
                  redis=redact_url(self.settings.redis_url),
                  broker=redact_url(self.settings.broker_url))
-        self.loop = asyncio.get_running_loop()
-        threading.Thread(target=self.keep_leases_apart, name="lease-keeper", daemon=True).start()
+        self.keeper.start()
         try:
             while not self.stopping.is_set():
                 await self.scan_once()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
-            self.keeper_stop.set()
+            self.keeper.stop()
             await self.shutdown()
 
     def stop(self) -> None:
@@ -133,7 +99,7 @@ class Coordinator:
         try:
             await asyncio.wait_for(self.scan(), self.settings.lease_ttl_s)
         except (RedisError, TimeoutError) as error:
-            self.note_unreachable(error)
+            self.outages.note_unreachable(error)
             log.warning("scan_failed", error=str(error) or type(error).__name__)
         except Exception:
             log.exception("scan_failed")
@@ -197,7 +163,7 @@ class Coordinator:
             log.warning("lease_lost", reason=str(error))
         except UNREACHABLE_ERRORS as error:
             # Back off; whoever holds the room next resumes the turn.
-            self.note_unreachable(error)
+            self.outages.note_unreachable(error)
             log.warning("room_redis_error", error=str(error) or type(error).__name__)
             await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
@@ -246,98 +212,8 @@ class Coordinator:
                 await asyncio.wait_for(self.io.set_runnable(lease.room, True), self.renew_every_s)
         except (RedisError, TimeoutError) as error:
             # The lease expires by itself; the room is due at its expiry.
-            self.note_unreachable(error)
+            self.outages.note_unreachable(error)
             log.info("release_failed", room=lease.room, error=str(error) or type(error).__name__)
-
-    def keep_leases_apart(self) -> None:
-        """Keep the leases from a thread with its own event loop and Redis client: when a
-        thousand rooms wake at once the rooms' loop falls seconds behind, and renewals
-        queued behind them would let every lease lapse."""
-
-        async def keep() -> None:
-            client = connect(self.settings, CONTROL_CONNECTIONS)
-            leases = Leases(client, self.keys, Scripts(client), self.id, self.settings.lease_ttl_s)
-            keeper = asyncio.create_task(self.keep_leases(leases))
-            while not self.keeper_stop.is_set():
-                await asyncio.sleep(self.renew_every_s / 4)
-            keeper.cancel()
-            with contextlib.suppress(RedisError, TimeoutError):
-                await asyncio.wait_for(client.aclose(), self.renew_every_s)
-
-        asyncio.run(keep())
-
-    async def keep_leases(self, leases: Leases | None = None) -> None:
-        """Renew every held lease each period, on a fixed schedule, and stop work at once
-        on any room whose lease was lost or has less than the margin left.
-
-        The lapse check never waits for a renewal: a renewal may reply late, and it still
-        counts from when it was sent. One renewal is in flight at a time.
-        """
-        loop = asyncio.get_running_loop()
-        next_tick = loop.time()
-        renewal: asyncio.Task[None] | None = None
-        try:
-            while True:
-                self.on_rooms_loop(self.drop_lapsing)
-                if renewal is None or renewal.done():
-                    renewal = asyncio.create_task(self.renew_held(leases or self.leases),
-                                                  name="lease-renewal")
-                next_tick = max(next_tick + self.renew_every_s, loop.time())
-                await asyncio.sleep(next_tick - loop.time())
-        finally:
-            if renewal is not None:
-                renewal.cancel()
-
-    async def renew_held(self, leases: Leases) -> None:
-        """One renewal round trip for every room still being served; a Redis that does not
-        answer within the ttl is given up on (the leases lapse meanwhile)."""
-        held = [lease for lease, task in list(self.rooms.values()) if not task.cancelling()]
-        if not held:
-            return
-        try:
-            renewed = await asyncio.wait_for(leases.renew(held), self.settings.lease_ttl_s)
-        except (RedisError, TimeoutError) as error:
-            self.note_unreachable(error)
-            log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
-            return
-        except Exception:
-            log.exception("renew_failed", rooms=len(held))
-            return
-        lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
-        self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
-        self.on_rooms_loop(self.drop_lapsing)
-
-    def note_unreachable(self, error: BaseException) -> None:
-        """Note the time if ``error`` says Redis or the broker could not be reached: the
-        turns in flight then get their time again."""
-        if isinstance(error, UNREACHABLE_ERRORS):
-            self.outages.failed()
-
-    def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
-        """Call ``function`` on the loop the rooms run on (at once when already there)."""
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if self.loop is None or self.loop is here:
-            function(*args)
-        else:
-            self.loop.call_soon_threadsafe(function, *args)
-
-    def drop_lapsing(self) -> None:
-        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
-        self.drop_rooms([lease for lease, _ in self.rooms.values() if lease.lapsing()],
-                        "lease not renewed in time")
-
-    def drop_rooms(self, leases: list[Lease], reason: str) -> None:
-        """Cancel these rooms' tasks now (unless a room was re-leased meanwhile). A room
-        stays listed until its task has let it go, so it is not taken again before."""
-        for lease in leases:
-            held, task = self.rooms.get(lease.room, (None, None))
-            if held is lease and task is not None and not task.cancelling():
-                log.warning("room_dropped", room=lease.room, epoch=lease.epoch, reason=reason,
-                            lease_left_s=round(lease.seconds_left(), 3))
-                task.cancel()
 
     async def shutdown(self) -> None:
         """Abandon the current steps, release every lease and make the rooms due now, so
@@ -362,23 +238,6 @@ def error_line(error: BaseException, most_chars: int = 500) -> str:
     message = " ".join(str(error).split())
     line = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return line if len(line) <= most_chars else line[: most_chars - 3] + "..."
-
-
-def connect(settings: Settings, max_connections: int) -> Redis:
-    """A coordinator's Redis client with a pool of ``max_connections``.
-
-    Each room waiting for bids holds one connection in XREAD BLOCK for up to its whole bid
-    timeout, so the rooms' pool is sized to the capacity and reads have no socket timeout:
-    the lease keeper bounds every wait instead, by cancelling a room whose lease lapses. A
-    dropped connection (a Redis restart) is retried briefly; a retried fenced script that
-    had already run is refused (NOTURN, TURNOPEN), so a retry never writes twice.
-    """
-    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
-    pool = BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=max_connections, timeout=None,
-        socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry,
-        **redis_kwargs(settings))
-    return Redis(connection_pool=pool)
 
 
 async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "") -> None:

@@ -1,4 +1,5 @@
-"""How bid requests reach workers: Celery in production, a list in memory for tests.
+"""How bid requests reach workers: Celery in production, a list in memory for tests, and
+a room's guard that sends only while its lease holds.
 
 The coordinator sends tasks by name and never imports the workers' code.
 """
@@ -10,6 +11,7 @@ from typing import Protocol
 
 from celery import Celery
 
+from coordinator.lease import Lease
 from shared.connections import broker_use_ssl
 from shared.models import BidRequest
 from shared.protocol import CALL_TASK
@@ -67,6 +69,25 @@ class InMemoryTransport:
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
         """Record the requests."""
         self.sent.extend(requests)
+
+
+class HeldTransport:
+    """A room's view of the transport: sends only while the room's lease is surely held.
+
+    A coordinator that stalled past its renewals must not pay for bids that the room's
+    next holder asks for again; and a send that stalled past the lease ends the room's work
+    there rather than at its next fenced write.
+    """
+
+    def __init__(self, transport: Transport, lease: Lease) -> None:
+        self.transport = transport
+        self.lease = lease
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        """Send the requests if the lease holds; raise LeaseLost otherwise."""
+        self.lease.ensure_held()
+        self.transport.send(requests)
+        self.lease.ensure_held()
 
 
 def describe(request: BidRequest) -> str:

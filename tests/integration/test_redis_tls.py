@@ -11,7 +11,7 @@ import pytest
 import redis
 from kombu.exceptions import OperationalError
 
-from coordinator.service import connect
+from coordinator.connections import connect
 from coordinator.transport import CeleryTransport
 from parley.client import Client
 from shared.settings import Settings

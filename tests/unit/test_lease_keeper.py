@@ -10,8 +10,8 @@ import pytest
 import structlog
 
 from coordinator.lease import Lease, LeaseLost
-from coordinator.service import Coordinator, HeldTransport
-from coordinator.transport import InMemoryTransport
+from coordinator.service import Coordinator
+from coordinator.transport import HeldTransport, InMemoryTransport
 from shared.keys import Keys
 from shared.models import BidStatus, StopReason
 from shared.settings import Settings
@@ -73,7 +73,7 @@ def test_a_room_whose_renewals_fail_is_dropped_before_its_lease_expires(server, 
     async def lose_redis() -> None:
         await coordinator.scan()
         _, task = coordinator.rooms[ROOM]
-        keeper = asyncio.create_task(coordinator.keep_leases())
+        keeper = asyncio.create_task(coordinator.keeper.keep_leases(coordinator.leases))
         await asyncio.sleep(0.6)  # one renewal went through
         server.connected = False
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 1.5)
@@ -97,7 +97,7 @@ def test_a_room_whose_lease_was_taken_is_dropped_at_the_next_renewal(server, sto
         _, task = coordinator.rooms[ROOM]
         await asyncio.sleep(0.05)  # the room is waiting for bids now
         store.redis.set(Keys("t").lease(ROOM), "thief:9")
-        keeper = asyncio.create_task(coordinator.keep_leases())
+        keeper = asyncio.create_task(coordinator.keeper.keep_leases(coordinator.leases))
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 2)
         keeper.cancel()
 

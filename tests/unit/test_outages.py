@@ -229,17 +229,15 @@ def test_a_resumed_turn_without_an_outage_keeps_its_deadline(server, store, keys
 @pytest.mark.parametrize("error", [RedisConnectionError("gone"), TimeoutError(),
                                    BrokerError("gone")], ids=["redis", "timeout", "broker"])
 def test_an_unreachable_redis_or_broker_starts_the_outage_clock(error):
-    coordinator = Coordinator(Settings(key_prefix="t"), InMemoryTransport(), "c1",
-                              client=fakeredis.FakeAsyncRedis())
-    coordinator.note_unreachable(error)
-    assert coordinator.outages.failed_at > 0
+    clock = OutageClock()
+    clock.note_unreachable(error)
+    assert clock.failed_at > 0
 
 
 def test_a_refused_command_is_no_outage():
-    coordinator = Coordinator(Settings(key_prefix="t"), InMemoryTransport(), "c1",
-                              client=fakeredis.FakeAsyncRedis())
-    coordinator.note_unreachable(ResponseError("NOSCRIPT"))
-    assert coordinator.outages.failed_at == 0
+    clock = OutageClock()
+    clock.note_unreachable(ResponseError("NOSCRIPT"))
+    assert clock.failed_at == 0
 
 
 def test_a_scan_that_cannot_reach_redis_starts_the_outage_clock(server):
@@ -266,7 +264,7 @@ def test_a_renewal_that_cannot_reach_redis_starts_the_outage_clock(server, store
         _, task = coordinator.rooms[ROOM]
         await asyncio.sleep(0.05)  # the room is waiting for bids now
         server.connected = False
-        await coordinator.renew_held(coordinator.leases)
+        await coordinator.keeper.renew_held(coordinator.leases)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from coordinator.service import connect
+from coordinator.connections import connect
 from coordinator.transport import CeleryTransport
 from parley.client import Client
 from shared.connections import RedisTlsError, broker_use_ssl, redis_kwargs
