@@ -10,9 +10,20 @@ import orjson
 from redis.exceptions import ResponseError
 
 from coordinator.lease import Lease, LeaseLost
+from coordinator.policies.base import Decision
 from shared.keys import Keys
-from shared.models import Bid, RoomSpec
-from shared.records import SENDER_MAX_BYTES, RoomState, bid_from_fields, decode
+from shared.models import Bid, RoomSpec, TurnRecord
+from shared.records import (
+    POLICY_FIELD_PREFIX,
+    SENDER_MAX_BYTES,
+    USAGE_TOTALS,
+    RoomState,
+    agent_message_fields,
+    agent_total_field,
+    bid_from_fields,
+    decode,
+    turn_record_fields,
+)
 from shared.scripts import Scripts
 from shared.settings import Settings, get_settings
 from shared.store import now_ms
@@ -122,12 +133,17 @@ class RoomIO:
         return [(decode(entry_id), bid_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
 
-    async def commit(self, lease: Lease, turn: int, expected_seq: int, payload: dict) -> int:
-        """Run commit.lua; returns the new message's seq (0 for no message)."""
+    async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
+                     turns_maxlen: int) -> int:
+        """Commit a decided turn with commit.lua, all or nothing: the winner's message, the
+        state and totals the decision changes, the run's end if it stops, and ``record``
+        (kept in a turns stream capped near ``turns_maxlen``). The log must still be at the
+        turn's snapshot. Returns the new message's seq (0 for no message)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room)]
-        args = [lease.token, turn, expected_seq, orjson.dumps(payload)]
+        payload = commit_payload(record, decision, turns_maxlen)
+        args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             return int(await self.scripts.commit(keys=keys, args=args))
         except ResponseError as error:
@@ -182,3 +198,51 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
     return spec.model_copy(update={"agents": agents})
 
 
+
+
+def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int) -> dict[str, Any]:
+    """commit.lua's payload (its header describes each part). The message is stamped with
+    the turn's decision time."""
+    payload: dict[str, Any] = {
+        "fields": state_updates(decision),
+        "usage": usage_increments(record.bids),
+        "record": turn_record_fields(record),
+        "turns_maxlen": str(turns_maxlen),
+    }
+    if decision.winner is not None:
+        payload["message"] = agent_message_fields(
+            decision.winner, decision.message, decision.score or 0.0, record.turn, record.run,
+            record.epoch, record.decided_at)
+    if decision.stop is not None:
+        payload["stop"] = {"status": decision.status.value, "reason": decision.stop.value,
+                           "detail": decision.detail}
+    return payload
+
+
+def state_updates(decision: Decision) -> dict[str, str]:
+    """The state fields a decision sets: recent speakers, the policy's own fields, and
+    the run's answer when the turn changed it."""
+    fields = {"recent": orjson.dumps(list(decision.recent)).decode()}
+    fields.update({f"{POLICY_FIELD_PREFIX}{name}": value
+                   for name, value in decision.policy_state.items()})
+    if decision.answer is not None:
+        fields["answer"] = decision.answer
+    return fields
+
+
+def usage_increments(bids: list[Bid]) -> dict[str, str]:
+    """Increments of the room's and each agent's running totals: every call counts, and
+    its tokens and cost."""
+    increments: dict[str, float] = {}
+
+    def add(field_name: str, amount: float) -> None:
+        increments[field_name] = increments.get(field_name, 0) + amount
+
+    for bid in bids:
+        add(agent_total_field(bid.agent, "calls"), 1)
+        for total in USAGE_TOTALS:
+            amount = float(getattr(bid, total))
+            if amount:
+                add(total, amount)
+                add(agent_total_field(bid.agent, total), amount)
+    return {field_name: repr(amount) for field_name, amount in increments.items()}

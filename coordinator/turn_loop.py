@@ -6,7 +6,6 @@ import asyncio
 import time
 from dataclasses import dataclass, field, replace
 
-import orjson
 import structlog
 
 from coordinator import policies
@@ -16,12 +15,7 @@ from coordinator.policies import Calls, Decision, TurnView
 from coordinator.room_io import Drained, OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
 from shared.models import Bid, BidRequest, BidStatus, CallKind, RoomSpec, RoomStatus, TurnRecord
-from shared.records import (
-    POLICY_FIELD_PREFIX,
-    RoomState,
-    agent_message_fields,
-    turn_record_fields,
-)
+from shared.records import RoomState
 
 log = structlog.get_logger("parley.turn")
 
@@ -207,38 +201,9 @@ class RoomRunner:
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
                      decision: Decision) -> None:
         """Write the decision with the fenced commit script and log the turn."""
-        now = time.time()
-        record = TurnRecord(
-            turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=self.lease.epoch,
-            snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
-            recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
-            adjusted=decision.adjusted,
-            winner=decision.winner, score=decision.score, stop_reason=decision.stop,
-            stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
-            deadline=turn.deadline, decided_at=now,
-        )
-        payload = {
-            "fields": state_updates(decision),
-            "usage": usage_increments(bids),
-            "record": turn_record_fields(record),
-            "turns_maxlen": str(self.options.turns_maxlen),
-        }
-        if decision.winner is not None:
-            payload["message"] = agent_message_fields(
-                decision.winner, decision.message, decision.score or 0.0, turn.number,
-                state.run, self.lease.epoch, now)
-        if decision.stop is not None:
-            payload["stop"] = {"status": decision.status.value, "reason": decision.stop.value,
-                               "detail": decision.detail}
-        seq = await self.io.commit(self.lease, turn.number, turn.snapshot_seq, payload)
-        log.info(
-            "turn_committed", speaker=decision.winner, seq=seq or None,
-            message_chars=len(decision.message), stop_reason=decision.stop,
-            detail=decision.detail or None, cuts=decision.cuts or None,
-            turn_ms=round((now - turn.opened_at) * 1000, 2),
-            calls=[call_usage(bid) for bid in bids], prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens, cost_usd=record.cost_usd,
-        )
+        record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
+        seq = await self.io.commit(self.lease, record, decision, self.options.turns_maxlen)
+        log_turn(record, decision, seq)
 
     async def go_idle(self) -> bool:
         """Leave the runnable set unless someone posted meanwhile (then keep serving).
@@ -281,18 +246,31 @@ def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int =
                status=BidStatus.TIMEOUT, error="no answer before the deadline")
 
 
-def usage_increments(bids: list[Bid]) -> dict[str, str]:
-    """Token and cost increments for the room's and each agent's running totals."""
-    increments: dict[str, float] = {}
-    for bid in bids:
-        increments[f"agent:{bid.agent}:calls"] = increments.get(f"agent:{bid.agent}:calls", 0) + 1
-        for name in ("prompt_tokens", "completion_tokens", "cost_usd"):
-            amount = float(getattr(bid, name))
-            if amount:
-                increments[name] = increments.get(name, 0.0) + amount
-                key = f"agent:{bid.agent}:{name}"
-                increments[key] = increments.get(key, 0.0) + amount
-    return {field_name: repr(amount) for field_name, amount in increments.items()}
+def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
+                decision: Decision, epoch: int) -> TurnRecord:
+    """The record of a decided turn: all it was decided from, and the decision."""
+    return TurnRecord(
+        turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=epoch,
+        snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
+        recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
+        adjusted=decision.adjusted,
+        winner=decision.winner, score=decision.score, stop_reason=decision.stop,
+        stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
+        deadline=turn.deadline, decided_at=time.time(),
+    )
+
+
+def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
+    """The turn's one log line: who spoke, why the run stopped, and every call with its
+    tokens, cost and latency."""
+    log.info(
+        "turn_committed", speaker=decision.winner, seq=seq or None,
+        message_chars=len(decision.message), stop_reason=decision.stop,
+        detail=decision.detail or None, cuts=decision.cuts or None,
+        turn_ms=round((record.decided_at - record.opened_at) * 1000, 2),
+        calls=[call_usage(bid) for bid in record.bids], prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens, cost_usd=record.cost_usd,
+    )
 
 
 def call_usage(bid: Bid) -> dict[str, object]:
@@ -301,14 +279,3 @@ def call_usage(bid: Bid) -> dict[str, object]:
             "prompt_tokens": bid.prompt_tokens,
             "completion_tokens": bid.completion_tokens, "cost_usd": bid.cost_usd,
             "latency_ms": bid.latency_ms}
-
-
-def state_updates(decision: Decision) -> dict[str, str]:
-    """The state fields a decision sets: recent speakers, the policy's own fields, and
-    the run's answer when the turn changed it."""
-    fields = {"recent": orjson.dumps(list(decision.recent)).decode()}
-    fields.update({f"{POLICY_FIELD_PREFIX}{name}": value
-                   for name, value in decision.policy_state.items()})
-    if decision.answer is not None:
-        fields["answer"] = decision.answer
-    return fields

@@ -89,6 +89,15 @@ def _plain(value: Any) -> str:
 
 # State fields a floor policy keeps for itself (per run) carry this prefix.
 POLICY_FIELD_PREFIX = "policy:"
+# Each agent's running totals are the state fields ``agent:<agent>:<total>``.
+AGENT_FIELD_PREFIX = "agent:"
+# The token and cost totals kept for the room (plain names) and for each agent.
+USAGE_TOTALS = ("prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def agent_total_field(agent: str, total: str) -> str:
+    """The state field of ``agent``'s running total of ``total``."""
+    return f"{AGENT_FIELD_PREFIX}{agent}:{total}"
 
 
 class RoomState:
@@ -125,14 +134,13 @@ class RoomState:
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""
-        suffix = f":{name}"
-        return {field[len("agent:"):-len(suffix)]: float(value) for field, value in self.raw.items()
-                if field.startswith("agent:") and field.endswith(suffix)}
+        prefix, suffix = AGENT_FIELD_PREFIX, f":{name}"
+        return {field[len(prefix):-len(suffix)]: float(value) for field, value in self.raw.items()
+                if field.startswith(prefix) and field.endswith(suffix)}
 
     def totals(self) -> dict[str, float]:
         """Token and cost totals, for the room (plain names) and per agent (``agent:..``)."""
-        names = ("prompt_tokens", "completion_tokens", "cost_usd")
-        return {k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in names}
+        return {k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in USAGE_TOTALS}
 
 
 def turn_record_fields(record: TurnRecord) -> dict[str, str]:
