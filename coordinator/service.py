@@ -26,6 +26,7 @@ from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.keys import Keys
+from shared.logs import one_line
 from shared.models import StopReason
 from shared.records import decode
 from shared.scripts import Scripts
@@ -235,9 +236,9 @@ class Coordinator:
 
 def error_line(error: BaseException, most_chars: int = 500) -> str:
     """``<class>: <message>`` on one line, whitespace squeezed, cut to ``most_chars``."""
-    message = " ".join(str(error).split())
-    line = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return line if len(line) <= most_chars else line[: most_chars - 3] + "..."
+    message = str(error)
+    return one_line(f"{type(error).__name__}: {message}" if message.strip() else
+                    type(error).__name__, most_chars)
 
 
 async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "") -> None:

@@ -14,10 +14,14 @@ from coordinator.outages import OutageClock
 from coordinator.policies import Calls, Decision, TurnView
 from coordinator.room_io import Drained, OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
+from shared.logs import one_line
 from shared.models import Bid, BidRequest, BidStatus, CallKind, RoomSpec, RoomStatus, TurnRecord
 from shared.records import RoomState
 
 log = structlog.get_logger("parley.turn")
+
+# The turn's log line shows this much of the posted message.
+MESSAGE_LOG_CHARS = 300
 
 
 @dataclass
@@ -261,10 +265,11 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid
 
 
 def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
-    """The turn's one log line: who spoke, why the run stopped, and every call with its
-    tokens, cost and latency."""
+    """The turn's one log line: who spoke and what (the start of it), why the run stopped,
+    and every call with its tokens, cost and latency."""
     log.info(
         "turn_committed", speaker=decision.winner, seq=seq or None,
+        message=one_line(decision.message, MESSAGE_LOG_CHARS) or None,
         message_chars=len(decision.message), stop_reason=decision.stop,
         detail=decision.detail or None, cuts=decision.cuts or None,
         turn_ms=round((record.decided_at - record.opened_at) * 1000, 2),

@@ -34,3 +34,10 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+
+
+def one_line(text: str, most_chars: int) -> str:
+    """``text`` on one line for a log field: whitespace squeezed, cut to ``most_chars``
+    with a trailing ``...`` when longer."""
+    line = " ".join(text.split())
+    return line if len(line) <= most_chars else line[: most_chars - 3] + "..."

@@ -13,7 +13,7 @@ import structlog
 from coordinator import policies
 from coordinator.lease import Leases
 from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
+from coordinator.turn_loop import MESSAGE_LOG_CHARS, RoomRunner, TurnOptions
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from shared.scripts import Scripts
@@ -143,6 +143,25 @@ def test_selector_calls_count_in_the_turn_log_line_and_the_totals(sync_redis, as
         [("selector", "select")]]
     calls = store.read_state(ROOM).agent_totals("calls")
     assert calls == {"selector": 3.0, "planner": 1.0}
+
+
+def test_the_turn_log_line_shows_the_speaker_and_the_start_of_the_posted_message(
+        sync_redis, async_redis, keys):
+    long_reply = "Day one:\n" + "temples and ramen " * 40
+    spec = selector_spec(["planner", "budget", "TERMINATE"],
+                         {"planner": [long_reply], "budget": ["over by $200"]})
+    with structlog.testing.capture_logs() as logs:
+        run_room(sync_redis, async_redis, keys, spec)
+
+    first, second, last = [e for e in logs if e["event"] == "turn_committed"]
+    assert (second["speaker"], second["message"]) == ("budget", "over by $200")
+    assert (last["speaker"], last["message"]) == (None, None)
+    assert first["speaker"] == "planner"
+    assert first["message"].startswith("Day one: temples and ramen temples")
+    assert first["message"].endswith("...") and len(first["message"]) == MESSAGE_LOG_CHARS
+    assert [set(call) for call in first["calls"]] == [
+        {"agent", "kind", "status", "prompt_tokens", "completion_tokens", "cost_usd",
+         "latency_ms"}] * 2
 
 
 class DiesBeforeSpeaking(LocalWorkerTransport):
