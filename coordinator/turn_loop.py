@@ -15,7 +15,16 @@ from coordinator.policies import Calls, Decision, TurnView
 from coordinator.room_io import Drained, OpenTurn, RoomIO
 from coordinator.transport import Transport, chunk_requests
 from shared.logs import one_line
-from shared.models import Bid, BidRequest, BidStatus, CallKind, RoomSpec, RoomStatus, TurnRecord
+from shared.models import (
+    Bid,
+    BidRequest,
+    BidStatus,
+    CallKind,
+    ErrorKind,
+    RoomSpec,
+    RoomStatus,
+    TurnRecord,
+)
 from shared.records import RoomState
 
 log = structlog.get_logger("parley.turn")
@@ -247,7 +256,8 @@ def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int =
               call: int = 0) -> Bid:
     """The silent answer of a call that did not answer in time."""
     return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.TIMEOUT, error="no answer before the deadline")
+               status=BidStatus.TIMEOUT, error="no answer before the deadline",
+               error_kind=ErrorKind.NO_ANSWER)
 
 
 def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],

@@ -415,6 +415,32 @@ class BidStatus(StrEnum):
     TIMEOUT = "timeout"  # nothing arrived before the deadline
 
 
+class ErrorKind(StrEnum):
+    """Why a call failed, set where it failed: by the worker for its call, by the
+    coordinator for an answer that never came. Each kind has its likely fix
+    (coordinator/policies/common.py)."""
+
+    NONE = ""  # the call did not fail (or was answered before failures had kinds)
+    MISSING_KEY = "missing_key"  # no API key: api_key_env's or the provider's variable is unset
+    KEY_NOT_ALLOWED = "key_not_allowed"  # api_key_env is not in PARLEY_WORKER_KEY_ENVS
+    API_BASE_NOT_ALLOWED = "api_base_not_allowed"  # a base that may not get a key needs one
+    AUTH = "auth"  # the provider refused the key
+    UNKNOWN_PROVIDER = "unknown_provider"  # the model string names no provider
+    UNSUPPORTED_PARAMS = "unsupported_params"  # the provider refuses some of the parameters
+    TOOLS_UNSUPPORTED = "tools_unsupported"  # the model cannot take the respond tool
+    NO_TOOL_CALL = "no_tool_call"  # the model answered without the respond tool call
+    UNPARSED = "unparsed"  # the model answered, but not in a shape that can be read
+    NOT_FOUND = "not_found"  # the provider has no such model
+    CONTEXT_WINDOW = "context_window"  # the prompt is longer than the model's window
+    RATE_LIMIT = "rate_limit"  # rate-limited until the deadline, retries included
+    TIMEOUT = "timeout"  # the call outlasted the agent's timeout_s or the deadline
+    NO_ANSWER = "no_answer"  # no answer reached the coordinator before the deadline
+    CONNECTION = "connection"  # the provider's endpoint could not be reached
+    PROVIDER_ERROR = "provider_error"  # the provider failed (5xx, overloaded)
+    SCRIPTED = "scripted"  # a scripted agent's entry raised its error
+    OTHER = "other"  # anything else: the error text says what
+
+
 class Message(BaseModel):
     """One entry of a room's conversation log."""
 
@@ -440,6 +466,7 @@ class Bid(BaseModel):
     message: str = ""
     status: BidStatus = BidStatus.OK
     error: str = ""
+    error_kind: ErrorKind = ErrorKind.NONE
     attempt: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -1,4 +1,9 @@
-"""One agent's bid for one turn: get the model's output, parse it, account for it."""
+"""One agent's bid for one turn: get the model's output, parse it, account for it.
+
+A failed call is a silent answer that says why: its ``error`` text, and its ``error_kind``,
+told here where it happened (a scripted entry's error, or whatever workers.llm's call
+raised) or by the parser (no respond tool call, output it could not read).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +15,10 @@ from typing import Any
 
 import structlog
 
-from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, Message
+from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
 from workers.credentials import redact_keys
 from workers.parsing import parse_respond, parse_text
-from workers.scripted import scripted_completion
+from workers.scripted import ScriptedError, scripted_completion
 
 log = structlog.get_logger("parley.worker")
 
@@ -59,19 +64,34 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind)
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
-        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error)})
+        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error),
+                                     "error_kind": failure_kind(agent, error)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
-                    kind=call.kind.value, error=bid.error)
+                    kind=call.kind.value, error=bid.error, error_kind=bid.error_kind.value)
     else:
         parsed = parse_respond(raw) if call.kind is CallKind.BID else parse_text(raw)
         status = BidStatus.UNPARSED if parsed.error else BidStatus.OK
         bid = bid.model_copy(update={"score": parsed.score, "message": parsed.message,
-                                     "status": status, "error": parsed.error, **usage})
+                                     "status": status, "error": parsed.error,
+                                     "error_kind": parsed.error_kind, **usage})
         if parsed.error:
             log.warning("answer_unparsed", agent=agent.name, model=agent.model, turn=turn,
-                        kind=call.kind.value, error=parsed.error)
+                        kind=call.kind.value, error=parsed.error,
+                        error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     return bid.model_copy(update={"latency_ms": latency_ms})
+
+
+def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
+    """The kind of failure a call raised: a scripted entry's error, or (for an agent with a
+    real model) what workers.llm tells of its call's error."""
+    if isinstance(error, ScriptedError):
+        return ErrorKind.SCRIPTED
+    if agent.is_scripted:
+        return ErrorKind.OTHER
+    from workers.llm import classify_error  # imports litellm: only for real agents
+
+    return classify_error(error)
 
 
 def describe_error(error: BaseException) -> str:

@@ -3,13 +3,14 @@
 The call forces the respond tool, fits the transcript into the model's context budget,
 reads the agent's key from the environment at call time (and sends it only where
 workers/credentials.py allows), bounds every attempt by the turn's deadline (retrying a
-provider's rate limit with backoff while the deadline allows), and accounts for tokens and
-cost.
+provider's rate limit with backoff while the deadline allows), accounts for tokens and
+cost, and tells what kind of failure a failed call met (``classify_error``).
 """
 
 from __future__ import annotations
 
 import random
+import re
 import time
 from functools import lru_cache
 from typing import Any
@@ -21,9 +22,17 @@ import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before 
 # isort: split
 import litellm
 
-from shared.models import AgentSpec, CallKind, Message
+from shared.models import AgentSpec, CallKind, ErrorKind, Message
 from shared.protocol import RESPOND_TOOL
-from workers.credentials import NO_KEY, Credential, credential_for, withheld_refusal
+from workers.credentials import (
+    NO_KEY,
+    ApiBaseNotAllowed,
+    Credential,
+    KeyEnvNotAllowed,
+    MissingApiKey,
+    credential_for,
+    withheld_refusal,
+)
 from workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
@@ -238,3 +247,63 @@ def respond_tool_tokens(model: str) -> int:
     model, since trimming counts many single messages."""
     with_tool = litellm.token_counter(model=model, messages=[], **FORCE_RESPOND)
     return with_tool - litellm.token_counter(model=model, messages=[])
+
+
+# parley's own refusals, known by their class alone.
+OWN_FAILURES: tuple[tuple[type[Exception], ErrorKind], ...] = (
+    (MissingApiKey, ErrorKind.MISSING_KEY),
+    (KeyEnvNotAllowed, ErrorKind.KEY_NOT_ALLOWED),
+    (ApiBaseNotAllowed, ErrorKind.API_BASE_NOT_ALLOWED),
+    (DeadlinePassed, ErrorKind.TIMEOUT),
+)
+# What litellm's message says where its class does not tell, first match first: a missing
+# key arrives as AuthenticationError, InternalServerError or APIConnectionError depending on
+# the provider, a refused connection as InternalServerError, an unknown provider as a bare
+# BadRequestError, a model without tools as UnsupportedParamsError or a provider's 400.
+FAILURE_MESSAGES: tuple[tuple[re.Pattern[str], ErrorKind], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), kind) for pattern, kind in (
+        (r"missing\b.{0,40}\b(api[ _-]?key|credentials|auth[ _]token)"
+         r"|api_key client option must be set|no api key (was )?(provided|found|set)",
+         ErrorKind.MISSING_KEY),
+        (r"incorrect api key|invalid (x-)?api[ _-]?key", ErrorKind.AUTH),
+        (r"LLM Provider NOT provided", ErrorKind.UNKNOWN_PROVIDER),
+        (r"does not support parameters: \[[^\]]*'(tools|tool_choice|functions)'"
+         r"|tools? (is|are) not supported|does not support (tools|function)|function calling",
+         ErrorKind.TOOLS_UNSUPPORTED),
+        (r"context length|context window|prompt is too long", ErrorKind.CONTEXT_WINDOW),
+        (r"model_not_found|not_found_error|model not found|model\b.{0,80}\bdoes not exist",
+         ErrorKind.NOT_FOUND),
+        (r"rate limit", ErrorKind.RATE_LIMIT),
+        (r"timed out", ErrorKind.TIMEOUT),
+        (r"connection error|connection refused|name or service not known|failed to resolve",
+         ErrorKind.CONNECTION),
+        (r"overloaded", ErrorKind.PROVIDER_ERROR),
+    ))
+# litellm's exception classes, each before its bases (several are BadRequestErrors).
+FAILURE_CLASSES: tuple[tuple[type[Exception], ErrorKind], ...] = (
+    (litellm.Timeout, ErrorKind.TIMEOUT),
+    (litellm.RateLimitError, ErrorKind.RATE_LIMIT),
+    (litellm.ContextWindowExceededError, ErrorKind.CONTEXT_WINDOW),
+    (litellm.UnsupportedParamsError, ErrorKind.UNSUPPORTED_PARAMS),
+    (litellm.AuthenticationError, ErrorKind.AUTH),
+    (litellm.PermissionDeniedError, ErrorKind.AUTH),
+    (litellm.NotFoundError, ErrorKind.NOT_FOUND),
+    (litellm.APIConnectionError, ErrorKind.CONNECTION),
+    (litellm.InternalServerError, ErrorKind.PROVIDER_ERROR),
+    (litellm.ServiceUnavailableError, ErrorKind.PROVIDER_ERROR),
+    (litellm.BadGatewayError, ErrorKind.PROVIDER_ERROR),
+    (TimeoutError, ErrorKind.TIMEOUT),
+)
+
+
+def classify_error(error: Exception) -> ErrorKind:
+    """The kind of failure a model call raised: parley's own refusals by class, then what
+    litellm's message names, then litellm's class; ``other`` when none tells."""
+    for own, kind in OWN_FAILURES:
+        if isinstance(error, own):
+            return kind
+    message = str(error)
+    for pattern, kind in FAILURE_MESSAGES:
+        if pattern.search(message):
+            return kind
+    return next((kind for cls, kind in FAILURE_CLASSES if isinstance(error, cls)), ErrorKind.OTHER)

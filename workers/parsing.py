@@ -4,7 +4,8 @@ Providers and client libraries hand the same decision back in many shapes: a com
 with tool calls, one tool call, a list of them, a dict, a JSON string, a Python repr (of
 plain data or of client objects), a pydantic object, a score given as a string, a field
 left out. ``parse_respond`` accepts them all and never raises: anything it cannot read
-becomes the silent bid (0.0, "") with the reason kept for operators.
+becomes the silent bid (0.0, "") with the reason kept for operators, and its kind:
+``no_tool_call`` for a reply without the respond call, ``unparsed`` for anything else.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
+from shared.models import ErrorKind
 from shared.protocol import RESPOND
 
 _MAX_DEPTH = 12
@@ -27,15 +29,31 @@ _ARGUMENT_KEYS = ("arguments", "args", "input")
 
 @dataclass(frozen=True)
 class ParsedBid:
-    """A clean decision; ``error`` says why a bid had to be read as silent."""
+    """A clean decision; ``error`` says why a bid had to be read as silent, and
+    ``error_kind`` what kind of failure that was."""
 
     score: float = 0.0
     message: str = ""
     error: str = ""
+    error_kind: ErrorKind = ErrorKind.NONE
 
 
 class Unparseable(ValueError):
     """The output holds no usable respond decision."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.UNPARSED
+
+
+class NoToolCall(Unparseable):
+    """The reply is a chat message without the respond tool call (often plain prose: the
+    model cannot call tools)."""
+
+    kind: ClassVar[ErrorKind] = ErrorKind.NO_TOOL_CALL
+
+
+def unparsed(error: Unparseable) -> ParsedBid:
+    """The silent answer for output that could not be read, with the reason and its kind."""
+    return ParsedBid(error=f"unparsed: {error}", error_kind=error.kind)
 
 
 def parse_respond(raw: Any) -> ParsedBid:
@@ -43,7 +61,7 @@ def parse_respond(raw: Any) -> ParsedBid:
     try:
         score, message = _decision(raw, _MAX_DEPTH)
     except Unparseable as error:
-        return ParsedBid(error=f"unparsed: {error}")
+        return unparsed(error)
     return ParsedBid(score=score, message=message)
 
 
@@ -91,7 +109,7 @@ def _calls_of(message: dict[str, Any]) -> list[Any]:
         calls = [block for block in map(_plain, message["content"])
                  if isinstance(block, dict) and block.get("type") == "tool_use"]
     if not calls:
-        raise Unparseable("no respond tool call in the reply" + _answered_in_text(message))
+        raise NoToolCall("no respond tool call in the reply" + _answered_in_text(message))
     return list(calls)
 
 
@@ -216,7 +234,7 @@ def parse_text(raw: Any) -> ParsedBid:
     try:
         text = _text(raw, _MAX_DEPTH)
     except Unparseable as error:
-        return ParsedBid(error=f"unparsed: {error}")
+        return unparsed(error)
     return ParsedBid(message=text.strip())
 
 

@@ -1,105 +1,110 @@
 """Stops every policy shares: when no agent could bid at all, the room cannot work.
 
-The all-failed stop lists each agent's recorded error with a likely fix, matched on the
-error text the worker recorded (``ClassName: message``, as litellm raised it):
+The all-failed stop lists each agent's recorded error with a likely fix, chosen by the
+kind of failure the answer carries (``ErrorKind``, set where the call failed: the worker,
+or the coordinator for an answer that never came):
 
-=====================================================  =====================================
-error (class or message)                               likely fix
-=====================================================  =====================================
-``KeyEnvNotAllowed`` (api_key_env not lent)            use a variable in
-                                                       PARLEY_WORKER_KEY_ENVS, or add it there
-``ApiBaseNotAllowed`` (api_base may not get a key)     add the base to
-                                                       PARLEY_WORKER_ALLOWED_API_BASES
-``environment variable X is not set`` (api_key_env)    set X on the workers
-missing key (``Missing credentials``, ``Missing        set the provider's key variable
-Anthropic API Key``, ...)                              (named from the message)
-``AuthenticationError``                                check the key's value
-``LLM Provider NOT provided``                          prefix the model with its provider
-``UnsupportedParamsError`` naming tools                a model with function calling
-``UnsupportedParamsError`` naming other parameters     remove them, or drop_params
-no tool call / tools not supported                     a model with function calling
-``NotFoundError``, ``model_not_found``                 check the model name
-``ContextWindowExceededError``                         set max_context_tokens
-``RateLimitError``                                     lower the rate or raise the quota
-``Timeout``, deadline passed                           raise timeout_s or bid_timeout_s
-no bid before the deadline                             check the queue's workers
-connection errors                                      check api_base / reachability
-``InternalServerError``, ``ServiceUnavailableError``   the provider failed
-=====================================================  =====================================
+==========================  ================================================================
+kind (shared.models)        likely fix
+==========================  ================================================================
+``missing_key``             set the key's variable on the workers (named when the error does)
+``key_not_allowed``         use a variable in PARLEY_WORKER_KEY_ENVS, or add it (named) there
+``api_base_not_allowed``    add the base to PARLEY_WORKER_ALLOWED_API_BASES
+``auth``                    check the key's value
+``unknown_provider``        prefix the model with its provider
+``unsupported_params``      remove them, or set drop_params
+``tools_unsupported``       use a model with function calling
+``no_tool_call``            use a model with function calling
+``not_found``               check the model name
+``context_window``          set max_context_tokens
+``rate_limit``              lower the rate or raise the quota
+``timeout``                 raise timeout_s or the policy's bid_timeout_s
+``no_answer``               check that a worker consumes the agent's queue
+``connection``              check api_base and that the workers reach it
+``provider_error``          check the provider's status, or use another model
+``unparsed``, ``scripted``  none: the error text says what happened
+``other``                   none
+==========================  ================================================================
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from coordinator.policies.base import Decision, TurnView, stopped
-from shared.models import Bid, BidStatus, StopReason
-
-_KEY_ENV_NOT_ALLOWED = re.compile(r"KeyEnvNotAllowed: api_key_env (\w+)")
-_UNSET_VARIABLE = re.compile(r"environment variable (\w+) is not set")
-_MISSING_KEY = re.compile(
-    r"missing\b.{0,40}\b(api[ _-]?key|credentials|auth[ _]token)"
-    r"|api_key client option must be set|no api key (was )?(provided|found|set)",
-    re.IGNORECASE,
-)
-_KEY_VARIABLE = re.compile(r"\b([A-Z][A-Z0-9_]*_(?:API_KEY|AUTH_TOKEN))\b")
-_UNSUPPORTED = re.compile(r"UnsupportedParamsError|does not support parameters", re.IGNORECASE)
-_TOOL_PARAMS = re.compile(r"'(tools|tool_choice|functions)'")
+from shared.models import Bid, BidStatus, ErrorKind, StopReason
 
 FUNCTION_CALLING_FIX = "use a model that supports function calling (tool calls)"
 
-# (pattern, fix), first match wins; matched after the key and parameter cases above.
-_HINTS = (
-    (r"AuthenticationError|incorrect api key|invalid (x-)?api[ _-]?key",
-     "the provider refused the API key: check the value of the variable the agent's "
-     "api_key_env names (or of the provider's default key variable)"),
-    (r"LLM Provider NOT provided",
-     "prefix the model with its provider, as litellm spells it (e.g. openai/gpt-4o-mini)"),
-    (r"no respond tool call|tools? (is|are) not supported|does not support (tools|function)"
-     r"|function calling", FUNCTION_CALLING_FIX),
-    (r"NotFoundError|model_not_found|not_found_error|does not exist|model not found",
-     "check the model name (provider/model, as litellm spells it)"),
-    (r"ContextWindowExceeded|context length|context window|prompt is too long",
-     "set the agent's max_context_tokens to the model's real context window"),
-    (r"RateLimitError|rate limit", "lower the request rate or raise the provider's quota"),
-    (r"no bid before the deadline",
-     "check that a worker consumes the agent's queue, or raise the policy's bid_timeout_s"),
-    (r"Timeout|timed out|DeadlinePassed",
-     "raise the agent's timeout_s or the policy's bid_timeout_s"),
-    (r"APIConnectionError|connection error|connection refused|name or service not known"
-     r"|failed to resolve", "check the agent's api_base and that the workers can reach it"),
-    (r"InternalServerError|ServiceUnavailableError|BadGatewayError|overloaded",
-     "the provider failed: check its status, or use another model"),
-)
-_COMPILED_HINTS = tuple((re.compile(pattern, re.IGNORECASE), fix) for pattern, fix in _HINTS)
+# No fix holds "; ": it separates the agents' entries in the all-failed detail.
+FIXES: dict[ErrorKind, str] = {
+    ErrorKind.MISSING_KEY: ("set the provider's API key variable on the workers, or name the "
+                            "key's variable in the agent's api_key_env"),
+    ErrorKind.KEY_NOT_ALLOWED: ("name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS "
+                                "as the agent's api_key_env, or have the operator add the "
+                                "agent's variable there"),
+    ErrorKind.API_BASE_NOT_ALLOWED: (
+        "have the workers' operator add the agent's api_base (or the endpoint named) to "
+        "PARLEY_WORKER_ALLOWED_API_BASES, or use the provider's default endpoint"),
+    ErrorKind.AUTH: ("the provider refused the API key: check the value of the variable the "
+                     "agent's api_key_env names (or of the provider's default key variable)"),
+    ErrorKind.UNKNOWN_PROVIDER: ("prefix the model with its provider, as litellm spells it "
+                                 "(e.g. openai/gpt-4o-mini)"),
+    ErrorKind.UNSUPPORTED_PARAMS: ("remove the parameters the provider does not support from "
+                                   "the agent, or set litellm_kwargs: {drop_params: true}"),
+    ErrorKind.TOOLS_UNSUPPORTED: FUNCTION_CALLING_FIX,
+    ErrorKind.NO_TOOL_CALL: FUNCTION_CALLING_FIX,
+    ErrorKind.NOT_FOUND: "check the model name (provider/model, as litellm spells it)",
+    ErrorKind.CONTEXT_WINDOW: "set the agent's max_context_tokens to the model's real context window",
+    ErrorKind.RATE_LIMIT: "lower the request rate or raise the provider's quota",
+    ErrorKind.TIMEOUT: ("raise the agent's timeout_s or the policy's bid_timeout_s "
+                        "(call_timeout_s in a selector room)"),
+    ErrorKind.NO_ANSWER: ("check that a worker consumes the agent's queue, or raise the "
+                          "policy's bid_timeout_s (call_timeout_s in a selector room)"),
+    ErrorKind.CONNECTION: "check the agent's api_base and that the workers can reach it",
+    ErrorKind.PROVIDER_ERROR: "the provider failed: check its status, or use another model",
+}
+
+# Refinements: where the error text names the variable to set, the fix names it too.
+_UNSET_VARIABLE = re.compile(r"environment variable (\w+) is not set")
+_KEY_VARIABLE = re.compile(r"\b([A-Z][A-Z0-9_]*_(?:API_KEY|AUTH_TOKEN))\b")
+_NOT_LENT = re.compile(r"api_key_env (\w+)")
 
 
-def likely_fix(error: str) -> str:
-    """A one-line suggestion for a recorded agent error, or an empty string."""
-    not_lent = _KEY_ENV_NOT_ALLOWED.search(error)
-    if not_lent:
-        return (f"name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS as the agent's "
-                f"api_key_env, or have the operator add {not_lent.group(1)} there")
-    if "ApiBaseNotAllowed" in error:
-        return ("have the workers' operator add the agent's api_base (or the endpoint named) "
-                "to PARLEY_WORKER_ALLOWED_API_BASES, or use the provider's default endpoint")
+def _missing_key_fix(error: str) -> str:
+    """Name the unset variable: api_key_env's, or the provider's own from its message."""
     unset = _UNSET_VARIABLE.search(error)
     if unset:
         return (f"set {unset.group(1)} in the environment of the workers serving this agent "
                 "(the variable its api_key_env names)")
-    if _MISSING_KEY.search(error):
-        variable = _KEY_VARIABLE.search(error)
-        key = variable.group(1) if variable else "the provider's API key variable"
-        return f"set {key} on the workers, or name the key's variable in the agent's api_key_env"
-    if _UNSUPPORTED.search(error):
-        if _TOOL_PARAMS.search(error):
-            return FUNCTION_CALLING_FIX
-        return ("remove the parameters the provider does not support from the agent, or set "
-                "litellm_kwargs: {drop_params: true}")
-    for pattern, fix in _COMPILED_HINTS:
-        if pattern.search(error):
-            return fix
+    variable = _KEY_VARIABLE.search(error)
+    if variable:
+        return (f"set {variable.group(1)} on the workers, or name the key's variable in the "
+                "agent's api_key_env")
     return ""
+
+
+def _key_not_lent_fix(error: str) -> str:
+    """Name the variable the workers do not lend."""
+    not_lent = _NOT_LENT.search(error)
+    if not not_lent:
+        return ""
+    return (f"name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS as the agent's "
+            f"api_key_env, or have the operator add {not_lent.group(1)} there")
+
+
+REFINEMENTS: dict[ErrorKind, Callable[[str], str]] = {
+    ErrorKind.MISSING_KEY: _missing_key_fix,
+    ErrorKind.KEY_NOT_ALLOWED: _key_not_lent_fix,
+}
+
+
+def likely_fix(kind: ErrorKind, error: str = "") -> str:
+    """A one-line suggestion for a failure of this kind (naming the variable where the
+    error text does), or an empty string when the error says all there is."""
+    refine = REFINEMENTS.get(kind)
+    return (refine(error) if refine else "") or FIXES.get(kind, "")
 
 
 def nobody_answered(answers: list[Bid]) -> bool:
@@ -129,7 +134,7 @@ def all_failed_detail(bids: list[Bid]) -> str:
     """One ``agent: error (likely fix: ...)`` entry per agent, joined by semicolons."""
     lines = []
     for bid in bids:
-        fix = likely_fix(bid.error)
+        fix = likely_fix(bid.error_kind, bid.error)
         lines.append(f"{bid.agent}: {bid.error or bid.status}"
                      + (f" (likely fix: {fix})" if fix else ""))
     return "; ".join(lines)

@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from coordinator.policies.common import likely_fix
-from shared.models import AgentSpec, Bid, BidStatus, Message
+from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
 from shared.settings import DEFAULT_WORKER_KEY_ENVS
 from tests.support.openai_stub import OpenAIStub, error, tool_call
 from workers.bidding import Call, make_bid
@@ -97,7 +97,8 @@ def test_a_variable_outside_the_key_list_is_refused_naming_the_setting(
     assert result.status is BidStatus.ERROR
     assert result.error.startswith(f"KeyEnvNotAllowed: api_key_env {variable} ")
     assert "PARLEY_WORKER_KEY_ENVS" in result.error
-    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error)
+    assert result.error_kind is ErrorKind.KEY_NOT_ALLOWED
+    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error_kind, result.error)
     assert stub.seen == []
     assert SECRET not in repr(logs)
 
@@ -112,7 +113,8 @@ def test_a_base_that_wants_a_key_it_may_not_receive_fails_naming_the_setting(wor
     assert result.error == (
         f"ApiBaseNotAllowed: {url} refused the call without a key (401); "
         "this worker sends keys only to the API bases in PARLEY_WORKER_ALLOWED_API_BASES")
-    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error)
+    assert result.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
+    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error_kind, result.error)
     assert stub.requests_carrying(SECRET) == []
 
 
@@ -154,6 +156,7 @@ def test_a_provider_that_may_read_its_own_credentials_is_not_called_at_a_base_no
 
     assert result.status is BidStatus.ERROR
     assert result.error.startswith("ApiBaseNotAllowed: ")
+    assert result.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
     assert "PARLEY_WORKER_ALLOWED_API_BASES" in result.error
     assert stub.seen == []
 

@@ -11,7 +11,7 @@ import litellm
 import pytest
 
 from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
-from shared.models import AgentSpec, Bid, BidStatus, Message
+from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
 from tests.support.openai_stub import (
     OpenAIStub,
     error,
@@ -111,7 +111,8 @@ def test_a_reply_without_a_tool_call_is_an_unparsed_silent_bid(stub):
     result = bid(agent_on(stub, "Chatty", "chatty"))
     assert (result.status, result.score, result.message) == (BidStatus.UNPARSED, 0.0, "")
     assert "I think we should ship it." in result.error
-    assert likely_fix(result.error) == FUNCTION_CALLING_FIX
+    assert result.error_kind is ErrorKind.NO_TOOL_CALL
+    assert likely_fix(result.error_kind, result.error) == FUNCTION_CALLING_FIX
     assert result.prompt_tokens > 0
 
 
@@ -120,7 +121,8 @@ def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, worker_e
     result = bid(agent_on(stub, "Skeptic", "skeptic"))
     assert result.status is BidStatus.ERROR and result.score == 0.0
     assert result.error.startswith("AuthenticationError: ") and "Incorrect API key" in result.error
-    assert likely_fix(result.error).startswith("the provider refused the API key")
+    assert result.error_kind is ErrorKind.AUTH
+    assert likely_fix(result.error_kind, result.error).startswith("the provider refused the API key")
     assert len(stub.received) == 1
 
 
@@ -141,6 +143,7 @@ def test_rate_limits_past_the_deadline_give_up_before_it(stub):
     result = bid(agent_on(stub, "Swamped", "swamped"), deadline_s=1.0)
 
     assert result.status is BidStatus.ERROR and result.error.startswith("RateLimitError: ")
+    assert result.error_kind is ErrorKind.RATE_LIMIT
     assert 2 <= len(stub.requests_for("swamped")) < 10
     assert time.monotonic() - started < 1.0
 
@@ -150,6 +153,7 @@ def test_a_server_error_is_a_silent_bid_and_is_not_retried(stub):
     result = bid(agent_on(stub, "Broken", "broken"))
     assert result.status is BidStatus.ERROR
     assert result.error.startswith("InternalServerError: ")
+    assert result.error_kind is ErrorKind.PROVIDER_ERROR
     assert len(stub.requests_for("broken")) == 1
 
 
@@ -157,7 +161,8 @@ def test_an_unknown_model_is_recorded_with_the_model_name_hint(stub):
     stub.script("gpt-nope", model_not_found("gpt-nope"))
     result = bid(agent_on(stub, "Nope", "gpt-nope"))
     assert result.error.startswith("NotFoundError: ") and "gpt-nope" in result.error
-    assert likely_fix(result.error).startswith("check the model name")
+    assert result.error_kind is ErrorKind.NOT_FOUND
+    assert likely_fix(result.error_kind, result.error).startswith("check the model name")
 
 
 def test_a_slow_reply_times_out_at_the_agents_timeout(stub):
@@ -165,6 +170,7 @@ def test_a_slow_reply_times_out_at_the_agents_timeout(stub):
     started = time.monotonic()
     result = bid(agent_on(stub, "Slow", "slow", timeout_s=0.3))
     assert result.status is BidStatus.ERROR and result.error.startswith("Timeout: ")
+    assert result.error_kind is ErrorKind.TIMEOUT
     assert time.monotonic() - started < 1.5
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from coordinator import policies
 from coordinator.policies import Calls, TurnView, bid
-from shared.models import Bid, BidStatus, CallKind, RoomSpec, StopReason
+from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 
@@ -127,8 +127,8 @@ def test_every_agent_timing_out_stops_the_run_naming_the_queue():
 
 
 def test_every_agent_failing_on_the_first_turn_fails_the_run_with_each_error():
-    failed = [Bid(agent=name, turn=1, status=BidStatus.ERROR, error="AuthenticationError: no key")
-              for name in AGENTS]
+    failed = [Bid(agent=name, turn=1, status=BidStatus.ERROR, error="AuthenticationError: no key",
+                  error_kind=ErrorKind.AUTH) for name in AGENTS]
     decision = policies.decide(spec(), view(run_turns=1), failed)
     assert decision.stop is StopReason.ALL_FAILED
     assert decision.detail.count("AuthenticationError") == 3

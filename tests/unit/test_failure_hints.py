@@ -1,6 +1,6 @@
-"""The likely fix named for each agent when every agent fails on a run's first turn,
-checked against the errors real litellm calls raise here (offline: each fails before any
-request leaves the machine)."""
+"""The likely fix named for each agent when every agent fails on a run's first turn: chosen
+by the failure's kind, checked against the errors real litellm calls raise here (offline:
+each fails before any request leaves the machine, or at a closed local port)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 from coordinator import policies
 from coordinator.policies import TurnView
 from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
+from coordinator.turn_loop import timed_out
 from parley.client import load_spec
-from shared.models import AgentSpec, Bid, BidStatus, Message, RoomSpec, StopReason
+from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, RoomSpec, StopReason
 from workers.bidding import Call, make_bid
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -32,84 +33,112 @@ def no_provider_keys(worker_env):
                PARLEY_WORKER_KEY_ENVS="OPENAI_API_KEY,ANTHROPIC_API_KEY,PARLEY_TEST_UNSET_KEY")
 
 
-def error_of(model: str, **fields) -> str:
+def failure_of(model: str, **fields) -> Bid:
     agent = AgentSpec(name="A", model=model, timeout_s=5, **fields)
     bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10)
     assert bid.status is BidStatus.ERROR
-    return bid.error
+    return bid
+
+
+def fix_for(bid: Bid) -> str:
+    return likely_fix(bid.error_kind, bid.error)
 
 
 def test_an_unset_key_variable_names_the_variable():
-    error = error_of("openai/gpt-4o-mini", api_key_env="PARLEY_TEST_UNSET_KEY")
-    assert "PARLEY_TEST_UNSET_KEY" in likely_fix(error)
+    bid = failure_of("openai/gpt-4o-mini", api_key_env="PARLEY_TEST_UNSET_KEY")
+    assert bid.error_kind is ErrorKind.MISSING_KEY
+    assert fix_for(bid).startswith("set PARLEY_TEST_UNSET_KEY in the environment of the workers")
 
 
 def test_a_missing_openai_key_names_openai_api_key():
-    error = error_of("openai/gpt-4o-mini")
-    fix = likely_fix(error)
-    assert fix.startswith("set OPENAI_API_KEY on the workers"), error
+    bid = failure_of("openai/gpt-4o-mini")
+    assert bid.error_kind is ErrorKind.MISSING_KEY, bid.error
+    assert fix_for(bid).startswith("set OPENAI_API_KEY on the workers"), bid.error
 
 
 def test_a_missing_anthropic_key_names_anthropic_api_key():
-    error = error_of("anthropic/claude-3-5-sonnet-20240620")
-    assert error.startswith("AuthenticationError: ")
-    assert likely_fix(error).startswith("set ANTHROPIC_API_KEY on the workers"), error
+    bid = failure_of("anthropic/claude-3-5-sonnet-20240620")
+    assert bid.error.startswith("AuthenticationError: ")
+    assert bid.error_kind is ErrorKind.MISSING_KEY
+    assert fix_for(bid).startswith("set ANTHROPIC_API_KEY on the workers"), bid.error
 
 
 def test_a_model_without_a_provider_asks_for_the_provider_prefix():
-    error = error_of("no-such-model-anywhere")
-    assert error.startswith("BadRequestError: ")
-    assert "prefix the model with its provider" in likely_fix(error)
+    bid = failure_of("no-such-model-anywhere")
+    assert bid.error.startswith("BadRequestError: ")
+    assert bid.error_kind is ErrorKind.UNKNOWN_PROVIDER
+    assert "prefix the model with its provider" in fix_for(bid)
 
 
 def test_a_provider_that_cannot_take_tools_asks_for_function_calling(worker_env):
     worker_env(PARLEY_WORKER_ALLOWED_API_BASES="http://127.0.0.1:9")
-    error = error_of("petals/some-model", api_base="http://127.0.0.1:9")
-    assert error.startswith("UnsupportedParamsError: ")
-    assert likely_fix(error) == FUNCTION_CALLING_FIX
+    bid = failure_of("petals/some-model", api_base="http://127.0.0.1:9")
+    assert bid.error.startswith("UnsupportedParamsError: ")
+    assert bid.error_kind is ErrorKind.TOOLS_UNSUPPORTED
+    assert fix_for(bid) == FUNCTION_CALLING_FIX
+
+
+def test_an_unreachable_api_base_asks_to_check_it(worker_env):
+    worker_env(PARLEY_WORKER_ALLOWED_API_BASES="http://127.0.0.1:9", OPENAI_API_KEY="sk-test-1234")
+    bid = failure_of("openai/gpt-4o-mini", api_base="http://127.0.0.1:9")
+    assert bid.error_kind is ErrorKind.CONNECTION, bid.error
+    assert "api_base" in fix_for(bid)
+
+
+def test_a_key_variable_the_workers_do_not_lend_names_it_and_the_setting():
+    bid = failure_of("openai/gpt-4o-mini", api_key_env="INTERNAL_TOKEN")
+    assert bid.error_kind is ErrorKind.KEY_NOT_ALLOWED
+    assert "PARLEY_WORKER_KEY_ENVS" in fix_for(bid) and "add INTERNAL_TOKEN there" in fix_for(bid)
+
+
+def test_an_endpoint_that_may_not_receive_a_key_names_the_setting():
+    bid = failure_of("openai/gpt-4o-mini",
+                     litellm_kwargs={"aws_bedrock_runtime_endpoint": "http://10.0.0.5:8000"})
+    assert bid.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
+    assert fix_for(bid).startswith("have the workers' operator add the agent's api_base (or the "
+                                   "endpoint named) to PARLEY_WORKER_ALLOWED_API_BASES")
+
+
+def test_a_call_past_its_deadline_asks_for_more_time():
+    agent = AgentSpec(name="A", model="openai/gpt-4o-mini")
+    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() - 1)
+    assert bid.error_kind is ErrorKind.TIMEOUT
+    assert fix_for(bid).startswith("raise the agent's timeout_s or the policy's bid_timeout_s")
+
+
+def test_every_kind_but_the_self_explaining_ones_has_a_fix():
+    without_fix = {kind for kind in ErrorKind if not likely_fix(kind)}
+    assert without_fix == {ErrorKind.NONE, ErrorKind.UNPARSED, ErrorKind.SCRIPTED,
+                           ErrorKind.OTHER}
+
+
+def test_no_fix_breaks_the_all_failed_detail_into_more_entries():
+    fixes = [likely_fix(kind, "environment variable X_API_KEY is not set") for kind in ErrorKind]
+    assert not [fix for fix in fixes if "; " in fix]
+
+
+def test_the_fix_follows_the_kind_not_the_error_text():
+    refused = "AuthenticationError: OpenAIException - Incorrect API key provided."
+    assert likely_fix(ErrorKind.OTHER, refused) == ""
+    assert likely_fix(ErrorKind.AUTH, "").startswith("the provider refused the API key")
+
+
+def test_a_missing_key_whose_error_names_no_variable_gets_the_general_fix():
+    fix = likely_fix(ErrorKind.MISSING_KEY, "AuthenticationError: no key")
+    assert fix.startswith("set the provider's API key variable on the workers")
+
+
+def test_a_key_not_lent_whose_error_names_no_variable_gets_the_general_fix():
+    fix = likely_fix(ErrorKind.KEY_NOT_ALLOWED, "KeyEnvNotAllowed")
+    assert fix.endswith("have the operator add the agent's variable there")
 
 
 def test_other_unsupported_parameters_are_named_as_such():
-    error = ("UnsupportedParamsError: petals does not support parameters: ['presence_penalty'], "
-             "for model=x")
-    assert "drop_params" in likely_fix(error)
+    assert "drop_params" in likely_fix(ErrorKind.UNSUPPORTED_PARAMS)
 
 
 def test_a_reply_without_a_tool_call_asks_for_function_calling():
-    assert likely_fix("unparsed: no respond tool call in the reply") == FUNCTION_CALLING_FIX
-
-
-def test_a_refused_key_asks_to_check_its_value():
-    fix = likely_fix("AuthenticationError: OpenAIException - Incorrect API key provided.")
-    assert fix.startswith("the provider refused the API key")
-
-
-def test_an_unknown_model_name_asks_to_check_it():
-    fix = likely_fix("NotFoundError: OpenAIException - The model `gpt-9` does not exist or "
-                     "you do not have access to it.")
-    assert fix.startswith("check the model name")
-
-
-def test_an_unreachable_api_base_asks_to_check_it():
-    assert "api_base" in likely_fix("InternalServerError: OpenAIException - Connection error.")
-
-
-def test_a_key_variable_the_workers_do_not_lend_names_the_setting():
-    fix = likely_fix("KeyEnvNotAllowed: api_key_env INTERNAL_TOKEN is not one of the key "
-                     "variables this worker lends to specs (PARLEY_WORKER_KEY_ENVS)")
-    assert "PARLEY_WORKER_KEY_ENVS" in fix and "INTERNAL_TOKEN" in fix
-
-
-def test_a_base_that_may_not_receive_a_key_names_the_setting():
-    fix = likely_fix("ApiBaseNotAllowed: http://10.0.0.5:8000/v1 refused the call without a key "
-                     "(401); this worker sends keys only to the API bases in "
-                     "PARLEY_WORKER_ALLOWED_API_BASES")
-    assert fix.startswith("have the workers' operator add the agent's api_base (or the "
-                          "endpoint named) to PARLEY_WORKER_ALLOWED_API_BASES")
-
-
-def test_an_unknown_error_has_no_hint():
-    assert likely_fix("ValueError: something unusual") == ""
+    assert likely_fix(ErrorKind.NO_TOOL_CALL) == FUNCTION_CALLING_FIX
 
 
 def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
@@ -120,9 +149,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
     ]})
     bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
             for agent in spec.agents]
-    decision = policies.decide(spec, FIRST_TURN, bids + [Bid(agent="D", turn=1,
-                                                       status=BidStatus.TIMEOUT,
-                                                       error="no bid before the deadline")])
+    decision = policies.decide(spec, FIRST_TURN, bids + [timed_out("D", 1)])
 
     assert decision.stop is StopReason.ALL_FAILED and decision.status == "failed"
     entries = decision.detail.split("; ")
@@ -130,7 +157,9 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
     assert "PARLEY_TEST_UNSET_KEY is not set (likely fix: set PARLEY_TEST_UNSET_KEY" in entries[0]
     assert "(likely fix: prefix the model with its provider" in entries[1]
     assert "(likely fix: set OPENAI_API_KEY" in entries[2]
-    assert "(likely fix: check that a worker consumes the agent's queue" in entries[3]
+    assert entries[3] == ("D: no answer before the deadline (likely fix: check that a worker "
+                          "consumes the agent's queue, or raise the policy's bid_timeout_s "
+                          "(call_timeout_s in a selector room))")
 
 
 def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():

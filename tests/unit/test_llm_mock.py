@@ -9,7 +9,7 @@ import litellm
 import pytest
 from structlog.testing import capture_logs
 
-from shared.models import AgentSpec, BidStatus, Message
+from shared.models import AgentSpec, BidStatus, ErrorKind, Message
 from workers import llm
 from workers.bidding import Call, make_bid
 from workers.credentials import read_api_key
@@ -46,6 +46,7 @@ def test_a_mocked_tool_call_becomes_an_accounted_bid():
     expected_cost = (MOCK_PROMPT_TOKENS * price["input_cost_per_token"]
                      + MOCK_COMPLETION_TOKENS * price["output_cost_per_token"])
     assert (bid.status, bid.score, bid.message, bid.error) == (BidStatus.OK, 0.8, "Go.", "")
+    assert bid.error_kind is ErrorKind.NONE
     assert (bid.prompt_tokens, bid.completion_tokens) == (MOCK_PROMPT_TOKENS, MOCK_COMPLETION_TOKENS)
     assert bid.cost_usd == pytest.approx(expected_cost) and bid.cost_usd > 0
     assert bid.latency_ms > 0 and bid.dropped_messages == 0
@@ -71,6 +72,7 @@ def test_a_mocked_reply_without_a_tool_call_is_an_unparsed_silent_bid_still_acco
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "I would rather chat."}))
     assert (bid.status, bid.score, bid.message) == (BidStatus.UNPARSED, 0.0, "")
     assert "no respond tool call" in bid.error and "I would rather chat." in bid.error
+    assert bid.error_kind is ErrorKind.NO_TOOL_CALL
     assert bid.prompt_tokens == MOCK_PROMPT_TOKENS
 
 
@@ -79,6 +81,7 @@ def test_a_context_overflow_is_a_silent_bid_naming_the_error_class():
     assert bid.status is BidStatus.ERROR and bid.score == 0.0
     assert bid.error.startswith("ContextWindowExceededError: ")
     assert "litellm." not in bid.error
+    assert bid.error_kind is ErrorKind.CONTEXT_WINDOW
 
 
 def test_each_attempt_is_bounded_by_the_agents_timeout():
@@ -86,6 +89,7 @@ def test_each_attempt_is_bounded_by_the_agents_timeout():
     started = time.monotonic()
     bid = bid_of(agent, deadline_s=10)
     assert bid.status is BidStatus.ERROR and bid.error.startswith("Timeout: ")
+    assert bid.error_kind is ErrorKind.TIMEOUT
     assert time.monotonic() - started < 5
 
 
@@ -104,6 +108,7 @@ def test_a_rate_limit_is_retried_with_backoff_until_the_deadline_and_no_further(
         bid = bid_of(agent, deadline_s=1.5)
     retries = [entry for entry in logs if entry["event"] == "rate_limited_retry"]
     assert bid.status is BidStatus.ERROR and bid.error.startswith("RateLimitError: ")
+    assert bid.error_kind is ErrorKind.RATE_LIMIT
     assert len(retries) >= 2
     assert [entry["attempt"] for entry in retries] == list(range(1, len(retries) + 1))
     assert time.time() - started < 1.5
@@ -112,6 +117,7 @@ def test_a_rate_limit_is_retried_with_backoff_until_the_deadline_and_no_further(
 def test_no_call_is_made_once_the_deadline_has_passed():
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "x"}), deadline_s=-1)
     assert bid.status is BidStatus.ERROR and bid.error.startswith("DeadlinePassed: ")
+    assert bid.error_kind is ErrorKind.TIMEOUT
 
 
 def test_a_missing_key_variable_is_a_clear_error(worker_env):
@@ -120,6 +126,7 @@ def test_a_missing_key_variable_is_a_clear_error(worker_env):
     bid = bid_of(agent)
     assert bid.status is BidStatus.ERROR
     assert bid.error == "MissingApiKey: environment variable PARLEY_TEST_NO_SUCH_KEY is not set"
+    assert bid.error_kind is ErrorKind.MISSING_KEY
 
 
 def test_the_key_is_read_from_its_variable_at_call_time(monkeypatch):
