@@ -14,9 +14,7 @@ from celery.signals import worker_ready
 
 from shared.connections import broker_use_ssl
 from shared.protocol import DEFAULT_QUEUE
-from shared.settings import get_settings
-
-settings = get_settings()
+from shared.settings import Settings, get_settings
 
 
 class RedisTransport(kombu.transport.redis.Transport):
@@ -84,49 +82,58 @@ def broker_transport(broker_url: str) -> str | None:
     return None
 
 
-app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
-             amqp=f"{__name__}:WorkerAMQP")
-# A rediss:// broker verifies the server's certificate (kombu alone would not); None for
-# redis://. Built with every other Redis client's TLS options, in shared/connections.py.
-app.conf.broker_use_ssl = broker_use_ssl(settings)
-app.conf.update(
-    task_default_queue=DEFAULT_QUEUE,
-    # Acks late: the message of a task a killed worker was running stays unacknowledged;
-    # the broker redelivers it after the visibility timeout, which is past the turn's
-    # deadline, and the worker then drops it as expired instead of running it. The bids the
-    # task had already written are kept; the others time out for that turn only.
-    task_acks_late=True,
-    # Not requeued when a pool process dies: an immediate redelivery, still before the
-    # deadline, would pay again for the chunk's bids that had already arrived.
-    task_reject_on_worker_lost=False,
-    # On a lost broker connection running tasks are left to finish: their bids count if
-    # they reach the rooms' Redis; their acks are lost and the redelivered copies expire.
-    worker_cancel_long_running_tasks_on_connection_loss=False,
-    task_ignore_result=True,
-    # Bids are written to Redis streams; Celery's result backend is never read.
-    result_backend=None,
-    worker_prefetch_multiplier=1,
-    # Must exceed the longest bid_timeout_s of any room: a message redelivered before its
-    # deadline would run a second time.
-    broker_transport_options={"visibility_timeout": settings.task_visibility_timeout_s,
-                              # How soon a lost broker is tried again (see BrokerConnection).
-                              **reconnect_intervals(settings.worker_reconnect_max_s)},
-    broker_transport=broker_transport(settings.broker_url),
-    broker_connection_retry_on_startup=True,
-    # Attempts this close together would use up Celery's default of 100 in under two
-    # minutes and stop the worker: it waits for its broker however long an outage lasts.
-    broker_connection_max_retries=None,
-    worker_hijack_root_logger=False,
-    worker_send_task_events=False,
-    task_send_sent_event=False,
-)
+def make_app(settings: Settings) -> Celery:
+    """The workers' Celery app, configured from ``settings`` alone: its broker (TLS
+    included), how tasks are acknowledged, and how a lost broker is reconnected."""
+    app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
+                 amqp=f"{__name__}:WorkerAMQP")
+    app.conf.update(
+        # A rediss:// broker verifies the server's certificate (kombu alone would not); None
+        # for redis://. Built with every other Redis client's TLS options, in
+        # shared/connections.py.
+        broker_use_ssl=broker_use_ssl(settings),
+        task_default_queue=DEFAULT_QUEUE,
+        # Acks late: the message of a task a killed worker was running stays unacknowledged;
+        # the broker redelivers it after the visibility timeout, which is past the turn's
+        # deadline, and the worker then drops it as expired instead of running it. The bids
+        # the task had already written are kept; the others time out for that turn only.
+        task_acks_late=True,
+        # Not requeued when a pool process dies: an immediate redelivery, still before the
+        # deadline, would pay again for the chunk's bids that had already arrived.
+        task_reject_on_worker_lost=False,
+        # On a lost broker connection running tasks are left to finish: their bids count if
+        # they reach the rooms' Redis; their acks are lost and the redelivered copies expire.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        task_ignore_result=True,
+        # Bids are written to Redis streams; Celery's result backend is never read.
+        result_backend=None,
+        worker_prefetch_multiplier=1,
+        # Must exceed the longest bid_timeout_s of any room: a message redelivered before its
+        # deadline would run a second time.
+        broker_transport_options={"visibility_timeout": settings.task_visibility_timeout_s,
+                                  # How soon a lost broker is tried again (see BrokerConnection).
+                                  **reconnect_intervals(settings.worker_reconnect_max_s)},
+        broker_transport=broker_transport(settings.broker_url),
+        broker_connection_retry_on_startup=True,
+        # Attempts this close together would use up Celery's default of 100 in under two
+        # minutes and stop the worker: it waits for its broker however long an outage lasts.
+        broker_connection_max_retries=None,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        task_send_sent_event=False,
+    )
+    return app
+
+
+# The app `parley worker` runs, and the one workers.tasks registers its task on.
+app = make_app(get_settings())
 
 
 @worker_ready.connect
 def preload_litellm(**_: object) -> None:
     """Import litellm in the background: it takes seconds, and the first real call would
     otherwise pay for it inside its bid deadline. Scripted-only workers can skip it."""
-    if settings.worker_preload_litellm:
+    if get_settings().worker_preload_litellm:
         threading.Thread(target=_import_litellm, name="preload-litellm", daemon=True).start()
 
 
