@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from parley.client import Client
-from shared.models import RoomSpec, StopReason
+from shared.models import ErrorKind, RoomSpec, StopReason
 from tests.support.openai_stub import (
     OpenAIStub,
     error,
@@ -159,9 +159,14 @@ def test_a_room_whose_agents_all_fail_on_turn_one_fails_naming_each_error_and_fi
     ])
     start(processes, queue, stub)
 
-    result = Client(settings).run(spec, "Anyone there?", timeout_s=120)
+    client = Client(settings)
+    result = client.run(spec, "Anyone there?", timeout_s=120)
 
     assert (result.status, result.stop_reason) == ("failed", StopReason.ALL_FAILED)
+    (turn,) = client.turns(result.room)
+    assert {answer.agent: answer.error_kind for answer in turn.bids} == {
+        "NoKey": ErrorKind.MISSING_KEY, "BadKey": ErrorKind.AUTH,
+        "NoModel": ErrorKind.NOT_FOUND, "NoTools": ErrorKind.NO_TOOL_CALL}
     assert [m.sender for m in result.messages] == ["User"]
     entries = dict(entry.split(": ", 1) for entry in result.stop_detail.split("; "))
     assert list(entries) == ["NoKey", "BadKey", "NoModel", "NoTools"]
