@@ -33,8 +33,11 @@ def no_provider_keys(worker_env):
                PARLEY_WORKER_KEY_ENVS="OPENAI_API_KEY,ANTHROPIC_API_KEY,PARLEY_TEST_UNSET_KEY")
 
 
-def failure_of(model: str, **fields) -> Bid:
-    agent = AgentSpec(name="A", model=model, timeout_s=5, **fields)
+def failure_of(model: str, litellm_kwargs: dict | None = None, **fields) -> Bid:
+    # litellm_kwargs go in unchecked, as a spec written straight into Redis past the spec's
+    # allow-list would: the worker checks them again.
+    agent = AgentSpec(name="A", model=model, timeout_s=5, **fields).model_copy(
+        update={"litellm_kwargs": litellm_kwargs or {}})
     bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10)
     assert bid.status is BidStatus.ERROR
     return bid
