@@ -36,37 +36,6 @@ _NOT_IN_CHAT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 # tool_choice naming the tool: the model must call respond, not answer in prose.
 RESPOND_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": RESPOND}}
 
-DECIDE_PROMPT = """\
-You are {agent}, one of the participants in this group chat. The others are: {others}.
-The conversation so far is above; your own earlier messages are your replies.
-
-Latest message, from {sender}{sender_note}:
-{message}
-
-Decide whether you should take the next turn. Only one participant speaks per turn, and
-staying quiet is the normal choice: most messages need no answer from you.
-
-Score high (0.7 to 1.0) only when at least one of these holds:
-- the message asks for expertise that your role gives you;
-- you are addressed by name, or asked directly to do something;
-- the message contains an error you can correct before the group relies on it;
-- you can propose a concrete next step that moves the group to a decision.
-
-Score low (0.0 to 0.3) when:
-- the topic is outside your role;
-- your point has already been made, by you or by someone else;
-- you would only agree, thank, praise or restate;
-- you spoke last, or very recently: let others answer first.
-
-Something useful but not essential sits in between (0.4 to 0.6). The score is how much
-the group needs to hear from you now, not how interesting the topic is.
-
-Call the respond tool exactly once. To stay silent: score 0 and an empty message. To
-speak: your calibrated score, and in message only what you would post, in your own voice:
-lead with your point, keep it short, no preamble, and never write lines for the other
-participants or prefix your own name."""
-
-
 @dataclass(frozen=True)
 class Prompt:
     """The chat messages of one bid call, and how many transcript messages were left out."""
@@ -123,7 +92,8 @@ def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
     else:
         names = participant_names((other.name for other in room_agents), transcript)
         message = quote_block(quote_speaker_lines(latest.content, names))
-    return DECIDE_PROMPT.format(
+    return render(
+        template("bid"),
         agent=agent.name,
         others=", ".join(others) or "nobody else yet",
         sender=sender_label(latest.sender) if latest else "nobody",
@@ -219,7 +189,8 @@ def render(template: str, **values: str) -> str:
 @cache
 def template(kind: str) -> str:
     """The prompt template of a call kind, ``workers/templates/<kind>.md``."""
-    return resources.files("workers").joinpath("templates", f"{kind}.md").read_text()
+    text = resources.files("workers").joinpath("templates", f"{kind}.md").read_text()
+    return text.rstrip("\n")  # a file ends with a newline; the prompt does not
 
 
 def thread_lines(transcript: Sequence[Message]) -> list[str]:

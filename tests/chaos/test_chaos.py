@@ -38,8 +38,8 @@ from tests.chaos.harness import (
     random_room,
     tasks_run_twice,
     turns_asked_again,
-    wait_until,
 )
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.redis]
 
