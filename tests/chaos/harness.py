@@ -27,6 +27,7 @@ from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import processes
 from shared.keys import Keys
 from shared.models import Bid, BidStatus, RoomSpec, RoomStatus
+from shared.protocol import CALL_TASK
 from shared.records import bid_from_fields
 from shared.scripts import Scripts
 from shared.store import RoomStore
@@ -183,11 +184,19 @@ def turns_asked_again(group: processes.ProcessGroup) -> dict[str, set[int]]:
     return asked
 
 
-def tasks_run_twice(group: processes.ProcessGroup) -> list[str]:
-    """Celery task ids that succeeded more than once across the group's workers (their
-    logs at INFO): a redelivered task that ran instead of being dropped."""
-    runs = Counter(re.findall(r"parley\.bid\[([0-9a-f-]+)\] succeeded",
+def task_runs(group: processes.ProcessGroup) -> Counter[str]:
+    """How many times each call task succeeded across the group's workers (their logs at
+    INFO)."""
+    return Counter(re.findall(rf"{re.escape(CALL_TASK)}\[([0-9a-f-]+)\] succeeded",
                               "\n".join(log_lines(group, "] succeeded"))))
+
+
+def tasks_run_twice(group: processes.ProcessGroup) -> list[str]:
+    """Celery task ids that succeeded more than once: a redelivered task that ran instead
+    of being dropped. Fails when no task's success was logged at all, so that a change in
+    the task's name or the log's format cannot make this check pass unseen."""
+    runs = task_runs(group)
+    assert runs, f"no {CALL_TASK} task was logged as succeeded: is the worker at INFO?"
     return [task for task, count in runs.items() if count > 1]
 
 
