@@ -15,6 +15,7 @@ from pydantic import (
     JsonValue,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationInfo,
     computed_field,
     field_validator,
     model_serializer,
@@ -320,6 +321,15 @@ PolicySpec = Annotated[
 POLICY_KINDS = ("bid", "selector")
 
 
+def repeated_names(names: list[str]) -> list[str]:
+    """The names (as written) that another name repeats, case and spacing aside: a
+    selector's pick, a person's post and the impersonation cut could not tell them apart."""
+    by_key: dict[str, list[str]] = {}
+    for name in names:
+        by_key.setdefault(name_key(name), []).append(name)
+    return sorted({name for same in by_key.values() if len(same) > 1 for name in same})
+
+
 class RoomSpec(Strict):
     """A room: its agents (in order: ties go to the first listed) and its floor policy."""
 
@@ -339,18 +349,22 @@ class RoomSpec(Strict):
     def _enough_distinct_agents(cls, agents: list[AgentSpec]) -> list[AgentSpec]:
         if len(agents) < 2:
             raise ValueError(f"a room needs at least 2 agents, got {len(agents)}")
-        names = [agent.name for agent in agents]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
+        duplicates = repeated_names([agent.name for agent in agents])
         if duplicates:
             raise ValueError(f"agent names must be unique, repeated: {', '.join(duplicates)}")
         return agents
 
-    @model_validator(mode="after")
-    def _selector_is_not_a_participant(self) -> RoomSpec:
-        if isinstance(self.policy, SelectorPolicy) and any(
-                name.casefold() == SELECTOR_NAME for name in self.agent_names):
-            raise ValueError(f"{SELECTOR_NAME!r} is the selector's name in a selector room")
-        return self
+    @field_validator("agents")
+    @classmethod
+    def _selector_is_not_a_participant(cls, agents: list[AgentSpec], info: ValidationInfo
+                                       ) -> list[AgentSpec]:
+        if isinstance(info.data.get("policy"), SelectorPolicy):
+            taken = next((agent.name for agent in agents
+                          if name_key(agent.name) == SELECTOR_NAME), None)
+            if taken is not None:
+                raise ValueError(f"{taken!r} is the selector's name in a selector room: "
+                                 "name the participant otherwise")
+        return agents
 
     @model_validator(mode="after")
     def _storable(self) -> RoomSpec:
