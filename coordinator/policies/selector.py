@@ -6,7 +6,7 @@ rule                   behaviour
 phases                 ask the selector; then ask the chosen participant to speak; post
                        its reply under its name
 reading a choice       trimmed, case-insensitive, surrounding quotes, ``*`` and
-                       backticks and a final period ignored
+                       backticks and a final period ignored; spacing inside a name too
 invalid choice         not a participant, or the last speaker while ``allow_repeat`` is
                        false: ask the selector once more
 still invalid          the next participant after the last speaker in spec order (the
@@ -27,7 +27,16 @@ import re
 from typing import cast
 
 from coordinator.policies.base import Calls, Decision, TurnView, stopped
-from shared.models import SELECTOR_NAME, Bid, BidStatus, CallKind, RoomSpec, SelectorPolicy, StopReason
+from shared.models import (
+    SELECTOR_NAME,
+    Bid,
+    BidStatus,
+    CallKind,
+    RoomSpec,
+    SelectorPolicy,
+    StopReason,
+    name_key,
+)
 
 TERMINATE = "TERMINATE"
 SPOKEN = "spoken"  # policy state: participant messages posted in this run
@@ -50,10 +59,10 @@ def valid_choice(policy: SelectorPolicy, names: tuple[str, ...], answer: Bid,
     rules allow."""
     if answer.status is not BidStatus.OK:
         return None
-    word = read_choice(answer.message).casefold()
+    word = name_key(read_choice(answer.message))
     if word == TERMINATE.casefold():
         return TERMINATE
-    chosen = next((name for name in names if name.casefold() == word), None)
+    chosen = next((name for name in names if name_key(name) == word), None)
     if chosen is not None and chosen == last and not policy.allow_repeat:
         return None
     return chosen

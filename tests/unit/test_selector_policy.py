@@ -181,3 +181,14 @@ def test_terminate_must_be_the_last_word_in_capitals():
     assert not selector.ends_with_terminate("We must EXTERMINATE")
     assert not selector.ends_with_terminate("then the contract can terminate")
     assert not selector.ends_with_terminate("TERMINATE only if the budget fits")
+
+
+def test_a_pick_matches_a_name_as_names_are_told_apart_case_and_spacing_aside():
+    room = RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": name, "model": "scripted", "script": []}
+                   for name in ("Budget Checker", "planner ")]})
+    for text, chosen in (("budget  checker", "Budget Checker"), ("Budget Checker.", "Budget Checker"),
+                         ("planner", "planner "), ("**PLANNER**", "planner ")):
+        decision = policies.decide(room, view(), [select(text)])
+        assert decision.next == Calls(CallKind.SPEAK, (chosen,)), text
