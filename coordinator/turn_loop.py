@@ -60,6 +60,10 @@ class TurnAnswers:
             if answer.turn == self.turn:
                 self.arrived.setdefault((answer.phase, answer.agent), answer)
 
+    def unanswered(self, phase: int, calls: Calls) -> bool:
+        """True when none of the phase's calls has answered yet."""
+        return len(self.missing(phase, calls)) == len(calls.agents)
+
     def missing(self, phase: int, calls: Calls) -> list[str]:
         """The agents of the phase's calls that have not answered yet."""
         return [name for name in calls.agents if (phase, name) not in self.arrived]
@@ -177,9 +181,10 @@ class RoomRunner:
                 await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),
                                    inbox.numbers(calls))
                 continue
-            if block_ms <= 0 and not inbox.arrived and not asked_again:
-                # Nobody answered: a worker killed while holding the turn's only task must
-                # not end the run as no_bids. Ask once more; an unserved queue still fails.
+            if block_ms <= 0 and inbox.unanswered(phase, calls) and not asked_again:
+                # Nobody answered the phase: a worker killed while holding its only task must
+                # not end the run as no_bids, nor cost a later phase's one call (the chosen
+                # participant's reply). Ask once more; an unserved queue still fails.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_asked_again", room=room, turn=turn.number, phase=phase)
                 await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),

@@ -189,3 +189,31 @@ def test_a_takeover_between_phases_does_not_ask_the_selector_again(sync_redis, a
     assert [request.kind for request in first_turn] == [CallKind.SPEAK]
     assert [m.sender for m in store.read_messages(ROOM)] == ["User", "budget"]
     assert store.read_state(ROOM).stop_reason is StopReason.TERMINATE
+
+
+class LosesTheFirstSpeakCall(LocalWorkerTransport):
+    """Loses the first request to a participant, as when the worker holding it is killed."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.lost: list[BidRequest] = []
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        if not self.lost and any(request.kind is CallKind.SPEAK for _, request in requests):
+            self.lost.extend(request for _, request in requests)
+            return
+        super().send(requests)
+
+
+def test_a_participant_call_nobody_answered_is_asked_once_more(sync_redis, async_redis, keys):
+    spec = selector_spec(["budget", "TERMINATE"], call_timeout_s=0.3)
+    transport = LosesTheFirstSpeakCall(sync_redis, keys)
+    with structlog.testing.capture_logs() as logs:
+        store, _ = run_room(sync_redis, async_redis, keys, spec, transport)
+
+    assert [(m.sender, m.content) for m in store.read_messages(ROOM)][1:] == [
+        ("budget", "budget says 1")]
+    asked_again = [(e["turn"], e["phase"]) for e in logs if e["event"] == "turn_asked_again"]
+    assert asked_again == [(1, 1)]
+    speak = [a for a in store.read_turns(ROOM)[0].bids if a.kind is CallKind.SPEAK]
+    assert [(a.status, a.call) for a in speak] == [("ok", 1)]
