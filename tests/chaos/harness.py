@@ -26,11 +26,21 @@ from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import processes
 from shared.keys import Keys
-from shared.models import Bid, BidStatus, RoomSpec, RoomStatus
+from shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    Message,
+    RoomSpec,
+    RoomStatus,
+    StopReason,
+    TurnRecord,
+)
 from shared.protocol import CALL_TASK
 from shared.records import bid_from_fields
 from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec
 
@@ -130,32 +140,55 @@ def random_room(rng: random.Random, queue: str, turns: int, agents: int = 3,
 def without_sleeps(spec: RoomSpec) -> RoomSpec:
     """The same room with instant agents (sleeps change timing, never content)."""
     data = spec.model_dump(mode="json")
-    for agent in data["agents"]:
+    callers = [*data["agents"], *([data["policy"]["selector"]] if "selector" in data["policy"]
+                                  else [])]
+    for agent in callers:
         for entry in agent["script"]:
             entry["sleep"] = 0
     return RoomSpec.model_validate(data)
 
 
-def expected_messages(spec: RoomSpec, task: str = TASK) -> list[tuple[str, str]]:
-    """The transcript of a run with no failures: the same turn loop, in process, on
-    fakeredis, with every agent answering at once."""
+@dataclass(frozen=True)
+class Reference:
+    """What a run with no failures produces: its transcript and why it stopped."""
+
+    messages: list[tuple[str, str]]
+    stop_reason: StopReason | None
+
+
+def reference_store(spec: RoomSpec, task: str = TASK, room: str = "room") -> RoomStore:
+    """A store (on a fakeredis of its own) holding ``room`` after its run with no failures:
+    the same turn loop, in process, with every agent (and a selector room's selector)
+    answering at once."""
     server = fakeredis.FakeServer()
     keys = Keys("expected")
     store = RoomStore(fakeredis.FakeRedis(server=server), keys)
-    store.create_room("room", without_sleeps(spec))
-    store.post("room", "User", task)
+    store.create_room(room, without_sleeps(spec))
+    store.post(room, "User", task)
 
     async def serve() -> None:
         client = fakeredis.FakeAsyncRedis(server=server)
         scripts = Scripts(client)
-        lease = await Leases(client, keys, scripts, "reference", 60).acquire("room")
+        lease = await Leases(client, keys, scripts, "reference", 60).acquire(room)
         transport = LocalWorkerTransport(store.redis, keys)
         await RoomRunner(lease, RoomIO(client, keys, scripts), transport,
                          TurnOptions("expected", 8, 100_000)).run()
 
     with structlog.testing.capture_logs():
         asyncio.run(serve())
-    return [(m.sender, m.content) for m in store.read_messages("room")]
+    return store
+
+
+def reference_run(spec: RoomSpec, task: str = TASK) -> Reference:
+    """What the run with no failures produces (see reference_store)."""
+    store = reference_store(spec, task)
+    return Reference([(m.sender, m.content) for m in store.read_messages("room")],
+                     store.read_state("room").stop_reason)
+
+
+def expected_messages(spec: RoomSpec, task: str = TASK) -> list[tuple[str, str]]:
+    """The transcript of a run with no failures (see reference_run)."""
+    return reference_run(spec, task).messages
 
 
 def log_lines(group: processes.ProcessGroup, text: str) -> list[str]:
@@ -214,17 +247,22 @@ class RoomCheck:
     reused_bids: int
     timed_out: bool
     compared_messages: int
+    policy: str = "bid"
+    stop_reason: StopReason | None = None
+    selector_retries: int = 0  # turns that asked the selector twice
 
 
 def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple[str, str]],
-               asked_again: Collection[int] = ()) -> RoomCheck:
+               asked_again: Collection[int] = (), expected_stop: StopReason | None = None
+               ) -> RoomCheck:
     """Assert every failover invariant on a finished room and count what it went through.
 
     Seqs run 1..n; every turn was decided once and no message written twice; each turn's
-    recorded bids, fed to the policy again, give its recorded winner, stop, cuts and posted
-    message; the transcript equals the failure-free one up to the first turn in which a bid
-    timed out (all of it when none did); and no bid request ran twice (``asked_again``: the
-    turns a coordinator logged as asked once more).
+    recorded answers (every phase's), fed to the policy again, give its recorded winner,
+    stop, cuts and posted message; the transcript (and, if ``expected_stop`` is given, the
+    stop reason) equals the failure-free run's up to the first turn in which a call timed
+    out (all of it when none did); no call ran twice (``asked_again``: the turns a
+    coordinator logged as asked once more); and a selector room kept the selector's rules.
     """
     state = store.read_state(room)
     assert state.status is RoomStatus.IDLE and not state.turn_open, (room, state.raw)
@@ -232,15 +270,7 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     assert [m.seq for m in messages] == list(range(1, len(messages) + 1)), room
     records = store.read_turns(room)
     assert [r.turn for r in records] == list(range(1, len(records) + 1)), room
-    spoken = {m.turn: m for m in messages if m.turn is not None}
-    assert len(spoken) == len(messages) - 1, f"{room}: a turn posted twice"
-    for record in records:
-        decision = policies.replay(spec, record)
-        assert (decision.winner, decision.stop, decision.cuts) == (
-            record.winner, record.stop_reason, record.cuts), (room, record.turn)
-        assert (spoken[record.turn].sender if record.turn in spoken else None) == record.winner
-        if record.turn in spoken:
-            assert spoken[record.turn].content == decision.message, (room, record.turn)
+    check_replay(room, spec, messages, records)
     first_timeout = next((r for r in records if any(b.status is BidStatus.TIMEOUT
                                                     for b in r.bids)), None)
     compared = len(expected) if first_timeout is None else first_timeout.snapshot_seq
@@ -248,21 +278,50 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     assert actual[:compared] == expected[:compared], room
     if first_timeout is None:
         assert actual == expected, room
-    # Each holder asks an agent once per turn, so two bids of one attempt mean a request
-    # ran twice; unless that turn was asked again (nobody had answered by its deadline),
-    # when an answer that was only late comes twice.
-    entries = store.redis.xrange(store.keys.bids(room))
-    bids = [bid_from_fields(fields) for _, fields in entries]
-    # A write retried on a Redis that hung stores the same bid twice: one request.
-    requests = Counter((bid.turn, bid.agent, bid.attempt) for bid in unique(bids)
-                       if bid.turn not in asked_again)
-    twice = [key for key, count in requests.items() if count > 1]
-    turns_twice = {key[0] for key in twice}
-    assert twice == [], (f"{room}: a request ran twice", twice, [
-        (entry_id, bid) for (entry_id, _), bid in zip(entries, bids, strict=True)
-        if bid.turn in turns_twice], [r for r in records if r.turn in turns_twice])
+        assert expected_stop is None or state.stop_reason is expected_stop, (
+            room, state.stop_reason, expected_stop)
+    check_no_call_twice(store, room, records, asked_again)
+    if is_selector_room(spec):
+        check_selector_rules(spec, messages, records, state.stop_reason)
     return RoomCheck(
         turns=len(records), takeovers=state.epoch - 1,
         reused_bids=sum(1 for r in records for b in r.bids if 0 < b.attempt < r.epoch),
         timed_out=first_timeout is not None, compared_messages=compared,
+        policy=spec.policy.kind, stop_reason=state.stop_reason,
+        selector_retries=sum(1 for r in records
+                             if sum(b.kind is CallKind.SELECT for b in r.bids) == 2),
     )
+
+
+def check_replay(room: str, spec: RoomSpec, messages: list[Message],
+                 records: list[TurnRecord]) -> None:
+    """Every turn posted at most once, and each turn's recorded answers give its recorded
+    decision and posted message again."""
+    spoken = {m.turn: m for m in messages if m.turn is not None}
+    assert len(spoken) == len(messages) - 1, f"{room}: a turn posted twice"
+    for record in records:
+        decision = policies.replay(spec, record)
+        assert (decision.winner, decision.stop, decision.cuts) == (
+            record.winner, record.stop_reason, record.cuts), (room, record.turn)
+        assert decision.next is None, (room, record.turn, "a recorded turn wants more calls")
+        assert (spoken[record.turn].sender if record.turn in spoken else None) == record.winner
+        if record.turn in spoken:
+            assert spoken[record.turn].content == decision.message, (room, record.turn)
+
+
+def check_no_call_twice(store: RoomStore, room: str, records: list[TurnRecord],
+                        asked_again: Collection[int]) -> None:
+    """No call request ran twice: each holder makes a call of a turn's phase once, so two
+    answers of one (turn, phase, agent, attempt) mean a request ran twice; unless that turn
+    was asked again (nobody had answered a phase by its deadline), when an answer that was
+    only late comes twice."""
+    entries = store.redis.xrange(store.keys.bids(room))
+    answers = [bid_from_fields(fields) for _, fields in entries]
+    # A write retried on a Redis that hung stores the same answer twice: one request.
+    requests = Counter((a.turn, a.phase, a.agent, a.attempt) for a in unique(answers)
+                       if a.turn not in asked_again)
+    twice = [key for key, count in requests.items() if count > 1]
+    turns_twice = {key[0] for key in twice}
+    assert twice == [], (f"{room}: a request ran twice", twice, [
+        (entry_id, answer) for (entry_id, _), answer in zip(entries, answers, strict=True)
+        if answer.turn in turns_twice], [r for r in records if r.turn in turns_twice])

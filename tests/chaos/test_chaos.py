@@ -1,10 +1,11 @@
 """Rooms keep their invariants while coordinators and workers are killed at random.
 
-Three coordinators and two workers serve scripted rooms on a redis-server of the test's
-own; for a bounded time a random coordinator (and now and then a worker) gets ``kill -9``
-at a random moment and a replacement starts. Every room must then finish its run with
-seqs contiguous, nothing written twice, every turn replaying to its winner, and the
-failure-free transcript (see harness.check_room).
+Three coordinators and two workers serve scripted rooms, bid and selector rooms mixed, on
+a redis-server of the test's own; for a bounded time a random coordinator (and now and
+then a worker) gets ``kill -9`` at a random moment and a replacement starts. Every room
+must then finish its run with seqs contiguous, nothing written twice, every turn
+replaying (all its phases' answers) to its decision, the failure-free transcript and
+stop, and a selector room the selector's rules (see harness.check_room).
 
 ``PARLEY_SOAK_S=<seconds>`` runs a longer soak; ``PARLEY_CHAOS_SEED=<n>`` replays the
 choices of an earlier run (its seed is printed).
@@ -31,14 +32,15 @@ from tests.chaos.harness import (
     PrivateRedis,
     RoomCheck,
     check_room,
-    expected_messages,
     log_lines,
     logs_on_failure,
     parley_env,
     random_room,
+    reference_run,
     tasks_run_twice,
     turns_asked_again,
 )
+from tests.chaos.selector_rooms import random_selector_room
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.chaos, pytest.mark.e2e, pytest.mark.redis]
@@ -88,9 +90,13 @@ class Cast:
 
 
 def plan_rooms(rng: random.Random, queue: str, count: int) -> list[RoomSpec]:
-    """Rooms of 3 agents and 15-40 turns (about 2-6 s each without failures)."""
-    return [random_room(rng, queue, turns=rng.randint(15, 40), bid_timeout_s=BID_TIMEOUT_S)
-            for _ in range(count)]
+    """Rooms of 3 agents (about 2-6 s each without failures): every third a selector room
+    of 6-20 participant turns (each turn asks the selector once or twice, then one
+    participant), the others bid rooms of 15-40 turns."""
+    return [random_selector_room(rng, queue, turns=rng.randint(6, 20),
+                                 call_timeout_s=BID_TIMEOUT_S) if i % 3 == 1
+            else random_room(rng, queue, turns=rng.randint(15, 40), bid_timeout_s=BID_TIMEOUT_S)
+            for i in range(count)]
 
 
 @pytest.mark.timeout(CHAOS_S + 240)
@@ -142,17 +148,27 @@ def run_chaos(cast: Cast, rng: random.Random, specs: list[RoomSpec], client: Cli
     for room, (_, inbox_id) in posted.items():
         client.wait(room, inbox_id, timeout_s=max(1.0, finish_by - time.monotonic()))
     asked_again = turns_asked_again(cast.group)
-    return [check_room(client.store, room, spec, expected_messages(spec),
-                       asked_again.get(room, ()))
-            for room, (spec, _) in posted.items()]
+    checks = []
+    for room, (spec, _) in posted.items():
+        reference = reference_run(spec)
+        checks.append(check_room(client.store, room, spec, reference.messages,
+                                 asked_again.get(room, ()), reference.stop_reason))
+    return checks
 
 
 def report(seed: int, checks: list[RoomCheck], kills: Counter[str], dropped: int) -> None:
     """Print what was checked."""
     timed_out = [check for check in checks if check.timed_out]
+    selector = [check for check in checks if check.policy == "selector"]
+    stops = Counter(str(check.stop_reason) for check in selector)
     print(
         f"\nchaos (seed {seed}, {CHAOS_S:g}s): {len(checks)} rooms, "
-        f"{sum(c.turns for c in checks)} turns, {kills['coordinator']} coordinator kills, "
+        f"{sum(c.turns for c in checks)} turns, of which {len(selector)} selector rooms "
+        f"({sum(c.turns for c in selector)} turns, {sum(c.selector_retries for c in selector)} "
+        f"asking the selector twice, {sum(c.takeovers for c in selector)} takeovers, "
+        f"{sum(c.reused_bids for c in selector)} answers reused, stops "
+        f"{dict(sorted(stops.items()))}); "
+        f"{kills['coordinator']} coordinator kills, "
         f"{kills['worker']} worker kills, {sum(c.takeovers for c in checks)} takeovers, "
         f"{sum(c.reused_bids for c in checks)} bids reused by a new holder, {dropped} "
         f"redelivered tasks dropped as expired, none run twice; transcripts equal "
