@@ -7,7 +7,8 @@ import json
 import re
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +21,8 @@ from rich.console import Console
 
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
-from shared.logs import configure_logging
+from shared.connections import redis_kwargs
+from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings, redact_url
@@ -69,7 +71,7 @@ def unreachable_redis(url: str, error: BaseException) -> str:
     tls_trouble = caused_by(error, ssl.SSLError) or isinstance(error, redis.TimeoutError)
     if url.startswith("rediss://") and caused_by(error, ssl.SSLCertVerificationError):
         hint = ("the URL asks for TLS (rediss://) and the server's certificate was not "
-                "accepted: give its CA in PARLEY_REDIS_URL (?ssl_ca_certs=/path/to/ca.pem)")
+                "accepted: give its CA in PARLEY_REDIS_TLS_CA_FILE (a PEM file)")
     elif url.startswith("rediss://") and tls_trouble:
         hint = ("the URL asks for TLS (rediss://): is the server speaking TLS on that port, "
                 "and answering? A plain Redis needs redis://")
@@ -79,6 +81,23 @@ def unreachable_redis(url: str, error: BaseException) -> str:
     else:
         hint = "start Redis or point PARLEY_REDIS_URL at one"
     return f"cannot reach Redis at {redact_url(url)} ({reason}); {hint}"
+
+
+@contextmanager
+def settings_that_work() -> Iterator[None]:
+    """For a long-running command's start-up: a setting that cannot work (a bad PARLEY_*
+    value, a TLS file missing) is one line and exit 2; once serving, errors keep their
+    tracebacks for operators."""
+    try:
+        yield
+    except ValidationError as error:
+        message = f"invalid {error.title}: {describe_validation(error)}"
+    except ValueError as error:  # RedisTlsError and the settings' own checks
+        message = str(error)
+    else:
+        return
+    print(f"parley: {one_line(message)}", file=sys.stderr)
+    raise typer.Exit(2)
 
 
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -127,11 +146,6 @@ def describe_yaml(error: yaml.YAMLError) -> str:
         context = f"{error.context}: " if error.context else ""
         return one_line(f"{context}{error.problem}{where}")
     return one_line(_YAML_SOURCE.sub(r" (\1)", str(error)))
-
-
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace, line breaks included, as one space."""
-    return " ".join(text.split())
 
 
 @app.command()
@@ -233,11 +247,13 @@ def coordinator(
     from coordinator.service import serve_forever
     from coordinator.transport import CeleryTransport
 
-    settings = get_settings()
-    if capacity is not None:
-        settings = settings.model_copy(update={"coordinator_capacity": capacity})
+    with settings_that_work():
+        settings = get_settings()
+        if capacity is not None:
+            settings = settings.model_copy(update={"coordinator_capacity": capacity})
+        redis_kwargs(settings)  # checks the TLS settings before anything connects
+        transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
     configure_logging(settings.log_format, settings.log_level)
-    transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
     asyncio.run(serve_forever(settings, transport, coordinator_id))
 
 
@@ -249,9 +265,10 @@ def worker(
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool)."""
-    settings = get_settings()
-    configure_logging(settings.log_format, settings.log_level)
-    from workers.app import app as celery_app
+    with settings_that_work():
+        settings = get_settings()
+        configure_logging(settings.log_format, settings.log_level)
+        from workers.app import app as celery_app
 
     celery_app.worker_main([
         "worker", "--queues", queues, "--pool", pool or settings.worker_pool,

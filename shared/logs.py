@@ -36,8 +36,10 @@ def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
 
 
-def one_line(text: str, most_chars: int) -> str:
-    """``text`` on one line for a log field: whitespace squeezed, cut to ``most_chars``
-    with a trailing ``...`` when longer."""
+def one_line(text: str, most_chars: int | None = None) -> str:
+    """``text`` on one line: every run of whitespace, line breaks included, as one space;
+    cut to ``most_chars`` with a trailing ``...`` when given and longer."""
     line = " ".join(text.split())
-    return line if len(line) <= most_chars else line[: most_chars - 3] + "..."
+    if most_chars is None or len(line) <= most_chars:
+        return line
+    return line[: most_chars - 3] + "..."

@@ -50,6 +50,7 @@ def test_a_worker_refuses_to_start_on_a_ca_file_it_cannot_read(tmp_path: Path, q
             pytest.fail("the worker started with a CA file that does not exist")
         log = group.logs[worker.pid].read_text(errors="replace")
 
-    assert worker.returncode != 0
-    # However the command prints it (one line, or wrapped in a traceback's box).
-    assert f"PARLEY_REDIS_TLS_CA_FILE={missing}: no such file" in "".join(log.splitlines())
+    assert worker.returncode == 2
+    (line,) = log.splitlines()
+    assert line.startswith("parley: ")
+    assert f"PARLEY_REDIS_TLS_CA_FILE={missing}: no such file" in line

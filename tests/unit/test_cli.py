@@ -190,7 +190,7 @@ def test_an_unverified_certificate_names_the_ca_setting():
     error = redis.ConnectionError("Error 1 connecting to h:6380. certificate verify failed")
     error.__context__ = ssl.SSLCertVerificationError(1, "certificate verify failed")
     line = unreachable_redis("rediss://h:6380/0", error)
-    assert "certificate was not accepted" in line and "ssl_ca_certs" in line
+    assert "certificate was not accepted" in line and "PARLEY_REDIS_TLS_CA_FILE" in line
 
 
 def test_a_closed_port_behind_a_tls_url_is_not_blamed_on_tls():
@@ -216,3 +216,18 @@ def test_an_invalid_setting_is_one_line_naming_it(monkeypatch):
     assert code == 2
     assert output.startswith("parley: invalid Settings: lease_ttl_s: Input should be a valid number")
     assert len(output.splitlines()) == 1
+
+
+def test_a_coordinator_with_a_tls_file_it_cannot_read_says_so_in_one_line(monkeypatch, tmp_path):
+    missing = tmp_path / "ca.pem"
+    code, output = cli_with_env(monkeypatch, ["coordinator"],
+                                PARLEY_REDIS_URL="rediss://127.0.0.1:6380/0",
+                                PARLEY_REDIS_TLS_CA_FILE=str(missing))
+    assert code == 2
+    assert output == f"parley: PARLEY_REDIS_TLS_CA_FILE={missing}: no such file\n"
+
+
+def test_a_bad_setting_stops_the_coordinator_with_one_line(monkeypatch):
+    code, output = cli_with_env(monkeypatch, ["coordinator"], PARLEY_LEASE_TTL_S="-1")
+    assert code == 2
+    assert output.startswith("parley: invalid Settings: lease_ttl_s") and output.count("\n") == 1
