@@ -14,7 +14,13 @@ key                       type    holds                                       wr
                                   stop_reason, stop_detail, token/cost totals
                                   (``prompt_tokens``, ``completion_tokens``,
                                   ``cost_usd``, and per agent
-                                  ``agent:<name>:<same>``), inbox_last_id;
+                                  ``agent:<name>:<same>``, and
+                                  ``agent:<name>:calls``, which numbers a
+                                  scripted agent's calls), run_turns,
+                                  spec_version, answer (the run's answer so
+                                  far), ``policy:<field>`` (the floor
+                                  policy's own fields, cleared when a run
+                                  starts), inbox_last_id;
                                   failed_takes (takes in a row that ended in
                                   an error; 0 after a commit, a new run or a
                                   post), last_error, failed_inbox_id (the
@@ -30,12 +36,16 @@ key                       type    holds                                       wr
                                   ``dead_letter_value_max_bytes``), then
                                   inbox_id and reason; trimmed to about
                                   ``dead_letter_stream_maxlen``
-``{R}:bids``              stream  every bid workers returned, late ones too:    workers / coordinator
-                                  turn, agent, attempt, score, message,
-                                  status, error, tokens, cost, latency;
+``{R}:bids``              stream  every answer workers returned, of every       workers / coordinator
+                                  call kind, late ones too: agent, turn,
+                                  kind, phase, call, attempt, score,
+                                  message, status, error, error_kind,
+                                  tokens, cost, latency, dropped_messages;
                                   trimmed to about ``bids_stream_maxlen``
 ``{R}:turns``             stream  one record per decided turn (flat fields;     coordinator (Lua) /
-                                  ``bids`` is a JSON list); trimmed to about    operators, tests
+                                  ``bids`` is the JSON list of every phase's    operators, tests
+                                  answers; recent, policy_state, adjusted and
+                                  cuts are JSON too); trimmed to about
                                   ``turns_stream_maxlen``
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms)              client, coordinator

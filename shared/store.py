@@ -88,13 +88,15 @@ class RoomStore:
         return inbox_id.decode() if isinstance(inbox_id, bytes) else inbox_id
 
     def agent_names(self, room: str) -> list[str]:
-        """The names of the room's agents, read without validating the rest of its spec: a
-        room whose stored spec went bad must still take the post that repairs its run."""
+        """The names of the room's agents (its selector too), read without validating the
+        rest of its spec: a room whose stored spec went bad must still take the post that
+        repairs its run."""
         spec_json = self.redis.hget(self.keys.spec(room), "json")
         if spec_json is None:
             raise RoomNotFound(f"no room {room!r}")
         try:
-            agents = orjson.loads(spec_json).get("agents") or []
+            spec = orjson.loads(spec_json)
+            agents = [*(spec.get("agents") or []), (spec.get("policy") or {}).get("selector")]
             return [agent["name"] for agent in agents
                     if isinstance(agent, dict) and isinstance(agent.get("name"), str)]
         except (orjson.JSONDecodeError, AttributeError, TypeError):

@@ -193,16 +193,18 @@ def template(kind: str) -> str:
     return text.rstrip("\n")  # a file ends with a newline; the prompt does not
 
 
-def thread_lines(transcript: Sequence[Message]) -> list[str]:
-    """The conversation as ``Name: message`` entries, one per message."""
-    return [f"{message.sender}: {message.content}" for message in transcript]
+def thread_lines(transcript: Sequence[Message], names: Sequence[str]) -> list[str]:
+    """The conversation as ``Name: message`` entries, one per message; a line inside a
+    message that looks like another entry (``Name:`` of a participant) is quoted."""
+    return [f"{sender_label(message.sender)}: {quote_speaker_lines(message.content, names)}"
+            for message in transcript]
 
 
-def fit_thread(transcript: Sequence[Message], fixed: list[ChatMessage], budget: int | None,
-               count: TokenCounter) -> tuple[str, int]:
+def fit_thread(transcript: Sequence[Message], names: Sequence[str], fixed: list[ChatMessage],
+               budget: int | None, count: TokenCounter) -> tuple[str, int]:
     """The thread's text within what ``budget`` leaves after the ``fixed`` messages,
     oldest replies dropped first and the run's task always kept; and how many dropped."""
-    lines = thread_lines(transcript)
+    lines = thread_lines(transcript, names)
     if budget is None or count([*fixed, _user("\n\n".join(lines))]) <= budget:
         return "\n\n".join(lines), 0
     empty = count([])
@@ -220,7 +222,8 @@ def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],
     names = ", ".join(agent.name for agent in participants)
     roles = "\n".join(f"- {agent.name}: {agent.role or 'participant'}" for agent in participants)
     frame = render(template("select"), roles=roles, thread="", participants=names)
-    thread, dropped = fit_thread(transcript, [*system, _user(frame)], budget, count)
+    speakers = participant_names((agent.name for agent in participants), transcript)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
     prompt = render(template("select"), roles=roles, thread=thread, participants=names)
     return Prompt([*system, _user(prompt)], dropped)
 
@@ -231,11 +234,13 @@ def build_speak_prompt(agent: AgentSpec, participants: Sequence[AgentSpec],
     """Seed 002's Participant prompt: the agent's role, the task and the whole thread."""
     system = system_message(agent)
     others = ", ".join(describe_agent(other) for other in participants if other.name != agent.name)
+    speakers = participant_names((other.name for other in participants), transcript)
     task = transcript[task_index(transcript)].content if transcript else ""
+    task = quote_speaker_lines(task, speakers)
     values = {"name": agent.name, "role": agent.role or "participant",
               "others": others or "nobody else", "task": task}
     frame = render(template("speak"), thread="", **values)
-    thread, dropped = fit_thread(transcript, [system, _user(frame)], budget, count)
+    thread, dropped = fit_thread(transcript, speakers, [system, _user(frame)], budget, count)
     return Prompt([system, _user(render(template("speak"), thread=thread, **values))], dropped)
 
 

@@ -137,7 +137,8 @@ def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
 
 def could_not_respond(reply: Bid) -> str:
     """The note posted for a participant whose call failed or said nothing."""
-    return f"({reply.agent} could not respond: {reply.error or reply.status.value})"
+    reason = reply.error or ("an empty reply" if reply.status is BidStatus.OK else reply.status.value)
+    return f"({reply.agent} could not respond: {reason})"
 
 
 def spoken(view: TurnView) -> int:

@@ -192,3 +192,8 @@ def test_a_pick_matches_a_name_as_names_are_told_apart_case_and_spacing_aside():
                          ("planner", "planner "), ("**PLANNER**", "planner ")):
         decision = policies.decide(room, view(), [select(text)])
         assert decision.next == Calls(CallKind.SPEAK, (chosen,)), text
+
+
+def test_an_empty_reply_is_posted_as_a_note_that_says_so():
+    decision = policies.decide(spec(), view(), [select("local"), speak("local", "  ")])
+    assert decision.message == "(local could not respond: an empty reply)"

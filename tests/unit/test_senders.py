@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from shared.keys import Keys
-from shared.models import SEED_SENDER, SYSTEM_SENDER, AgentSpec, check_person_name
+from shared.models import SEED_SENDER, SYSTEM_SENDER, AgentSpec, RoomSpec, check_person_name
 from shared.scripts import Scripts
 from shared.store import RoomStore
 from tests.support.rooms import scripted_spec
@@ -87,3 +87,13 @@ def test_an_agent_never_sees_a_post_as_its_own_turn(store, fake_redis):
     assert [m.sender for m in transcript] == ["User", "Ann"]
     prompt = build_prompt(spec.agent("Optimist"), spec.agents, transcript, None, len)
     assert [m["role"] for m in prompt.messages] == ["system", "user", "user", "user"]
+
+
+def test_nobody_posts_as_the_selector_of_a_selector_room(fake_redis):
+    store = RoomStore(fake_redis, Keys("t"))
+    store.create_room("sel", RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": name, "model": "scripted", "script": []} for name in ("a", "b")]}))
+    with pytest.raises(ValueError, match="'Selector' is an agent in room sel"):
+        store.post("sel", "Selector", "pick me")
+    assert fake_redis.xlen(Keys("t").inbox("sel")) == 0
