@@ -9,7 +9,7 @@ bound                    limit         what it bounds
 =======================  ============  ==========================================================
 ``MAX_SPEC_BYTES``       1 MiB         the spec's text as given (a file, a request body)
 ``MAX_SPEC_DEPTH``       32 levels     nested mappings and lists
-``MAX_SPEC_NODES``       100,000       mappings, lists, keys and values, YAML aliases expanded
+``MAX_SPEC_NODES``       500,000       mappings, lists, keys and values, YAML aliases expanded
 ``MAX_SPEC_JSON_BYTES``  2 MiB         the spec as stored in Redis; also its text, aliases expanded
 ``MAX_DURATION_S``       3,600 s       ``bid_timeout_s``, an agent's ``timeout_s``, a script's
                                        ``sleep``
@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 MAX_SPEC_BYTES = 1 << 20
 MAX_SPEC_DEPTH = 32
-MAX_SPEC_NODES = 100_000
+MAX_SPEC_NODES = 500_000
 MAX_SPEC_JSON_BYTES = 2 << 20
 MAX_DURATION_S = 3600.0
 MAX_REPLY_TOKENS = 1_000_000
