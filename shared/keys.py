@@ -24,11 +24,15 @@ key                       type    holds                                       wr
                                   failed_takes (takes in a row that ended in
                                   an error; 0 after a commit, a new run or a
                                   post), last_error, failed_inbox_id (the
-                                  newest inbox id when the room failed)
+                                  newest inbox id when the room failed);
+                                  paused (``1`` while paused) and paused_at;
+                                  only ``importing`` while an import is
+                                  restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
                                   fields seq, sender, content, score (absent    workers, client
-                                  for people), turn, run, epoch, ts; never
-                                  trimmed: it is the product
+                                  for people), turn, run, epoch, ts; trimmed
+                                  to about ``log_stream_maxlen`` when that is
+                                  set, else never (the default)
 ``{R}:inbox``             stream  posted by people/apps, not yet in the log:    client / coordinator
                                   sender, content, ts; emptied by each drain
 ``{R}:dead``              stream  inbox entries drain could not read: the       coordinator (Lua) /
@@ -48,13 +52,16 @@ key                       type    holds                                       wr
                                   cuts are JSON too); trimmed to about
                                   ``turns_stream_maxlen``
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
-``rooms``                 zset    every room by last activity (ms)              client, coordinator
+``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
+                                  posted into, paused, resumed, cancelled,
+                                  let go by its coordinator; idle rooms
+                                  expire from here (``room_idle_expiry_s``)
 ``runnable``              zset    rooms needing a coordinator, by due time      client, coordinator
                                   (ms); the lease holder pushes it forward
 ``coordinators``          zset    live coordinator ids by last heartbeat (ms)   coordinator / ops
 ========================  ======  ==========================================  ===================
 
-Memory per room: the log grows with the conversation and is never trimmed; every other
+Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it; every other
 per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
 node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
 is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
@@ -121,6 +128,12 @@ class Keys:
     def lease(self, room: str) -> str:
         """Which coordinator serves the room, and under which epoch."""
         return self._room(room, "lease")
+
+    def room_keys(self, room: str) -> list[str]:
+        """Every key of the room: lease, state and inbox first (delete.lua's order), then
+        the rest. Deleting, archiving and expiring a room go by this list."""
+        return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
+                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room)]
 
     @property
     def rooms(self) -> str:

@@ -410,6 +410,7 @@ class StopReason(StrEnum):
     TERMINATE = "terminate"  # the selector or a participant said TERMINATE
     MAX_TURNS = "max_turns"  # the run posted its cap of participant messages
     ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
+    CANCELLED = "cancelled"  # someone cancelled the run (parley rooms cancel, Client.cancel)
 
 
 class CallKind(StrEnum):

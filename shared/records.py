@@ -131,6 +131,9 @@ class RoomState:
         self.failed_takes = int(f.get("failed_takes") or 0)
         self.last_error = f.get("last_error") or ""
         self.failed_inbox_id = f.get("failed_inbox_id") or "0-0"
+        # A paused room opens no turn and moves no post to its log; its run keeps its status.
+        self.paused = f.get("paused") == "1"
+        self.paused_at = float(f.get("paused_at") or 0)
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     bids_stream_maxlen: int = Field(default=2000, ge=100)
     turns_stream_maxlen: int = Field(default=1000, ge=100)
     dead_letter_stream_maxlen: int = Field(default=100, ge=10)
+    # The log is the conversation itself: never trimmed unless this is set (0 = never).
+    # When set, the oldest messages fall out past about this many; `parley rooms archive
+    # --keep` saves a room's log first.
+    log_stream_maxlen: int = Field(default=0, ge=0)
+    # Rooms with no run in progress, no lease and no post waiting are deleted by the
+    # coordinators this long after their last activity (0 = never).
+    room_idle_expiry_s: float = Field(default=0.0, ge=0)
     # A dead letter keeps at most 16 of the entry's fields, each cut to this many bytes.
     dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
     # Posts longer than this are refused by the client and set aside by the coordinator.
@@ -111,6 +118,14 @@ class Settings(BaseSettings):
             except ValueError as error:
                 raise ValueError(f"PARLEY_WORKER_ALLOWED_API_BASES: {error}") from None
         return bases
+
+    @field_validator("log_stream_maxlen")
+    @classmethod
+    def _log_cap(cls, cap: int) -> int:
+        if 0 < cap < 100:
+            raise ValueError("must be 0 (never trimmed) or at least 100: trimming is by "
+                             "stream node, about 100 entries")
+        return cap
 
     @model_validator(mode="after")
     def _default_broker(self) -> Settings:

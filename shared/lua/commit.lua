@@ -9,6 +9,7 @@
 --   usage:   {state field: increment} token and cost totals (finite numbers)
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
+--   log_maxlen: approximate cap on the log ('0' or absent: never trimmed)
 -- A commit also resets failed_takes: the room got past whatever failed before.
 -- Returns the new message's seq, or 0 when the turn had no winner.
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
@@ -85,9 +86,14 @@ local function payload_problem(payload)
   if problem then
     return problem
   end
-  local maxlen = payload['turns_maxlen']
-  if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
-    return 'turns_maxlen is not a count'
+  for _, name in ipairs({'turns_maxlen', 'log_maxlen'}) do
+    local maxlen = payload[name]
+    if name == 'log_maxlen' and maxlen == nil then
+      maxlen = '0'
+    end
+    if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
+      return name .. ' is not a count'
+    end
   end
   return nil
 end
@@ -152,7 +158,12 @@ if payload['message'] then
     table.insert(fields, name)
     table.insert(fields, value)
   end
-  redis.call('XADD', KEYS[3], seq .. '-0', unpack(fields))
+  local log_maxlen = payload['log_maxlen'] or '0'
+  if tonumber(log_maxlen) > 0 then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', log_maxlen, seq .. '-0', unpack(fields))
+  else
+    redis.call('XADD', KEYS[3], seq .. '-0', unpack(fields))
+  end
   redis.call('HSET', KEYS[2], 'last_seq', seq)
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
