@@ -33,17 +33,19 @@ _FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
 
 @dataclass(frozen=True)
 class InboxLimits:
-    """What drain accepts from a room's inbox, and how much it keeps of what it sets aside."""
+    """What drain accepts from a room's inbox, how much it keeps of what it sets aside, and
+    the log's cap (0: never trimmed) for drain and commit."""
 
     message_max_bytes: int
     dead_letter_maxlen: int
     dead_letter_value_max_bytes: int
+    log_maxlen: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> InboxLimits:
         """The limits configured in ``settings``."""
         return cls(settings.message_max_bytes, settings.dead_letter_stream_maxlen,
-                   settings.dead_letter_value_max_bytes)
+                   settings.dead_letter_value_max_bytes, settings.log_stream_maxlen)
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ class RoomIO:
                 self.keys.log(room), self.keys.dead_letters(room)]
         limits = self.limits
         args = [lease.token, lease.epoch, self.drain_batch, limits.dead_letter_maxlen,
-                SENDER_MAX_BYTES, limits.message_max_bytes, limits.dead_letter_value_max_bytes]
+                SENDER_MAX_BYTES, limits.message_max_bytes, limits.dead_letter_value_max_bytes,
+                limits.log_maxlen]
         try:
             moved, fields, set_aside = await self.scripts.drain(keys=keys, args=args)
         except ResponseError as error:
@@ -109,8 +112,9 @@ class RoomIO:
         return Drained(int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True))),
                        list(zip(pairs[::2], pairs[1::2], strict=True)))
 
-    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn:
-        """Open the next turn with a deadline ``timeout_s`` from now."""
+    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn | None:
+        """Open the next turn with a deadline ``timeout_s`` from now; None when the room was
+        paused meanwhile (no turn opens: the caller looks at the room again)."""
         room = lease.room
         opened_at = time.time()
         deadline = opened_at + timeout_s
@@ -119,6 +123,8 @@ class RoomIO:
             turn, snapshot, bids_from = await self.scripts.open_turn(
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}"])
         except ResponseError as error:
+            if str(error).startswith("PAUSED"):
+                return None
             raise _fence(error) from error
         return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)
 
@@ -142,7 +148,7 @@ class RoomIO:
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room)]
-        payload = commit_payload(record, decision, turns_maxlen)
+        payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             return int(await self.scripts.commit(keys=keys, args=args))
@@ -186,8 +192,9 @@ class RoomIO:
         return bool(await self.scripts.unschedule(keys=[self.keys.runnable], args=[room, expected]))
 
     async def touch(self, room: str) -> None:
-        """Mark the room active now, for dashboards ordering rooms by activity."""
-        await self.redis.zadd(self.keys.rooms, {room: now_ms()})
+        """Mark the room active now, for dashboards ordering rooms by activity and for idle
+        expiry (only if it is listed: a room deleted meanwhile stays gone)."""
+        await self.redis.zadd(self.keys.rooms, {room: now_ms()}, xx=True)
 
 
 def without_scripts(spec: RoomSpec) -> RoomSpec:
@@ -198,9 +205,8 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
     return spec.model_copy(update={"agents": agents})
 
 
-
-
-def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int) -> dict[str, Any]:
+def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
+                   log_maxlen: int = 0) -> dict[str, Any]:
     """commit.lua's payload (its header describes each part). The message is stamped with
     the turn's decision time."""
     payload: dict[str, Any] = {
@@ -208,6 +214,7 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int) ->
         "usage": usage_increments(record.bids),
         "record": turn_record_fields(record),
         "turns_maxlen": str(turns_maxlen),
+        "log_maxlen": str(log_maxlen),
     }
     if decision.winner is not None:
         payload["message"] = agent_message_fields(

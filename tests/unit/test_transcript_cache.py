@@ -68,3 +68,28 @@ def test_a_room_created_again_under_the_same_id_is_read_whole(store):
 
     assert [m.content for m in cache.upto(store, "t", ROOM, 3)] == [
         "new task", "new reply", "new answer"]
+
+
+def test_a_capped_log_gives_warm_and_cold_workers_the_same_last_messages(store):
+    warm, cold = TranscriptCache(), TranscriptCache()
+    for seq in range(1, 6):
+        append(store, seq, f"m{seq}")
+    warm.upto(store, "t", ROOM, 5, keep=3)
+    for seq in range(6, 9):
+        append(store, seq, f"m{seq}")
+    # The cap drops the oldest messages from Redis; a cold worker reads what is left.
+    store.redis.xtrim(store.keys.log(ROOM), maxlen=5, approximate=False)  # 4..8 are left
+
+    assert [m.seq for m in warm.upto(store, "t", ROOM, 8, keep=3)] == [6, 7, 8]
+    assert [m.seq for m in cold.upto(store, "t", ROOM, 8, keep=3)] == [6, 7, 8]
+    assert [m.seq for m in warm.upto(store, "t", ROOM, 7, keep=3)] == [5, 6, 7]
+
+
+def test_an_earlier_snapshot_of_a_trimmed_log_is_sliced_by_seq(store):
+    cache = TranscriptCache()
+    for seq in range(1, 11):
+        append(store, seq, f"m{seq}")
+    store.redis.xtrim(store.keys.log(ROOM), maxlen=5, approximate=False)  # 6..10 are left
+
+    assert [m.seq for m in cache.upto(store, "t", ROOM, 10)] == [6, 7, 8, 9, 10]
+    assert [m.seq for m in cache.upto(store, "t", ROOM, 7)] == [6, 7]
