@@ -211,7 +211,8 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     failures = []
     for room_id in store.list_rooms(limit):
         state = store.read_state(room_id)
-        rows.append({"room": room_id, "status": state.status.value, "run": state.run,
+        rows.append({"room": room_id, "status": output.status_text(state.status, state.paused),
+                     "run": state.run,
                      "turn": state.turn, "last_seq": state.last_seq,
                      "stop_reason": state.stop_reason or "-",
                      "lease": store.lease_holder(room_id) or "-"})
@@ -231,11 +232,198 @@ def stream_report(client: Client, room: str) -> dict[str, dict[str, Any]]:
     """Each of the room's streams: its length and its cap (``None``: never trimmed; the
     caps are this process's settings, which should match the coordinators' and workers')."""
     settings = client.settings
-    caps = {"log": None, "inbox": None, "bids": settings.bids_stream_maxlen,
+    caps = {"log": settings.log_stream_maxlen or None, "inbox": None,
+            "bids": settings.bids_stream_maxlen,
             "turns": settings.turns_stream_maxlen,
             "dead_letters": settings.dead_letter_stream_maxlen}
     lengths = client.store.stream_lengths(room)
     return {name: {"length": lengths[name], "max_length": cap} for name, cap in caps.items()}
+
+
+rooms_app = typer.Typer(no_args_is_help=True, help="Create, list, pause, cancel, delete, "
+                        "archive and import rooms.")
+app.add_typer(rooms_app, name="rooms")
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
+
+
+def print_json(value: Any) -> None:
+    """One JSON object on one line."""
+    print(json.dumps(value, ensure_ascii=False))
+
+
+@rooms_app.command("create")
+@friendly
+def rooms_create(
+    spec: Annotated[Path, typer.Argument(help="Room spec (YAML or JSON)")],
+    room: Annotated[str | None, typer.Option("--id", help="The room id (default: the "
+                                             "spec's name and a random suffix)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a room from SPEC without posting into it; print its id."""
+    room_spec = read_spec(spec)
+    room_id = Client().create_room(room_spec, room)
+    if as_json:
+        print_json({"room": room_id, "name": room_spec.name, "policy": room_spec.policy.kind,
+                    "agents": [agent.name for agent in room_spec.agents]})
+    else:
+        print(room_id)
+
+
+@rooms_app.command("list")
+@friendly
+def rooms_list(limit: Annotated[int, typer.Option(help="Most rooms to list")] = 100,
+               as_json: JsonFlag = False) -> None:
+    """Rooms, most recently active first: status, policy, last activity, holder,
+    messages, cost."""
+    rooms = Client().rooms(limit)
+    if as_json:
+        print_json({"rooms": [summary.model_dump(mode="json") for summary in rooms]})
+    else:
+        console.print(output.room_list_table(rooms))
+
+
+@rooms_app.command("show")
+@friendly
+def rooms_show(room: Annotated[str, typer.Argument(help="Room id")],
+               as_json: JsonFlag = False) -> None:
+    """One room: status, run, holder, usage, streams and their caps."""
+    details = Client().show(room)
+    if as_json:
+        print_json(details.model_dump(mode="json"))
+    else:
+        output.print_room(console, details)
+
+
+def report_change(room: str, as_json: bool, changed: bool, key: str, done: str, unchanged: str
+                  ) -> None:
+    """A pause or resume's one line (or JSON object)."""
+    if as_json:
+        print_json({"room": room, key: True, "changed": changed})
+    else:
+        print(f"room {room} {done if changed else unchanged}")
+
+
+@rooms_app.command("pause")
+@friendly
+def rooms_pause(room: Annotated[str, typer.Argument(help="Room id")],
+                as_json: JsonFlag = False) -> None:
+    """Pause a room: it keeps taking posts but starts no turn (a turn in flight finishes)."""
+    changed = Client().pause(room)
+    report_change(room, as_json, changed, "paused",
+                  "paused: posts wait and no turn starts until it is resumed",
+                  "was already paused")
+
+
+@rooms_app.command("resume")
+@friendly
+def rooms_resume(room: Annotated[str, typer.Argument(help="Room id")],
+                 as_json: JsonFlag = False) -> None:
+    """Resume a paused room where it was, the posts that waited included."""
+    changed = Client().resume(room)
+    report_change(room, as_json, changed, "resumed", "resumed", "was not paused")
+
+
+@rooms_app.command("cancel")
+@friendly
+def rooms_cancel(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    reason: Annotated[str, typer.Option(help="The stop detail")] = "cancelled by request",
+    as_json: JsonFlag = False,
+) -> None:
+    """End the room's current run now (stop reason cancelled); a turn in flight is
+    abandoned and its coordinator stops."""
+    result = Client().cancel(room, reason)
+    if as_json:
+        print_json({"room": room, "cancelled": result.cancelled, "run": result.run,
+                    "posts_waiting": result.waiting})
+    elif result.cancelled:
+        waiting = (f"; {result.waiting} post(s) waiting start the next run" if result.waiting
+                   else "")
+        print(f"room {room}: run {result.run} cancelled{waiting}")
+    else:
+        print(f"room {room} has no run in progress")
+
+
+@rooms_app.command("delete")
+@friendly
+def rooms_delete(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    force: Annotated[bool, typer.Option("--force", help="Even while a coordinator holds "
+                                        "it: fence the coordinator out first")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove a room and everything it holds from Redis."""
+    removed = Client().delete(room, force)
+    if as_json:
+        print_json({"room": room, "deleted": True, "keys": removed})
+    else:
+        print(f"room {room} deleted ({removed} keys)")
+
+
+@rooms_app.command("archive")
+@friendly
+def rooms_archive(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    out: Annotated[Path, typer.Option("--out", help="The archive to write (a new file)")],
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the room in Redis")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a room to a file as JSON lines (spec, state, log, turns), then remove it from
+    Redis (unless --keep)."""
+    try:
+        result = Client().archive(room, out, keep)
+    except FileExistsError as error:
+        raise CliError(str(error)) from error
+    except OSError as error:
+        raise CliError(f"cannot write {out}: {error.strerror or error}") from error
+    if as_json:
+        print_json({"room": room, "path": result.path, "counts": result.counts,
+                    "removed": result.removed})
+        return
+    counts = result.counts
+    where = "removed from Redis" if result.removed else "kept in Redis"
+    print(f"room {room} archived to {result.path}: {counts['log']} messages, "
+          f"{counts['turn']} turn records, {counts['inbox']} posts waiting; {where}")
+
+
+@rooms_app.command("import")
+@friendly
+def rooms_import(
+    file: Annotated[Path, typer.Argument(help="An archive written by `parley rooms archive`")],
+    room: Annotated[str | None, typer.Option("--id", help="Import under this id (default: "
+                                             "the archived room's)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Bring an archived room back into Redis; print its id."""
+    client = Client()
+    try:
+        room_id = client.import_room(file, room)
+    except OSError as error:
+        raise CliError(f"cannot read {file}: {error.strerror or error}") from error
+    if as_json:
+        print_json(client.show(room_id).model_dump(mode="json"))
+    else:
+        print(room_id)
+
+
+@app.command()
+@friendly
+def transcript(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    output_type: Annotated[str, typer.Option("--output-type", "-o",
+                                             help="str, json, list, dict, final, yaml ... "
+                                                  "(GroupChat's output types)")] = "str",
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a room's conversation."""
+    client = Client()
+    if as_json:
+        client.state(room)  # RoomNotFound for a room that is not there
+        print_json({"room": room,
+                    "messages": [output.message_json(m) for m in client.messages(room)]})
+        return
+    formatted = client.transcript(room, output_type)
+    print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
 
 
 @app.command()
