@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from parley.client import RoomDetails, RunResult
 from shared.models import Message, RoomStatus
@@ -52,7 +52,10 @@ def ago(when: float | None, now: float | None = None) -> str:
 
 def room_list_table(rooms: list[RoomSummary]) -> Table:
     """Rooms for ``parley rooms list``."""
-    table = Table("room", "status", "policy", "last activity", "holder", "messages", "cost")
+    # Room ids are never cut: they are what every other command takes.
+    room_width = max((len(room.room) for room in rooms), default=4)
+    table = Table(Column("room", no_wrap=True, min_width=room_width), "status", "policy",
+                  "last activity", "holder", "messages", "cost")
     for room in rooms:
         table.add_row(room.room, status_text(room.status, room.paused), room.policy,
                       ago(room.last_activity), room.holder or "-", str(room.messages),
