@@ -110,8 +110,12 @@ def write_archive(store: RoomStore, room: str, out: IO[str], head: RoomHead | No
     write({"kind": "spec", **encode_entry(head.spec)})
     write({"kind": "state", **encode_entry(head.state)})
     counts = dict.fromkeys(ENTRY_KINDS, 0)
-    streamed = {"log": store.iter_entries(store.keys.log(room)),
-                "turn": store.iter_entries(store.keys.turns(room)),
+    # The streams are read after the head: a room that goes on meanwhile (archived with
+    # --keep) is written as the head saw it, its later messages and turn records left out.
+    state = head.read_state()
+    streamed = {"log": store.iter_entries(store.keys.log(room), end=f"{state.last_seq}-0"),
+                "turn": (entry for entry in store.iter_entries(store.keys.turns(room))
+                         if decided_by(entry[1], state)),
                 "inbox": iter(head.inbox), "dead": iter(head.dead_letters)}
     for kind, entries in streamed.items():
         for entry_id, fields in entries:
@@ -119,6 +123,13 @@ def write_archive(store: RoomStore, room: str, out: IO[str], head: RoomHead | No
             counts[kind] += 1
     write({"kind": "end", "counts": counts})
     return counts
+
+
+def decided_by(record: dict[Any, Any], state: RoomState) -> bool:
+    """True when the turn record was committed by the time ``state`` was read: its turn is
+    an earlier one, or the state's own and closed."""
+    turn = int(record.get(b"turn") or record.get("turn") or 0)
+    return turn < state.turn or (turn == state.turn and not state.turn_open)
 
 
 def _line_writer(out: IO[str]) -> Any:

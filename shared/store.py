@@ -126,6 +126,10 @@ class RoomHead:
     dead_letters: list[tuple[bytes, dict[bytes, bytes]]]
     holder: str | None
 
+    def read_state(self) -> RoomState:
+        """The state hash as read."""
+        return RoomState(self.state)
+
     def guard(self) -> tuple[dict[str, str], str]:
         """The state fields and the inbox's newest id delete.lua must still find."""
         state = {decode(k): decode(v) for k, v in self.state.items()}
@@ -394,12 +398,12 @@ class RoomStore:
             raise RoomNotFound(f"no room {room!r}")
         return RoomHead(spec, state, inbox, dead, holder_of(decode(lease) if lease else None))
 
-    def iter_entries(self, key: str, page: int = 1000
+    def iter_entries(self, key: str, page: int = 1000, end: str = "+"
                      ) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
-        """Every entry of a stream, oldest first, read ``page`` entries at a time."""
+        """Every entry of a stream up to ``end``, oldest first, ``page`` at a time."""
         start = "-"
         while True:
-            entries = self.redis.xrange(key, start, "+", count=page)
+            entries = self.redis.xrange(key, start, end, count=page)
             yield from entries
             if len(entries) < page:
                 return

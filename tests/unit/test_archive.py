@@ -155,10 +155,10 @@ def test_a_room_that_moves_on_while_archived_is_kept_and_the_file_removed(ran, t
     path = tmp_path / "room.jsonl"
     original = RoomStore.iter_entries
 
-    def post_meanwhile(self, key, page=1000):  # noqa: ANN001, ANN202
+    def post_meanwhile(self, key, page=1000, end="+"):  # noqa: ANN001, ANN202
         if key == ran.keys.turns(ROOM):
             ran.post(ROOM, "Bob", "while it was written")
-        return original(self, key, page)
+        return original(self, key, page, end)
 
     monkeypatch.setattr(RoomStore, "iter_entries", post_meanwhile)
     with pytest.raises(ValueError, match="changed meanwhile .*no archive was written"):
@@ -187,3 +187,26 @@ def test_a_long_log_is_archived_and_restored_in_pages(store, tmp_path):
     import_room(store, path)
 
     assert [m.seq for m in store.read_messages(ROOM)] == list(range(1, 2502))
+
+
+def test_a_room_that_goes_on_while_archived_with_keep_is_written_as_it_was(ran, tmp_path,
+                                                                           monkeypatch):
+    """A turn committed after the archive read the room's state is left out whole: its
+    message and its turn record."""
+    ran.resume(ROOM)
+    keys, path = ran.keys, tmp_path / "room.jsonl"
+    original = RoomStore.iter_entries
+
+    def commit_meanwhile(self, key, page=1000, end="+"):  # noqa: ANN001, ANN202
+        if key == keys.log(ROOM):
+            ran.redis.xadd(keys.log(ROOM), {"seq": 6, "sender": "agent0", "content": "late",
+                                            "ts": "1.0"}, id="6-0")
+            ran.redis.xadd(keys.turns(ROOM), {"seq": 6, "turn": 6, "winner": "agent0"})
+            ran.redis.hset(keys.state(ROOM), mapping={"last_seq": 6, "turn": 6})
+        return original(self, key, page, end)
+
+    monkeypatch.setattr(RoomStore, "iter_entries", commit_meanwhile)
+    result = archive_room(ran, ROOM, path, keep=True)
+
+    assert result.counts["log"] == 5 and result.counts["turn"] == 5
+    assert check_archive(path).counts["log"] == 5
