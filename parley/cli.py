@@ -273,8 +273,7 @@ def rooms_create(
 @friendly
 def rooms_list(limit: Annotated[int, typer.Option(help="Most rooms to list")] = 100,
                as_json: JsonFlag = False) -> None:
-    """Rooms, most recently active first: status, policy, last activity, holder,
-    messages, cost."""
+    """Rooms, most recent first: status, policy, last activity, holder, messages, cost."""
     rooms = Client().rooms(limit)
     if as_json:
         print_json({"rooms": [summary.model_dump(mode="json") for summary in rooms]})
@@ -330,8 +329,9 @@ def rooms_cancel(
     reason: Annotated[str, typer.Option(help="The stop detail")] = "cancelled by request",
     as_json: JsonFlag = False,
 ) -> None:
-    """End the room's current run now (stop reason cancelled); a turn in flight is
-    abandoned and its coordinator stops."""
+    """End the room's run now (stop reason cancelled); a turn in flight is dropped.
+
+    Nothing of that turn is written, and the coordinator holding the room stops."""
     result = Client().cancel(room, reason)
     if as_json:
         print_json({"room": room, "cancelled": result.cancelled, "run": result.run,
@@ -368,8 +368,10 @@ def rooms_archive(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the room in Redis")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a room to a file as JSON lines (spec, state, log, turns), then remove it from
-    Redis (unless --keep)."""
+    """Write a room to a file as JSON lines, then remove it from Redis (unless --keep).
+
+    The file holds the spec, the state, the log, the turn records, the posts waiting and
+    the dead letters; `parley rooms import FILE` brings the same room back."""
     try:
         result = Client().archive(room, out, keep)
     except FileExistsError as error:
