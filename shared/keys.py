@@ -6,7 +6,8 @@ room's keys live in one Redis Cluster slot and its Lua scripts run unchanged the
 ========================  ======  ==========================================  ===================
 key                       type    holds                                       writers / readers
 ========================  ======  ==========================================  ===================
-``{R}:spec``              hash    ``version``, ``name``, ``policy``, ``json``   client / all
+``{R}:spec``              hash    ``version`` (when it was stored, µs),         client / all
+                                  ``name``, ``policy``, ``json``
 ``{R}:state``             hash    status, last_seq, run, messages_in_run,       coordinator (Lua) /
                                   recent (JSON list), turn, turn_open,          client, dashboards
                                   turn_deadline, turn_snapshot_seq,

@@ -159,9 +159,12 @@ class RoomStore:
         """Store a new room's spec and idle state, in one script; raise RoomExists if the
         id is taken."""
         check_room_id(room)
-        spec_fields = {"version": "1", "name": spec.name, "policy": spec.policy.kind,
+        # The version is when the spec was stored (µs), not 1: a room deleted and created
+        # again under the same id must not match a worker's cached spec of the old one.
+        version = str(time.time_ns() // 1000)
+        spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
                        "json": spec.model_dump_json(exclude_defaults=False)}
-        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": "1"}
+        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version}
         self._create(room, "new", spec_fields, state)
         self.redis.zadd(self.keys.rooms, {room: now_ms()})
 

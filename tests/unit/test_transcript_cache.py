@@ -1,4 +1,5 @@
-"""The worker's transcript cache: each task reads only what was committed since."""
+"""The worker's transcript and spec caches: each task reads only what was committed since,
+and never a spec or transcript of another room that had the same id."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from shared.keys import Keys
 from shared.store import RoomStore
-from workers.tasks import TranscriptCache
+from tests.support.rooms import scripted_spec
+from workers.tasks import SpecCache, TranscriptCache
 
 ROOM = "room-1"
 
@@ -93,3 +95,16 @@ def test_an_earlier_snapshot_of_a_trimmed_log_is_sliced_by_seq(store):
 
     assert [m.seq for m in cache.upto(store, "t", ROOM, 10)] == [6, 7, 8, 9, 10]
     assert [m.seq for m in cache.upto(store, "t", ROOM, 7)] == [6, 7]
+
+
+def test_a_room_deleted_and_created_again_under_its_id_is_not_served_its_old_spec(store):
+    specs = SpecCache()
+    store.create_room(ROOM, scripted_spec({"Old": [], "Older": []}))
+    old_version, _ = store.read_spec(ROOM)
+    assert [a.name for a in specs.get(store, "t", ROOM, old_version).agents] == ["Old", "Older"]
+    store.delete(ROOM)
+    store.create_room(ROOM, scripted_spec({"New": [], "Newer": []}))
+    new_version, _ = store.read_spec(ROOM)
+
+    assert new_version != old_version
+    assert [a.name for a in specs.get(store, "t", ROOM, new_version).agents] == ["New", "Newer"]
