@@ -210,7 +210,10 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     rows = []
     failures = []
     for room_id in store.list_rooms(limit):
-        state = store.read_state(room_id)
+        try:
+            state = store.read_state(room_id)
+        except RoomNotFound:  # deleted or expired since it was listed
+            continue
         rows.append({"room": room_id, "status": output.status_text(state.status, state.paused),
                      "run": state.run,
                      "turn": state.turn, "last_seq": state.last_seq,

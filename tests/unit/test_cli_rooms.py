@@ -199,3 +199,17 @@ def test_status_shows_a_paused_room(client, room):
     client.store.pause(room)
     code, table = invoke("status")
     assert code == 0 and "idle, paused" in table
+
+
+def test_status_leaves_out_a_room_deleted_while_it_was_listed(client, room, monkeypatch):
+    client.store.create_room("other", scripted_spec(rotating_scripts(2, 1)))
+    listed = client.store.list_rooms
+
+    def list_then_delete(limit: int = 100) -> list[str]:
+        rooms = listed(limit)
+        client.store.delete(room)
+        return rooms
+
+    monkeypatch.setattr(client.store, "list_rooms", list_then_delete)
+    code, table = invoke("status")
+    assert code == 0 and "other" in table and room not in table
