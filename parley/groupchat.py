@@ -9,24 +9,20 @@ parley never ends a run on a wall clock, and always forces the ``respond`` tool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.panel import Panel
 
 from parley.client import Client
+from parley.output import HISTORY_OUTPUT_TYPES, format_history
 from shared.models import AgentSpec, BidPolicy, Message, RoomSpec
 
 StreamingCallback = Callable[[str, str, bool], None]
 
-OUTPUT_TYPES = (
-    "list", "dict", "dictionary", "str", "string", "all", "final", "last", "json", "yaml",
-    "dict-all-except-first", "list-final", "str-all-except-first", "dict-final",
-)
+OUTPUT_TYPES = HISTORY_OUTPUT_TYPES
 
 
 def as_agent_spec(agent: Any) -> AgentSpec:
@@ -37,34 +33,6 @@ def as_agent_spec(agent: Any) -> AgentSpec:
         return AgentSpec.model_validate(agent)
     return AgentSpec(name=agent.agent_name, system_prompt=getattr(agent, "system_prompt", "") or "",
                      model=agent.model_name)
-
-
-def format_history(messages: list[Message], output_type: str) -> Any:
-    """The conversation in one of swarms' output types."""
-    rows = [_row(message) for message in messages]
-    plain = [{"role": row["role"], "content": row["content"]} for row in rows]
-    formats: dict[str, Callable[[], Any]] = {
-        "list": lambda: plain,
-        "dict": lambda: rows,
-        "dictionary": lambda: rows,
-        "str": lambda: "\n\n".join(f"{r['role']}: {r['content']}" for r in rows),
-        "final": lambda: rows[-1]["content"] if rows else "",
-        "json": lambda: json.dumps(rows),
-        "yaml": lambda: yaml.safe_dump(rows, sort_keys=False),
-        "dict-all-except-first": lambda: rows[1:],
-        "list-final": lambda: [rows[-1]["content"]] if rows else [],
-        "str-all-except-first": lambda: "\n".join(r["content"] for r in rows[1:]),
-        "dict-final": lambda: rows[-1] if rows else {},
-    }
-    aliases = {"string": "str", "all": "str", "last": "final"}
-    return formats[aliases.get(output_type, output_type)]()
-
-
-def _row(message: Message) -> dict[str, Any]:
-    row: dict[str, Any] = {"role": message.sender, "content": message.content}
-    if message.score is not None:
-        row["metadata"] = {"score": message.score}
-    return row
 
 
 def stream_message(message: Message, callback: StreamingCallback) -> None:
