@@ -1,28 +1,77 @@
-"""swarms' ``GroupChat`` interface over parley: the same constructor, ``run`` and
-``run_batch``, with each run in its own distributed room.
+"""swarms' ``GroupChat`` interface over parley: the same constructor, ``run``, ``run_batch``
+and ``conversation``, with each run in its own distributed room.
 
-Code written against ``swarms.GroupChat`` moves over by swapping the import and passing
+Code written against ``swarms.GroupChat`` (16.x) moves over by swapping the import and passing
 agents as parley agent specs (or any object with ``agent_name``, ``system_prompt`` and
-``model_name``). ``idle_timeout`` and ``auto_equip`` are accepted for compatibility:
-parley never ends a run on a wall clock, and always forces the ``respond`` tool.
+``model_name``). ``run`` returns exactly what swarms' ``history_output_formatter``
+returns for the same conversation, for every ``output_type``. ``idle_timeout`` and
+``auto_equip`` are accepted for compatibility: parley never ends a run on a wall clock, and
+always forces the ``respond`` tool.
+
+The one deliberate difference: a run that ends ``failed`` (every agent failed on the first
+turn, no worker answered, the room kept erroring) logs swarms' warning and raises
+``RunFailed``; swarms logs the warning and returns. ``raise_on_failure=False`` returns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+import structlog
 from rich.console import Console
 from rich.panel import Panel
 
-from parley.client import Client
-from parley.output import HISTORY_OUTPUT_TYPES, format_history
-from shared.models import AgentSpec, BidPolicy, Message, RoomSpec
+from parley.client import Client, RunResult
+from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+
+__all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
+           "format_history", "stream_message"]
+
+log = structlog.get_logger(__name__)
 
 StreamingCallback = Callable[[str, str, bool], None]
+Deliver = Callable[[Callable[[], None]], None]
 
 OUTPUT_TYPES = HISTORY_OUTPUT_TYPES
+# swarms' warning when no agent replies on the first turn, word for word.
+FIRST_TURN_SILENT = (
+    "No agent produced a reply on the first turn. The chat will end immediately. Likely "
+    "causes: an invalid model_name, a missing/invalid API key, a model without "
+    "function-calling support, or replies that are not a parseable respond() tool call. Run "
+    "with verbose=True to see each agent's bid."
+)
+RUN_FAILED = "The run failed and the chat ended early: see stop_reason and stop_detail."
+class RunFailed(RuntimeError):
+    """A run ended ``failed``: why (``stop_reason``, ``stop_detail``), its room, the whole
+    ``result``, and ``output``, what swarms would have returned."""
+
+    def __init__(self, result: RunResult, output: Any) -> None:
+        self.result = result
+        self.room = result.room
+        self.stop_reason = result.stop_reason
+        self.stop_detail = result.stop_detail
+        self.output = output
+        reason = result.stop_reason.value if result.stop_reason else "unknown"
+        super().__init__(f"run in room {result.room} failed ({reason})"
+                         + (f": {result.stop_detail}" if result.stop_detail else ""))
+
+
+class Conversation:
+    """A run's conversation as swarms' ``Conversation`` holds it: ``conversation_history``
+    is a list of ``{role, content}`` dicts, with ``metadata: {score}`` (the speaker's raw
+    bid) on agent messages only."""
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self.messages = list(messages)
+        self.conversation_history = conversation_rows(self.messages)
+
+    def format(self, output_type: str) -> Any:
+        """The conversation in one of swarms' output types."""
+        return format_rows(self.conversation_history, output_type)
 
 
 def as_agent_spec(agent: Any) -> AgentSpec:
@@ -45,6 +94,20 @@ def stream_message(message: Message, callback: StreamingCallback) -> None:
     callback(message.sender, "", True)
 
 
+@dataclass
+class Outcome:
+    """One finished run: how it ended, its conversation, and the formatted output."""
+
+    result: RunResult
+    conversation: Conversation
+    output: Any
+
+
+def emit_now(emit: Callable[[], None]) -> None:
+    """Deliver a callback at once (a single run)."""
+    emit()
+
+
 class GroupChat:
     """A turn-based, self-selecting group chat: each turn every agent bids, and the single
     highest recency-adjusted bid strictly above ``threshold`` is posted."""
@@ -64,49 +127,97 @@ class GroupChat:
         auto_equip: bool = True,
         bid_timeout_s: float = 30.0,
         client: Client | None = None,
+        raise_on_failure: bool = True,
     ) -> None:
         agent_specs = [as_agent_spec(agent) for agent in agents or []]
         if len(agent_specs) < 2:
             raise ValueError("GroupChat requires at least 2 agents.")
         if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"output_type must be one of {', '.join(OUTPUT_TYPES)}")
+            raise ValueError(f"output_type must be one of {', '.join(OUTPUT_TYPES)}, "
+                             f"not {output_type!r}")
         self.name = name
         self.description = description
         self.output_type = output_type
         self.verbose = verbose
         self.idle_timeout = idle_timeout  # accepted, unused: runs end on a lull
         self.auto_equip = auto_equip  # accepted: the respond tool is always forced
-        self.spec = RoomSpec(
-            name=name, description=description, agents=agent_specs,
-            policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
-                             recency_window=recency_window, max_messages=max_loops,
-                             bid_timeout_s=bid_timeout_s),
-        )
+        self.raise_on_failure = raise_on_failure
+        self.spec = self._room_spec(agent_specs, max_loops, threshold, recency_penalty,
+                                    recency_window, bid_timeout_s)
         self.client = client or Client()
         self.rooms: list[str] = []
+        self.conversation = Conversation()
 
     def run(self, task: str, streaming_callback: StreamingCallback | None = None) -> Any:
         """Run ``task`` in a fresh room until a lull or ``max_loops`` messages; return the
-        conversation formatted per ``output_type``."""
-        result = self.client.run(self.spec, task, on_message=self._on_message(streaming_callback))
-        self.rooms.append(result.room)
-        return format_history(result.messages, self.output_type)
+        conversation formatted per ``output_type``.
+
+        Raises RunFailed when the run ends ``failed`` (unless ``raise_on_failure=False``).
+        """
+        return self._settle(self._run_room(task, streaming_callback, emit_now))
 
     def run_batch(self, tasks: list[str]) -> list[Any]:
         """Run each task in its own room, side by side; outputs in task order."""
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(tasks)))) as pool:
             return list(pool.map(self.run, tasks))
 
-    def _on_message(self, callback: StreamingCallback | None) -> Callable[[Message], None]:
-        console = Console()
+    def _run_room(self, task: str, callback: StreamingCallback | None,
+                  deliver: Deliver) -> Outcome:
+        seen = 0
 
         def on_message(message: Message) -> None:
-            if callback is not None:
-                stream_message(message, callback)
-            if self.verbose:
-                score = "" if message.score is None else f"  (score={message.score:.2f})"
-                style = "green" if message.score is None else "blue"
-                console.print(Panel(message.content, title=f"{message.sender}{score}",
-                                    border_style=style))
+            nonlocal seen
+            seen = max(seen, message.seq)
+            deliver(lambda: self._show(message, callback))
 
-        return on_message
+        result = self.client.run(self.spec, task, on_message=on_message)
+        # The wait may end before its last message reached on_message: none is ever missed.
+        for message in result.messages:
+            if message.seq > seen:
+                on_message(message)
+        conversation = Conversation(result.messages)
+        warning = self._warning(result)
+        if warning:
+            deliver(lambda: log.warning(warning, chat=self.name, room=result.room,
+                                        stop_reason=result.stop_reason,
+                                        stop_detail=result.stop_detail))
+        return Outcome(result, conversation, conversation.format(self.output_type))
+
+    def _settle(self, outcome: Outcome) -> Any:
+        self.rooms.append(outcome.result.room)
+        self.conversation = outcome.conversation
+        if outcome.result.status is RoomStatus.FAILED and self.raise_on_failure:
+            raise RunFailed(outcome.result, outcome.output)
+        return outcome.output
+
+    def _warning(self, result: RunResult) -> str | None:
+        """swarms' warning for a first turn without a reply; parley's for a failed run."""
+        task_only = len(result.messages) <= 1
+        if task_only and (result.status is RoomStatus.FAILED or self._first_turn_silent(result.room)):
+            return f"[{self.name}] {FIRST_TURN_SILENT}"
+        if result.status is RoomStatus.FAILED:
+            return f"[{self.name}] {RUN_FAILED}"
+        return None
+
+    def _first_turn_silent(self, room: str) -> bool:
+        # A lull right after the task: was it no reply at all, or replies under the bar?
+        turns = self.client.turns(room)
+        return bool(turns) and not any(bid.message for bid in turns[0].bids)
+
+    def _show(self, message: Message, callback: StreamingCallback | None) -> None:
+        if callback is not None:
+            stream_message(message, callback)
+        if self.verbose:
+            score = "" if message.score is None else f"  (score={message.score:.2f})"
+            style = "bold green" if message.score is None else "bold blue"
+            Console().print(Panel(message.content, title=f"{message.sender}{score}",
+                                  border_style=style))
+
+    def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,
+                   recency_penalty: float, recency_window: int, bid_timeout_s: float) -> RoomSpec:
+        return RoomSpec(
+            name=self.name, description=self.description, agents=agents,
+            policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
+                             recency_window=recency_window, max_messages=max_loops,
+                             bid_timeout_s=bid_timeout_s),
+        )

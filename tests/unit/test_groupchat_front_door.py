@@ -1,0 +1,159 @@
+"""``parley.GroupChat`` as swarms 16's: conversation, failed runs, agent objects, batches.
+
+The cluster is stood in for by a client that hands back finished runs; the same behaviour
+on real processes is in tests/e2e/test_groupchat.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from parley import GroupChat, RunFailed
+from parley.client import RunResult
+from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED
+from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+
+AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
+
+
+def result(task: str, replies: list[tuple[str, str, float]], status: RoomStatus = RoomStatus.IDLE,
+           stop: StopReason = StopReason.LULL, detail: str = "") -> RunResult:
+    """A finished run of ``task`` with ``replies`` as (sender, content, score)."""
+    messages = [Message(seq=1, sender="User", content=task)]
+    messages += [Message(seq=seq, sender=sender, content=content, score=score)
+                 for seq, (sender, content, score) in enumerate(replies, start=2)]
+    return RunResult(room=f"room-{task}", status=status, stop_reason=stop, stop_detail=detail,
+                     messages=messages)
+
+
+def first_turn(*bids: tuple[str, float, str]) -> list[TurnRecord]:
+    """A run's turn records: only its first turn, with these (agent, score, message) bids."""
+    return [TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1, messages_in_run=1,
+                       recent=[], bids=[Bid(agent=agent, turn=1, score=score, message=message)
+                                        for agent, score, message in bids])]
+
+
+class FinishedRuns:
+    """A client whose runs are already over: each task's result, its messages passed to
+    ``on_message`` (all but the last ``unseen``, as a wait that ended early would)."""
+
+    def __init__(self, *results: RunResult, turns: list[TurnRecord] | None = None,
+                 unseen: int = 0, before_last: Callable[[str], None] | None = None) -> None:
+        self.results = {r.messages[0].content: r for r in results}
+        self.turn_records = turns or []
+        self.unseen = unseen
+        self.before_last = before_last
+
+    def run(self, spec: Any, task: str, timeout_s: float | None = None,
+            on_message: Callable[[Message], None] | None = None) -> RunResult:
+        run = self.results[task]
+        shown = run.messages[: len(run.messages) - self.unseen]
+        for index, message in enumerate(shown):
+            if self.before_last and index == len(shown) - 1:
+                self.before_last(task)
+            if on_message:
+                on_message(message)
+        return run
+
+    def turns(self, room: str) -> list[TurnRecord]:
+        return self.turn_records
+
+
+def chat(client: Any, **options: Any) -> GroupChat:
+    return GroupChat(agents=AGENTS, client=client, **options)
+
+
+def warnings(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["log_level"] == "warning"]
+
+
+def test_conversation_history_holds_role_content_and_the_raw_score_on_replies():
+    run = result("plan", [("A", "first", 0.9), ("B", "second", 0.7000000000000001)])
+    group = chat(FinishedRuns(run))
+    assert group.conversation.conversation_history == []
+
+    group.run("plan")
+
+    assert group.conversation.conversation_history == [
+        {"role": "User", "content": "plan"},
+        {"role": "A", "content": "first", "metadata": {"score": 0.9}},
+        {"role": "B", "content": "second", "metadata": {"score": 0.7000000000000001}},
+    ]
+    # As the seeds' worked example reads it.
+    scores = [(msg.get("metadata") or {}).get("score") for msg in group.conversation.conversation_history]
+    assert scores == [None, 0.9, 0.7000000000000001]
+
+
+def test_a_failed_run_warns_as_swarms_and_raises_run_failed_with_reason_and_detail():
+    run = result("plan", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "A: boom; B: boom")
+    group = chat(FinishedRuns(run), output_type="dict")
+
+    with capture_logs() as logs, pytest.raises(RunFailed) as raised:
+        group.run("plan")
+
+    assert raised.value.stop_reason is StopReason.ALL_FAILED
+    assert raised.value.stop_detail == "A: boom; B: boom"
+    assert raised.value.room == "room-plan"
+    assert str(raised.value) == "run in room room-plan failed (all_agents_failed): A: boom; B: boom"
+    assert raised.value.output == [{"role": "User", "content": "plan"}]
+    [warning] = warnings(logs)
+    assert warning["event"] == f"[dynamic-groupchat] {FIRST_TURN_SILENT}"
+    assert warning["stop_detail"] == "A: boom; B: boom"
+    assert group.conversation.conversation_history == [{"role": "User", "content": "plan"}]
+
+
+def test_raise_on_failure_false_returns_what_swarms_returns_and_still_warns():
+    run = result("plan", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "A: boom")
+    group = chat(FinishedRuns(run), output_type="dict-final", raise_on_failure=False)
+
+    with capture_logs() as logs:
+        output = group.run("plan")
+
+    assert output == ("plan", "plan")
+    assert len(warnings(logs)) == 1
+
+
+def test_a_run_failing_after_replies_warns_that_it_failed():
+    run = result("plan", [("A", "first", 0.9)], RoomStatus.FAILED, StopReason.NO_BIDS, "no worker")
+    group = chat(FinishedRuns(run), raise_on_failure=False)
+
+    with capture_logs() as logs:
+        assert group.run("plan") == "first"
+
+    [warning] = warnings(logs)
+    assert warning["event"] == f"[dynamic-groupchat] {RUN_FAILED}"
+    assert warning["stop_reason"] is StopReason.NO_BIDS
+
+
+def test_a_first_turn_without_any_reply_warns_as_swarms_does():
+    run = result("plan", [])
+    group = chat(FinishedRuns(run, turns=first_turn(("A", 0.0, ""), ("B", 0.9, ""))))
+
+    with capture_logs() as logs:
+        assert group.run("plan") == ""
+
+    assert [w["event"] for w in warnings(logs)] == [f"[dynamic-groupchat] {FIRST_TURN_SILENT}"]
+
+
+def test_a_lull_of_replies_under_the_threshold_is_no_warning():
+    run = result("plan", [])
+    group = chat(FinishedRuns(run, turns=first_turn(("A", 0.2, "maybe"), ("B", 0.0, ""))))
+
+    with capture_logs() as logs:
+        group.run("plan")
+
+    assert warnings(logs) == []
+
+
+def test_every_message_is_streamed_even_one_the_wait_did_not_pass_on():
+    run = result("plan", [("A", "first reply", 0.9), ("B", "last", 0.8)])
+    group = chat(FinishedRuns(run, unseen=1))
+    finals: list[str] = []
+
+    group.run("plan", streaming_callback=lambda sender, chunk, final: final and finals.append(sender))
+
+    assert finals == ["User", "A", "B"]
