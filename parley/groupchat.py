@@ -1,9 +1,10 @@
 """swarms' ``GroupChat`` interface over parley: the same constructor, ``run``, ``run_batch``
 and ``conversation``, with each run in its own distributed room.
 
-Code written against ``swarms.GroupChat`` (16.x) moves over by swapping the import and passing
-agents as parley agent specs (or any object with ``agent_name``, ``system_prompt`` and
-``model_name``). ``run`` returns exactly what swarms' ``history_output_formatter``
+Code written against ``swarms.GroupChat`` (16.x) moves over by swapping the import. Agents
+may be parley agent specs, dicts, or swarms-style objects: ``agent_name``,
+``system_prompt``, ``model_name``, ``agent_description`` (the role), ``temperature`` and
+``max_tokens`` are carried. ``run`` returns exactly what swarms' ``history_output_formatter``
 returns for the same conversation, for every ``output_type``. ``idle_timeout`` and
 ``auto_equip`` are accepted for compatibility: parley never ends a run on a wall clock, and
 always forces the ``respond`` tool.
@@ -21,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
 
 from parley.client import Client, RunResult
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from shared.logs import one_line
 from shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
@@ -45,6 +48,13 @@ FIRST_TURN_SILENT = (
     "with verbose=True to see each agent's bid."
 )
 RUN_FAILED = "The run failed and the chat ended early: see stop_reason and stop_detail."
+# A swarms agent's attributes, by the AgentSpec field each one fills.
+AGENT_ATTRIBUTES = {
+    "name": "agent_name", "role": "agent_description", "system_prompt": "system_prompt",
+    "model": "model_name", "temperature": "temperature", "max_tokens": "max_tokens",
+}
+
+
 class RunFailed(RuntimeError):
     """A run ended ``failed``: why (``stop_reason``, ``stop_detail``), its room, the whole
     ``result``, and ``output``, what swarms would have returned."""
@@ -75,13 +85,37 @@ class Conversation:
 
 
 def as_agent_spec(agent: Any) -> AgentSpec:
-    """An AgentSpec from a spec, a dict, or a swarms-style agent object."""
+    """An AgentSpec from a spec, a dict, or a swarms-style agent object.
+
+    Raises ValueError with one line naming the agent, the field and the rule it breaks.
+    """
     if isinstance(agent, AgentSpec):
         return agent
     if isinstance(agent, dict):
-        return AgentSpec.model_validate(agent)
-    return AgentSpec(name=agent.agent_name, system_prompt=getattr(agent, "system_prompt", "") or "",
-                     model=agent.model_name)
+        return _validated_agent(agent, agent.get("name"), {})
+    fields = {field: getattr(agent, attribute, None) for field, attribute in AGENT_ATTRIBUTES.items()}
+    fields = {field: value for field, value in fields.items() if value is not None}
+    return _validated_agent(fields, fields.get("name"), AGENT_ATTRIBUTES)
+
+
+def _validated_agent(fields: dict[str, Any], name: Any, spelled: dict[str, str]) -> AgentSpec:
+    try:
+        return AgentSpec.model_validate(fields)
+    except ValidationError as error:
+        raise ValueError(f"agent {name!r}: {describe(error, spelled)}") from None
+
+
+def describe(error: ValidationError, spelled: dict[str, str] | None = None) -> str:
+    """Each problem as ``field: rule`` on one line, fields spelled as the caller wrote
+    them (``spelled`` maps a spec field to the caller's name for it)."""
+    problems = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"]]
+        if loc and spelled:
+            loc[0] = spelled.get(loc[0], loc[0])
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{'.'.join(loc)}: {message}" if loc else message)
+    return one_line("; ".join(problems))
 
 
 def stream_message(message: Message, callback: StreamingCallback) -> None:
@@ -215,9 +249,13 @@ class GroupChat:
 
     def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,
                    recency_penalty: float, recency_window: int, bid_timeout_s: float) -> RoomSpec:
-        return RoomSpec(
-            name=self.name, description=self.description, agents=agents,
-            policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
-                             recency_window=recency_window, max_messages=max_loops,
-                             bid_timeout_s=bid_timeout_s),
-        )
+        try:
+            return RoomSpec(
+                name=self.name, description=self.description, agents=agents,
+                policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
+                                 recency_window=recency_window, max_messages=max_loops,
+                                 bid_timeout_s=bid_timeout_s),
+            )
+        except ValidationError as error:
+            raise ValueError(f"GroupChat {self.name!r}: {describe(error, {'max_messages': 'max_loops'})}"
+                             ) from None

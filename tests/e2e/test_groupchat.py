@@ -78,11 +78,14 @@ def test_run_batch_gives_each_task_its_own_room(processes, settings, queue):
 
 def test_swarms_style_agent_objects_are_accepted():
     swarm_agent = SimpleNamespace(agent_name="Critic", system_prompt="Find flaws.",
-                                  model_name="openai/gpt-4o-mini")
+                                  model_name="openai/gpt-4o-mini", agent_description="finds flaws",
+                                  temperature=0.3, max_tokens=256)
     other = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o-mini")
     chat = GroupChat(agents=[swarm_agent, other], client=Client())
-    assert chat.spec.agents[0].model_dump(include={"name", "system_prompt", "model"}) == {
-        "name": "Critic", "system_prompt": "Find flaws.", "model": "openai/gpt-4o-mini"}
+    assert chat.spec.agents[0].model_dump(include={"name", "system_prompt", "model", "role",
+                                                   "temperature", "max_tokens"}) == {
+        "name": "Critic", "system_prompt": "Find flaws.", "model": "openai/gpt-4o-mini",
+        "role": "finds flaws", "temperature": 0.3, "max_tokens": 256}
 
 
 @pytest.mark.parametrize("name", sorted(SWARMS_CHATS))

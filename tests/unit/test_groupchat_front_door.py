@@ -7,6 +7,7 @@ on real processes is in tests/e2e/test_groupchat.py.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -157,3 +158,50 @@ def test_every_message_is_streamed_even_one_the_wait_did_not_pass_on():
     group.run("plan", streaming_callback=lambda sender, chunk, final: final and finals.append(sender))
 
     assert finals == ["User", "A", "B"]
+
+
+def test_swarms_agent_objects_carry_every_field_into_the_spec():
+    critic = SimpleNamespace(agent_name="Critic", system_prompt="Find flaws.", model_name="openai/gpt-4o",
+                             agent_description="stress-tests claims", temperature=0.2, max_tokens=512)
+    builder = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o",
+                              agent_description=None, temperature=None, max_tokens=None)
+
+    group = GroupChat(agents=[critic, builder], client=FinishedRuns())
+
+    first, second = group.spec.agents
+    assert first.model_dump(include={"name", "system_prompt", "model", "role", "temperature",
+                                     "max_tokens"}) == {
+        "name": "Critic", "system_prompt": "Find flaws.", "model": "openai/gpt-4o",
+        "role": "stress-tests claims", "temperature": 0.2, "max_tokens": 512}
+    assert (second.role, second.temperature, second.max_tokens) == ("", None, None)
+
+
+@pytest.mark.parametrize(("name", "rule"), [
+    ("Économiste", "agent_name: must be 1-64 letters, digits, spaces, '_', '.' or '-', starting "
+                   "with a letter or digit"),
+    ("user", "agent_name: 'User' is reserved for the person who posts the task"),
+    ("a/b\nc", "agent_name: must be 1-64 letters"),
+])
+def test_a_name_parley_cannot_store_is_refused_in_one_line_with_the_rule(name: str, rule: str):
+    agent = SimpleNamespace(agent_name=name, system_prompt="", model_name="openai/gpt-4o")
+    other = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o")
+
+    with pytest.raises(ValueError) as refused:
+        GroupChat(agents=[agent, other], client=FinishedRuns())
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"agent {name!r}: {rule}")
+
+
+def test_a_spec_agent_with_a_bad_name_is_refused_in_spec_terms():
+    with pytest.raises(ValueError, match=r"^agent 'Dr/No': name: must be 1-64 letters[^\n]*$"):
+        GroupChat(agents=[{"name": "Dr/No", "model": "scripted", "script": []}, AGENTS[1]],
+                  client=FinishedRuns())
+
+
+def test_room_settings_out_of_range_are_one_line_in_swarms_terms():
+    with pytest.raises(ValueError, match=r"^GroupChat 'dynamic-groupchat': max_loops: [^\n]*$"):
+        chat(FinishedRuns(), max_loops=0)
+    with pytest.raises(ValueError, match=r"^GroupChat 'x': agents: [^\n]*repeat"):
+        GroupChat(name="x", agents=[AGENTS[0], {**AGENTS[1], "name": "a"}], client=FinishedRuns())
