@@ -16,9 +16,11 @@ turn, no worker answered, the room kept erroring) logs swarms' warning and raise
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -137,6 +139,36 @@ class Outcome:
     output: Any
 
 
+class InOrder:
+    """Callbacks of runs going on side by side, delivered one run at a time in task order:
+    the current run's as they come, a later run's held until every earlier one finished."""
+
+    def __init__(self, runs: int) -> None:
+        self._lock = threading.Lock()
+        self._current = 0
+        self._held: list[list[Callable[[], None]]] = [[] for _ in range(runs)]
+        self._finished = [False] * runs
+
+    def deliver(self, run: int, emit: Callable[[], None]) -> None:
+        """Call ``emit`` now if ``run`` is the current run, else when its turn comes."""
+        with self._lock:
+            if run == self._current:
+                emit()
+            else:
+                self._held[run].append(emit)
+
+    def finish(self, run: int) -> None:
+        """Mark ``run`` over; replay what the next unfinished runs held."""
+        with self._lock:
+            self._finished[run] = True
+            while self._current < len(self._finished) and self._finished[self._current]:
+                self._current += 1
+                if self._current < len(self._held):
+                    for emit in self._held[self._current]:
+                        emit()
+                    self._held[self._current].clear()
+
+
 def emit_now(emit: Callable[[], None]) -> None:
     """Deliver a callback at once (a single run)."""
     emit()
@@ -190,10 +222,26 @@ class GroupChat:
         """
         return self._settle(self._run_room(task, streaming_callback, emit_now))
 
-    def run_batch(self, tasks: list[str]) -> list[Any]:
-        """Run each task in its own room, side by side; outputs in task order."""
+    def run_batch(self, tasks: list[str],
+                  streaming_callback: StreamingCallback | None = None) -> list[Any]:
+        """Run each task in its own room, side by side; outputs in task order.
+
+        Callbacks (``streaming_callback``, ``verbose`` panels, warnings) come one task at a
+        time in task order, never interleaved. A failed run raises RunFailed once every
+        task is over; ``conversation`` is then that run's.
+        """
+        order = InOrder(len(tasks))
+
+        def run_one(index: int, task: str) -> Outcome:
+            try:
+                return self._run_room(task, streaming_callback, partial(order.deliver, index))
+            finally:
+                order.finish(index)
+
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(tasks)))) as pool:
-            return list(pool.map(self.run, tasks))
+            futures = [pool.submit(run_one, index, task) for index, task in enumerate(tasks)]
+        outcomes = [future.result() for future in futures]
+        return [self._settle(outcome) for outcome in outcomes]
 
     def _run_room(self, task: str, callback: StreamingCallback | None,
                   deliver: Deliver) -> Outcome:

@@ -122,3 +122,27 @@ def test_a_failed_run_warns_and_raises_run_failed_or_returns_as_swarms(processes
     assert [log["event"] for log in logs if log["log_level"] == "warning"] == [
         f"[dynamic-groupchat] {FIRST_TURN_SILENT}"]
     assert returned == [{"role": "User", "content": "plan"}]
+
+
+def test_run_batch_keeps_task_order_and_never_interleaves_callbacks(processes, settings, queue):
+    processes.worker("-Q", queue, "-c", "8")
+    processes.coordinator()
+    tasks = ["one", "two", "three"]
+    # Slow enough that the three rooms' turns overlap.
+    chat = GroupChat(agents=agents(queue, 3, sleep=0.05), max_loops=4, output_type="list",
+                     client=Client(settings))
+    messages: list[str] = []
+    words: list[str] = []
+
+    def on_chunk(sender: str, chunk: str, final: bool) -> None:
+        words.append(chunk)
+        if final:
+            messages.append(f"{sender}: {''.join(words)}")
+            words.clear()
+
+    outputs = chat.run_batch(tasks, streaming_callback=on_chunk)
+
+    replies = ["agent1: agent1 on turn 1", "agent2: agent2 on turn 2", "agent0: agent0 on turn 3"]
+    assert messages == [line for task in tasks for line in [f"User: {task}", *replies]]
+    assert [output[0]["content"] for output in outputs] == tasks
+    assert [chat.client.messages(room)[0].content for room in chat.rooms] == tasks

@@ -6,6 +6,7 @@ on real processes is in tests/e2e/test_groupchat.py.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +16,7 @@ from structlog.testing import capture_logs
 
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
-from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED
+from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
 
 AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
@@ -205,3 +206,72 @@ def test_room_settings_out_of_range_are_one_line_in_swarms_terms():
         chat(FinishedRuns(), max_loops=0)
     with pytest.raises(ValueError, match=r"^GroupChat 'x': agents: [^\n]*repeat"):
         GroupChat(name="x", agents=[AGENTS[0], {**AGENTS[1], "name": "a"}], client=FinishedRuns())
+
+
+def test_held_callbacks_come_out_in_run_order_once_earlier_runs_finish():
+    order = InOrder(3)
+    emitted: list[str] = []
+    order.deliver(2, lambda: emitted.append("c1"))
+    order.deliver(1, lambda: emitted.append("b1"))
+    order.deliver(0, lambda: emitted.append("a1"))
+    order.finish(2)
+    order.deliver(0, lambda: emitted.append("a2"))
+    assert emitted == ["a1", "a2"]
+
+    order.finish(0)
+    order.deliver(1, lambda: emitted.append("b2"))
+    order.finish(1)
+
+    assert emitted == ["a1", "a2", "b1", "b2", "c1"]
+
+
+def test_run_batch_keeps_task_order_and_never_interleaves_callbacks():
+    runs = [result(task, [("A", f"{task} reply", 0.9), ("B", f"{task} last", 0.8)])
+            for task in ("one", "two", "three")]
+    later_done = threading.Event()
+
+    def hold_the_first_task(task: str) -> None:
+        # "one" sends its last message only after "three" has finished.
+        if task == "one":
+            assert later_done.wait(10)
+
+    client = FinishedRuns(*runs, before_last=hold_the_first_task)
+    original_run = client.run
+
+    def run_then_mark(spec: Any, task: str, **kwargs: Any) -> RunResult:
+        outcome = original_run(spec, task, **kwargs)
+        if task == "three":
+            later_done.set()
+        return outcome
+
+    client.run = run_then_mark  # type: ignore[method-assign]
+    group = chat(client, output_type="final")
+    messages: list[str] = []
+    words: list[str] = []
+
+    def on_chunk(sender: str, chunk: str, final: bool) -> None:
+        words.append(chunk)
+        if final:
+            messages.append("".join(words))
+            words.clear()
+
+    outputs = group.run_batch(["one", "two", "three"], streaming_callback=on_chunk)
+
+    assert outputs == ["one last", "two last", "three last"]
+    assert group.rooms == ["room-one", "room-two", "room-three"]
+    assert messages == [m for task in ("one", "two", "three")
+                        for m in (task, f"{task} reply", f"{task} last")]
+    assert group.conversation.conversation_history[0] == {"role": "User", "content": "three"}
+
+
+def test_run_batch_raises_the_first_failed_run_in_task_order():
+    runs = [result("one", [("A", "fine", 0.9)]),
+            result("two", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "A: boom"),
+            result("three", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "B: boom")]
+    group = chat(FinishedRuns(*runs))
+
+    with capture_logs(), pytest.raises(RunFailed) as raised:
+        group.run_batch(["one", "two", "three"])
+
+    assert raised.value.room == "room-two"
+    assert group.conversation.conversation_history == [{"role": "User", "content": "two"}]
