@@ -5,6 +5,8 @@ benchmarks/swarms_anchor/output_fixtures.py): the same Python types and values."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,11 @@ import pytest
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, history_string
 from shared.models import Message
 
-FIXTURE = json.loads((Path(__file__).parents[1] / "fixtures" / "swarms_outputs.json")
-                     .read_text(encoding="utf-8"))
+ROOT = Path(__file__).parents[2]
+FIXTURE_PATH = ROOT / "tests" / "fixtures" / "swarms_outputs.json"
+FIXTURE = json.loads(FIXTURE_PATH.read_text(encoding="utf-8"))
+# The benchmarks' swarms venv (benchmarks/swarms_anchor/setup_venv.sh), where there is one.
+SWARMS_PYTHON = Path(os.environ.get("SWARMS_VENV", ROOT / "benchmarks" / ".swarms-venv")) / "bin" / "python"
 CASES = {case["name"]: case for case in FIXTURE["cases"]}
 
 
@@ -72,3 +77,11 @@ def test_a_long_history_is_cut_to_swarms_context_as_swarms_cuts_it():
 def test_an_unknown_output_type_names_the_choices():
     with pytest.raises(ValueError, match="output_type must be one of list, dict, .* not 'xml'"):
         format_history(messages_of(CASES["panel"]), "xml")
+
+
+@pytest.mark.skipif(not SWARMS_PYTHON.exists(), reason="no swarms venv (set SWARMS_VENV)")
+def test_the_fixture_is_what_swarms_writes_today(tmp_path: Path):
+    written = tmp_path / "swarms_outputs.json"
+    subprocess.run([str(SWARMS_PYTHON), str(ROOT / "benchmarks" / "swarms_anchor" / "output_fixtures.py"),
+                    "--out", str(written)], check=True, capture_output=True, timeout=120)
+    assert json.loads(written.read_text(encoding="utf-8")) == FIXTURE
