@@ -218,10 +218,13 @@ class RoomRunner:
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
                      decision: Decision) -> None:
-        """Write the decision with the fenced commit script and log the turn."""
+        """Write the decision with the fenced commit script and log the turn (and the
+        warnings the decision asks for: logged once, as the turn is committed once)."""
         record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
         seq = await self.io.commit(self.lease, record, decision, self.options.turns_maxlen)
         log_turn(record, decision, seq)
+        for line in decision.log_lines:
+            log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
 
     async def go_idle(self) -> bool:
         """Leave the runnable set unless someone posted meanwhile (then keep serving).

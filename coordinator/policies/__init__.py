@@ -11,7 +11,8 @@ Each policy module offers two functions:
 
 This module picks the room's policy and adds the rules every policy shares: the
 impersonation cut (coordinator.policies.impersonation) before any policy sees a reply,
-and the stops when nobody could answer.
+and the stops when nobody could answer (save for policies with their own rules for
+failed calls, OWN_FAILURE_RULES).
 """
 
 from __future__ import annotations
@@ -19,13 +20,16 @@ from __future__ import annotations
 from dataclasses import replace
 from types import ModuleType
 
-from coordinator.policies import bid, selector
-from coordinator.policies.base import Calls, Decision, TurnView
+from coordinator.policies import bid, roundtable, selector
+from coordinator.policies.base import Calls, Decision, LogLine, TurnView
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
 
-POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector}
+POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable}
+# Policies that rule on failed calls themselves: the shared no_bids and all_agents_failed
+# stops do not apply (a round-table posts a panelist's failure and debates on).
+OWN_FAILURE_RULES = frozenset({"roundtable"})
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
@@ -38,10 +42,12 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     calls as timeouts), each reply first cut where it starts speaking for another
     participant."""
     answers, cuts = cut_bids(spec, answers)
+    policy = POLICIES[spec.policy.kind]
+    if spec.policy.kind in OWN_FAILURE_RULES:
+        return replace(policy.decide(spec, view, answers), cuts=cuts)
     queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
     timeout_s = spec.policy.call_timeout
-    decision = None if nobody_answered(answers) else POLICIES[spec.policy.kind].decide(
-        spec, view, answers)
+    decision = None if nobody_answered(answers) else policy.decide(spec, view, answers)
     if decision is None or decision.next is None:
         decision = failure_stop(view, answers, timeout_s, queues) or decision
     assert decision is not None  # nobody answered: failure_stop always stops the run
@@ -63,4 +69,4 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
     return decide(spec, view, record.bids)
 
 
-__all__ = ["Calls", "Decision", "TurnView", "decide", "first_calls", "replay"]
+__all__ = ["Calls", "Decision", "LogLine", "TurnView", "decide", "first_calls", "replay"]

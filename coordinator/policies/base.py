@@ -29,6 +29,20 @@ class Calls:
     agents: tuple[str, ...]
 
 
+# Stops that mean the room cannot work as configured: the run ends failed.
+FAILED_STOPS = frozenset({StopReason.NO_BIDS, StopReason.ALL_FAILED,
+                          StopReason.MODERATOR_FAILED})
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A warning a decision asks the turn loop to log once its turn is committed (a
+    policy logs nothing itself)."""
+
+    event: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the answers so far decide: another phase of calls (``next``), or who takes
@@ -45,13 +59,14 @@ class Decision:
     next: Calls | None = None
     policy_state: dict[str, str] = field(default_factory=dict)  # fields to update
     answer: str | None = None  # the run's answer so far, when this turn changes it
+    log_lines: tuple[LogLine, ...] = ()  # warnings to log once the turn is committed
 
     @property
     def status(self) -> RoomStatus:
         """The room's status after this decision: a room nobody could bid in has failed."""
         if self.stop is None:
             return RoomStatus.RUNNING
-        if self.stop in (StopReason.NO_BIDS, StopReason.ALL_FAILED):
+        if self.stop in FAILED_STOPS:
             return RoomStatus.FAILED
         return RoomStatus.IDLE
 
