@@ -350,9 +350,10 @@ def repeated_names(names: list[str]) -> list[str]:
 PANEL_NAMES_SHOWN = 8
 
 
-def check_panel(moderator: str, names: list[str]) -> None:
+def check_panel(moderator: str, names: list[str], rounds: int = 1) -> None:
     """ValueError, naming what is wrong, unless ``moderator`` is one of the agents called
-    ``names`` and at least one other agent is left to be a panelist."""
+    ``names``, at least one other agent is left to be a panelist, and the debate's
+    ``rounds`` fit in a run."""
     if moderator not in names:
         alike = [name for name in names if name_key(name) == name_key(moderator)]
         if alike:
@@ -367,6 +368,10 @@ def check_panel(moderator: str, names: list[str]) -> None:
     if len(names) < 2:
         raise ValueError(f"a round-table needs at least one panelist besides the moderator "
                          f"{moderator!r}: add an agent")
+    turns = rounds * (len(names) - 1)
+    if turns > MAX_RUN_MESSAGES:
+        raise ValueError(f"rounds x panelists is {turns:,}: a run posts at most "
+                         f"{MAX_RUN_MESSAGES:,} messages, so lower rounds")
 
 
 class RoomSpec(Strict):
@@ -390,7 +395,7 @@ class RoomSpec(Strict):
         policy = info.data.get("policy")
         if isinstance(policy, RoundtablePolicy):
             # First: "no panelist" says more than "fewer than 2 agents".
-            check_panel(policy.moderator, [agent.name for agent in agents])
+            check_panel(policy.moderator, [agent.name for agent in agents], policy.rounds)
         if len(agents) < 2:
             raise ValueError(f"a room needs at least 2 agents, got {len(agents)}")
         duplicates = repeated_names([agent.name for agent in agents])

@@ -15,7 +15,8 @@ bound                    limit         what it bounds
                                        ``sleep``
 ``MAX_REPLY_TOKENS``     1,000,000     an agent's ``max_tokens``
 ``MAX_CONTEXT_TOKENS``   10,000,000    an agent's ``max_context_tokens``
-``MAX_RUN_MESSAGES``     1,000,000     ``max_messages`` and ``recency_window``
+``MAX_RUN_MESSAGES``     1,000,000     ``max_messages``, ``recency_window``, ``max_turns``, a
+                                       round-table's ``rounds`` x panelists
 ``MAX_PLAIN_INT``        2**63 - 1     integers in free-form values (script scores and
                                        messages, ``litellm_kwargs``)
 =======================  ============  ==========================================================

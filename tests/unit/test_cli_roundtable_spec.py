@@ -53,6 +53,9 @@ def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
         (roundtable(rounds=-2), "policy.rounds: Input should be greater than or equal to 1"),
         (roundtable(rounds=10**7), "policy.rounds: Input should be less than or equal to 1000000"),
         (roundtable(rounds="twice"), "policy.rounds: Input should be a valid integer"),
+        (roundtable(rounds=600_000),
+         "agents: Value error, rounds x panelists is 1,200,000: a run posts at most "
+         "1,000,000 messages, so lower rounds"),
         (roundtable(moderator=None), "policy.moderator: Field required"),
         (roundtable(moderator=""), "policy.moderator: String should have at least 1 character"),
         (roundtable(moderator="M" * 65),
@@ -68,6 +71,7 @@ def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
     ],
     ids=["moderator not an agent", "moderator in another case", "no panelist", "no agents",
          "rounds 0", "rounds negative", "rounds unbounded", "rounds not a number",
+         "rounds x panelists over a run's messages",
          "no moderator", "empty moderator", "moderator too long", "call_timeout_s 0",
          "call_timeout_s over an hour", "a selector field", "a selector",
          "a misspelt kind"],
