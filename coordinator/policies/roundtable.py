@@ -36,7 +36,15 @@ from coordinator.policies.common import (
     failure_reason,
     usable,
 )
-from shared.models import Bid, CallKind, RoomSpec, RoundtablePolicy, StopReason
+from shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    ErrorKind,
+    RoomSpec,
+    RoundtablePolicy,
+    StopReason,
+)
 
 SPOKEN = "spoken"  # policy state: panelist turns posted in this run
 PANELIST_FAILED = "panelist_failed"  # the event logged for a panelist's failed call
@@ -79,7 +87,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     calls = turn_calls(spec, view)
     answer = next((found for found in answers
                    if found.kind is calls.kind and found.agent == calls.agents[0]), None)
-    if answer is None:
+    if answer is None:  # only a record without the turn's call: make it
         return Decision(recent=view.recent, next=calls)
     if calls.kind is CallKind.MODERATE:
         return verdict(answer, view)
@@ -110,4 +118,6 @@ def verdict(answer: Bid, view: TurnView) -> Decision:
 def failure_kind(answer: Bid) -> str:
     """The failure's kind as logged: the answer's ``ErrorKind``, or ``empty_reply`` for a
     call that worked but left nothing to post."""
-    return answer.error_kind.value or EMPTY_REPLY
+    if answer.error_kind is not ErrorKind.NONE:
+        return answer.error_kind.value
+    return EMPTY_REPLY if answer.status is BidStatus.OK else ErrorKind.OTHER.value

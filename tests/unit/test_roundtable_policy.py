@@ -210,3 +210,8 @@ def test_every_panelist_failing_still_reaches_the_moderator():
     assert [sender for sender, _ in posted] == ["value", "quality", "value", "quality",
                                                 "Moderator"]
     assert decision.stop is StopReason.VERDICT
+
+
+def test_a_failure_recorded_without_a_kind_is_logged_as_other():
+    decision = policies.decide(spec(), view(), [panel("value", "", BidStatus.ERROR, "boom")])
+    assert decision.log_lines[0].fields["error_kind"] == "other"
