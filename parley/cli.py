@@ -31,6 +31,12 @@ from shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
+# Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
+# its stop reason), 1 a run ended failed, 2 bad input or a Redis that cannot be used,
+# 3 a run that did not start or end in time.
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_TIMEOUT = 3
 console = Console()
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
@@ -97,27 +103,31 @@ def settings_that_work() -> Iterator[None]:
     else:
         return
     print(f"parley: {one_line(message)}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_BAD_INPUT)
 
 
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected failures into one clear line on stderr and exit code 2."""
+    """Turn expected failures into one clear line on stderr: exit code 3 for a run that
+    timed out, 2 for everything else (bad input, a Redis that cannot be used)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        code = EXIT_BAD_INPUT
         try:
             get_settings()
             return command(*args, **kwargs)
+        except RunTimeout as error:
+            message, code = str(error), EXIT_TIMEOUT
         # A hung server and a TLS mismatch are as much "cannot reach" as a closed port.
         except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
             message = unreachable_redis(get_settings().redis_url, error)
         except ValidationError as error:
             message = f"invalid {error.title}: {describe_validation(error)}"
-        except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
+        except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
         print(f"parley: {message}", file=sys.stderr)
-        raise typer.Exit(2)
+        raise typer.Exit(code)
 
     return wrapper
 
@@ -156,7 +166,10 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
 ) -> None:
-    """Run TASK in a new room built from SPEC and print the conversation."""
+    """Run TASK in a new room built from SPEC and print the conversation.
+
+    Exits 1 when the run ends failed (the conversation or JSON object is printed first),
+    2 on bad input, 3 when the run does not end within --timeout."""
     room_spec = read_spec(spec)
     configure_logging("console", "WARNING")
     client = Client()
@@ -167,6 +180,8 @@ def run(
         print(json.dumps(output.run_json(result), ensure_ascii=False))
     else:
         output.print_run(console, result, printed=True)
+    if result.status is RoomStatus.FAILED:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 @app.command()
