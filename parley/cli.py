@@ -17,7 +17,6 @@ import redis
 import typer
 import yaml
 from pydantic import ValidationError
-from rich.console import Console
 
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
@@ -37,7 +36,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
-console = Console()
+console = output.make_console()
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 

@@ -4,15 +4,43 @@ output types."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from parley.client import RunResult
 from shared.models import Message
+
+# Piped output is read by programs and kept in files: as wide as any line, so that rich
+# neither wraps text nor cuts a table's cells there.
+PIPED_WIDTH = 1 << 16
+# The columns of ``parley status`` (heading: row field); those holding ids are never cut.
+COLUMNS = {"room": "room", "status": "status", "run": "run", "turn": "turn",
+           "messages": "last_seq", "stop": "stop_reason", "lease": "lease"}
+ID_COLUMNS = ("room", "lease")
+
+
+def make_console(file: IO[str] | None = None) -> Console:
+    """A console on ``file`` (stdout when None): on a terminal, fitted to its width; piped
+    to a file or another program, lines are never wrapped and tables never cut (whatever
+    ``COLUMNS`` says; colours still follow rich's rules, ``FORCE_COLOR`` included)."""
+    if writes_to_terminal(file or sys.stdout):
+        return Console(file=file)
+    return Console(file=file, width=PIPED_WIDTH, soft_wrap=True)
+
+
+def writes_to_terminal(file: IO[str]) -> bool:
+    """True when ``file`` is a terminal (not a file, a pipe or a test's buffer)."""
+    isatty = getattr(file, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed file
+        return False
 
 
 def run_json(result: RunResult) -> dict[str, Any]:
@@ -33,8 +61,9 @@ def run_json(result: RunResult) -> dict[str, Any]:
 def print_message(console: Console, message: Message) -> None:
     """One transcript line: seq, sender, score (agents only), content."""
     score = f" [dim](score {message.score:.2f})[/dim]" if message.score is not None else ""
-    console.print(f"[bold]{message.seq:>3} {message.sender}[/bold]{score}: {message.content}",
-                  highlight=False)
+    # What people and models write is text, never markup: "[/b]" in a reply prints as is.
+    console.print(f"[bold]{message.seq:>3} {escape(message.sender)}[/bold]{score}: "
+                  f"{escape(message.content)}", highlight=False)
 
 
 def print_run(console: Console, result: RunResult, printed: bool = False) -> None:
@@ -45,15 +74,21 @@ def print_run(console: Console, result: RunResult, printed: bool = False) -> Non
     reason = result.stop_reason.value if result.stop_reason else "-"
     detail = f": {result.stop_detail}" if result.stop_detail else ""
     console.print(f"[dim]room {result.room} · {result.status.value} · "
-                  f"stopped by {reason}{detail}[/dim]", highlight=False)
+                  f"stopped by {reason}{escape(detail)}[/dim]", highlight=False)
 
 
 def rooms_table(rows: list[dict[str, Any]]) -> Table:
-    """Rooms for ``parley status``."""
-    table = Table("room", "status", "run", "turn", "messages", "stop", "lease")
+    """Rooms for ``parley status``. Room ids and lease holders are never cut short: they
+    are shown whole on one line where the terminal is wide enough, else folded over
+    several lines of their cell (piped output is never narrow: see ``make_console``)."""
+    table = Table()
+    for heading in COLUMNS:
+        if heading in ID_COLUMNS:
+            table.add_column(heading, overflow="fold")
+        else:
+            table.add_column(heading)
     for row in rows:
-        table.add_row(*(str(row[name]) for name in
-                        ("room", "status", "run", "turn", "last_seq", "stop_reason", "lease")))
+        table.add_row(*(str(row[field]) for field in COLUMNS.values()))
     return table
 
 
