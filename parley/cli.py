@@ -24,7 +24,7 @@ from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
-from shared.settings import get_settings, redact_url
+from shared.settings import Settings, get_settings, redact_url, variable_name
 from shared.spec_limits import SpecTooLarge
 from shared.store import RoomExists, RoomNotFound
 
@@ -54,6 +54,27 @@ def describe_validation(error: ValidationError) -> str:
             del loc[1]  # the union's tag: the user wrote policy.threshold, not policy.bid...
         where = ".".join(str(part) for part in loc) or "spec"
         problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def describe_invalid(error: ValidationError) -> str:
+    """A validation error as one line: a bad setting names its ``PARLEY_*`` variable."""
+    if error.title == Settings.__name__:
+        return describe_settings(error)
+    return f"invalid {error.title}: {describe_validation(error)}"
+
+
+def describe_settings(error: ValidationError) -> str:
+    """Each bad setting as ``invalid setting PARLEY_<FIELD>: message``, joined into one
+    line. The value is not shown: it may hold a password."""
+    problems = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        if not item["loc"]:  # a rule over several settings names them itself
+            problems.append(f"invalid settings: {message}")
+            continue
+        variable = variable_name(str(item["loc"][0]))
+        problems.append(f"invalid setting {variable}: {message.removeprefix(f'{variable}: ')}")
     return "; ".join(problems)
 
 
@@ -96,7 +117,7 @@ def settings_that_work() -> Iterator[None]:
     try:
         yield
     except ValidationError as error:
-        message = f"invalid {error.title}: {describe_validation(error)}"
+        message = describe_invalid(error)
     except ValueError as error:  # RedisTlsError and the settings' own checks
         message = str(error)
     else:
@@ -121,7 +142,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
             message = unreachable_redis(get_settings().redis_url, error)
         except ValidationError as error:
-            message = f"invalid {error.title}: {describe_validation(error)}"
+            message = describe_invalid(error)
         except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
