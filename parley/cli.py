@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from importlib import metadata
 import re
 import ssl
 import sys
@@ -152,6 +153,29 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def package_version() -> str:
+    """The installed parley package's version."""
+    try:
+        return metadata.version("parley")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def print_version(asked: bool) -> None:
+    """``--version``: print the version and exit before any command runs."""
+    if asked:
+        print(f"parley {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[bool, typer.Option("--version", callback=print_version, is_eager=True,
+                                          help="Print parley's version and exit")] = False,
+) -> None:
+    """Group chats of LLM agents: one speaker per turn, across processes."""
+
+
 def read_spec(path: Path):  # noqa: ANN201
     """Load a spec file, with load errors as CliError naming the file and field."""
     try:
@@ -297,6 +321,10 @@ def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
+    hostname: Annotated[str | None, typer.Option(
+        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
+    events: Annotated[bool, typer.Option(
+        "--task-events", "-E", help="Send task events (for Flower and celery events)")] = False,
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool)."""
@@ -308,6 +336,7 @@ def worker(
     celery_app.worker_main([
         "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
         "--concurrency", str(concurrency or settings.worker_concurrency),
+        *(["--hostname", hostname] if hostname else []), *(["--task-events"] if events else []),
         "--loglevel", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
     ])
 

@@ -1,6 +1,9 @@
-"""The CLI's settings: a bad ``PARLEY_*`` value named by its variable, the ``.env`` file."""
+"""The CLI's settings and start-up: ``--version``, a bad ``PARLEY_*`` value named by its
+variable, the ``.env`` file, and ``parley worker``'s options passed through to Celery."""
 
 from __future__ import annotations
+
+from importlib import metadata
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +18,13 @@ def fresh_settings():
     get_settings.cache_clear()
     yield
     get_settings.cache_clear()
+
+
+def test_version_prints_the_installed_package_version():
+    result = CliRunner().invoke(cli.app, ["--version"])
+
+    assert result.exit_code == 0
+    assert result.stdout == f"parley {metadata.version('parley')}\n"
 
 
 @pytest.mark.parametrize(("variable", "value", "expected"), [
@@ -78,3 +88,36 @@ def test_a_bad_value_in_the_dot_env_file_is_named_too(monkeypatch, tmp_path, fre
     assert result.exit_code == 2
     assert result.stderr == ("parley: invalid setting PARLEY_SCAN_INTERVAL_S: Input should be "
                              "greater than 0\n")
+
+
+@pytest.fixture
+def celery_argv(monkeypatch, fresh_settings) -> list[str]:
+    """What ``parley worker`` hands to Celery (no worker is started)."""
+    from workers.app import app as celery_app
+
+    argv: list[str] = []
+    monkeypatch.setattr(celery_app, "worker_main", argv.extend)
+    return argv
+
+
+def option(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_worker_passes_its_node_name_concurrency_queues_and_events_to_celery(celery_argv):
+    result = CliRunner().invoke(cli.app, ["worker", "-n", "w2@%h", "-c", "3", "-Q",
+                                          "parley.local,parley.agents", "-E"])
+
+    assert result.exit_code == 0, result.output
+    assert option(celery_argv, "--hostname") == "w2@%h"
+    assert option(celery_argv, "--concurrency") == "3"
+    assert option(celery_argv, "--queues") == "parley.local,parley.agents"
+    assert "--task-events" in celery_argv
+
+
+def test_worker_defaults_leave_celery_its_node_name_and_no_events(celery_argv):
+    result = CliRunner().invoke(cli.app, ["worker"])
+
+    assert result.exit_code == 0, result.output
+    assert "--hostname" not in celery_argv and "--task-events" not in celery_argv
+    assert option(celery_argv, "--concurrency") == str(Settings().worker_concurrency)
