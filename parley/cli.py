@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from importlib import metadata
 import re
 import ssl
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
