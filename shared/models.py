@@ -337,6 +337,21 @@ PolicySpec = Annotated[
 POLICY_KINDS = ("bid", "selector", "roundtable")
 
 
+class Usage(BaseModel):
+    """Tokens and cost of calls, summed: a run's or a room's running totals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        """Prompt and completion tokens together: what token limits count."""
+        return self.prompt_tokens + self.completion_tokens
+
+
 def repeated_names(names: list[str]) -> list[str]:
     """The names (as written) that another name repeats, case and spacing aside: a
     selector's pick, a person's post and the impersonation cut could not tell them apart."""

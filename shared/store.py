@@ -17,6 +17,7 @@ import redis
 from shared.keys import Keys, check_room_id
 from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name, name_key
 from shared.records import (
+    ZERO_TOTALS,
     RoomState,
     bid_fields,
     check_post,
@@ -53,7 +54,8 @@ class RoomStore:
         self.message_max_bytes = message_max_bytes
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
-        """Store a new room's spec and idle state; raise RoomExists if the id is taken."""
+        """Store a new room's spec and idle state (its totals at 0); raise RoomExists if the
+        id is taken."""
         check_room_id(room)
         if not self.redis.hsetnx(self.keys.state(room), "status", "idle"):
             raise RoomExists(f"room {room!r} already exists")
@@ -63,7 +65,8 @@ class RoomStore:
             self.keys.spec(room),
             mapping={"version": 1, "name": spec.name, "policy": spec.policy.kind, "json": spec_json},
         )
-        pipe.hset(self.keys.state(room), mapping={"last_seq": 0, "epoch": 0, "spec_version": 1})
+        pipe.hset(self.keys.state(room), mapping={"last_seq": 0, "epoch": 0, "spec_version": 1,
+                                                  **ZERO_TOTALS})
         pipe.zadd(self.keys.rooms, {room: now_ms()})
         pipe.execute()
 
