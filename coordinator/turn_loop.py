@@ -251,7 +251,7 @@ def view_of(state: RoomState, turn: int) -> TurnView:
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
-        policy_state=state.policy_state,
+        policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
     )
 
 

@@ -25,6 +25,7 @@ from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
+from shared.records import ZERO_TOTALS
 from shared.settings import Settings, get_settings, redact_url, variable_name
 from shared.spec_limits import SpecTooLarge
 from shared.store import RoomExists, RoomNotFound
@@ -263,7 +264,9 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     ttl = client.settings.lease_ttl_s
     if room is not None:
         state = client.state(room)
-        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room),
+        # The totals are shown from zero, also for rooms stored before they were kept.
+        console.print_json(json.dumps({**ZERO_TOTALS, **state.raw,
+                                       "lease": store.lease_holder(room),
                                        "streams": stream_report(client, room)}))
         return
     rows = []

@@ -26,6 +26,8 @@ from pydantic_core import PydanticCustomError
 from shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from shared.protocol import DEFAULT_QUEUE
 from shared.spec_limits import (
+    MAX_BUDGET_TOKENS,
+    MAX_BUDGET_USD,
     MAX_CONTEXT_TOKENS,
     MAX_DURATION_S,
     MAX_PLAIN_INT,
@@ -337,6 +339,20 @@ PolicySpec = Annotated[
 POLICY_KINDS = ("bid", "selector", "roundtable")
 
 
+class RoomLimits(Strict):
+    """What a room's calls may spend, per run and over the room's whole life; unset, no
+    limit. Every call counts, of every kind (bids, the selector's picks, replies): its
+    prompt and completion tokens, and its cost as litellm prices it. A run stops with
+    ``budget`` before a turn once a total has reached its limit; a turn that started
+    below every limit runs to its end, so a total may end past its limit by at most one
+    turn's calls."""
+
+    max_tokens_per_run: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    max_tokens_per_room: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    max_cost_usd_per_room: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+
+
 class Usage(BaseModel):
     """Tokens and cost of calls, summed: a run's or a room's running totals."""
 
@@ -390,12 +406,14 @@ def check_panel(moderator: str, names: list[str], rounds: int = 1) -> None:
 
 
 class RoomSpec(Strict):
-    """A room: its agents (in order: ties go to the first listed) and its floor policy."""
+    """A room: its agents (in order: ties go to the first listed), its floor policy and
+    what its calls may spend."""
 
     name: str = Field(default="room", min_length=1, max_length=100)
     description: str = ""
     policy: PolicySpec = Field(default_factory=BidPolicy)
     agents: list[AgentSpec]
+    limits: RoomLimits = Field(default_factory=RoomLimits)
 
     @model_validator(mode="before")
     @classmethod
@@ -476,6 +494,7 @@ class StopReason(StrEnum):
     VERDICT = "verdict"  # the round-table's moderator posted its verdict
     MODERATOR_FAILED = "moderator_failed"  # the round-table's moderator could not give one
     ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
+    BUDGET = "budget"  # the run's or the room's calls reached a token or cost limit (limits)
 
 
 class CallKind(StrEnum):

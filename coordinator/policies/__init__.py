@@ -9,10 +9,11 @@ Each policy module offers two functions:
   outcome. It is a function of all the answers, so a coordinator taking over a turn
   replays the phases that already have their answers, and a recorded turn replays.
 
-This module picks the room's policy and adds the rules every policy shares: the
-impersonation cut (coordinator.policies.impersonation) before any policy sees a reply,
-and the stops when nobody could answer (save for policies with their own rules for
-failed calls, OWN_FAILURE_RULES).
+This module picks the room's policy and adds the rules every policy shares: the spending
+limits (coordinator.policies.budget) before a turn starts, the impersonation cut
+(coordinator.policies.impersonation) before any policy sees a reply, and the stops when
+nobody could answer (save for policies with their own rules for failed calls,
+OWN_FAILURE_RULES).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from types import ModuleType
 
 from coordinator.policies import bid, roundtable, selector
 from coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from coordinator.policies.budget import budget_stop
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
@@ -33,8 +35,9 @@ OWN_FAILURE_RULES = frozenset({"roundtable"})
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
-    """The calls a new turn starts with, or a stop decided before any call."""
-    return POLICIES[spec.policy.kind].first_calls(spec, view)
+    """The calls a new turn starts with, or a stop decided before any call: a spending
+    limit reached (for every policy), or the policy's own."""
+    return budget_stop(spec.limits, view) or POLICIES[spec.policy.kind].first_calls(spec, view)
 
 
 def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.models import Bid, CallKind, RoomStatus, StopReason
+from shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class TurnView:
     recent: tuple[str, ...]  # recent speakers, oldest first
     snapshot_seq: int
     policy_state: Mapping[str, str] = field(default_factory=dict)  # the policy's own fields
+    run_usage: Usage = field(default_factory=Usage)  # every committed call of this run: tokens and cost
+    room_usage: Usage = field(default_factory=Usage)  # every committed call of the room, all runs
 
 
 @dataclass(frozen=True)
