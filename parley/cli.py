@@ -327,7 +327,8 @@ def worker(
     hostname: Annotated[str | None, typer.Option(
         "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
     events: Annotated[bool, typer.Option(
-        "--task-events", "-E", help="Send task events (for Flower and celery events)")] = False,
+        "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
+    ] = False,
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool)."""
@@ -336,11 +337,14 @@ def worker(
         configure_logging(settings.log_format, settings.log_level)
         from workers.app import app as celery_app
 
+    # Event heartbeats only with task events: without them Flower shows a worker whose
+    # tasks it sees as offline a couple of minutes after it started.
+    monitoring = ["--hostname", hostname] if hostname else []
+    monitoring += ["--task-events"] if events else ["--without-heartbeat"]
     celery_app.worker_main([
         "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency),
-        *(["--hostname", hostname] if hostname else []), *(["--task-events"] if events else []),
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
     ])
 
 

@@ -113,6 +113,7 @@ def test_worker_passes_its_node_name_concurrency_queues_and_events_to_celery(cel
     assert option(celery_argv, "--concurrency") == "3"
     assert option(celery_argv, "--queues") == "parley.local,parley.agents"
     assert "--task-events" in celery_argv
+    assert "--without-heartbeat" not in celery_argv  # Flower tells live workers by them
 
 
 def test_worker_defaults_leave_celery_its_node_name_and_no_events(celery_argv):
@@ -120,4 +121,5 @@ def test_worker_defaults_leave_celery_its_node_name_and_no_events(celery_argv):
 
     assert result.exit_code == 0, result.output
     assert "--hostname" not in celery_argv and "--task-events" not in celery_argv
+    assert {"--without-heartbeat", "--without-gossip", "--without-mingle"} <= set(celery_argv)
     assert option(celery_argv, "--concurrency") == str(Settings().worker_concurrency)
