@@ -22,6 +22,7 @@ from shared.records import (
     agent_total_field,
     bid_from_fields,
     decode,
+    run_total_field,
     turn_record_fields,
 )
 from shared.scripts import Scripts
@@ -238,8 +239,8 @@ def state_updates(decision: Decision) -> dict[str, str]:
 
 
 def usage_increments(bids: list[Bid]) -> dict[str, str]:
-    """Increments of the room's and each agent's running totals: every call counts, and
-    its tokens and cost."""
+    """Increments of the room's, the run's and each agent's running totals: every call
+    counts, and its tokens and cost."""
     increments: dict[str, float] = {}
 
     def add(field_name: str, amount: float) -> None:
@@ -251,5 +252,6 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
             amount = float(getattr(bid, total))
             if amount:
                 add(total, amount)
+                add(run_total_field(total), amount)
                 add(agent_total_field(bid.agent, total), amount)
     return {field_name: repr(amount) for field_name, amount in increments.items()}

@@ -221,10 +221,13 @@ class RoomRunner:
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
                      decision: Decision) -> None:
-        """Write the decision with the fenced commit script and log the turn."""
+        """Write the decision with the fenced commit script and log the turn (and the
+        warnings the decision asks for: logged once, as the turn is committed once)."""
         record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
         seq = await self.io.commit(self.lease, record, decision, self.options.turns_maxlen)
         log_turn(record, decision, seq)
+        for line in decision.log_lines:
+            log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
 
     async def go_idle(self) -> bool:
         """Leave the runnable set unless someone posted or resumed the room meanwhile (then
@@ -252,7 +255,7 @@ def view_of(state: RoomState, turn: int) -> TurnView:
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
-        policy_state=state.policy_state,
+        policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
     )
 
 

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,6 @@ import redis
 import typer
 import yaml
 from pydantic import ValidationError
-from rich.console import Console
 
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
@@ -25,13 +25,20 @@ from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
-from shared.settings import get_settings, redact_url
+from shared.records import ZERO_TOTALS
+from shared.settings import Settings, get_settings, redact_url, variable_name
 from shared.spec_limits import SpecTooLarge
 from shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
-console = Console()
+# Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
+# its stop reason), 1 a run ended failed, 2 bad input or a Redis that cannot be used,
+# 3 a run that did not start or end in time.
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_TIMEOUT = 3
+console = output.make_console()
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
@@ -49,6 +56,27 @@ def describe_validation(error: ValidationError) -> str:
             del loc[1]  # the union's tag: the user wrote policy.threshold, not policy.bid...
         where = ".".join(str(part) for part in loc) or "spec"
         problems.append(f"{where}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def describe_invalid(error: ValidationError) -> str:
+    """A validation error as one line: a bad setting names its ``PARLEY_*`` variable."""
+    if error.title == Settings.__name__:
+        return describe_settings(error)
+    return f"invalid {error.title}: {describe_validation(error)}"
+
+
+def describe_settings(error: ValidationError) -> str:
+    """Each bad setting as ``invalid setting PARLEY_<FIELD>: message``, joined into one
+    line. The value is not shown: it may hold a password."""
+    problems = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        if not item["loc"]:  # a rule over several settings names them itself
+            problems.append(f"invalid settings: {message}")
+            continue
+        variable = variable_name(str(item["loc"][0]))
+        problems.append(f"invalid setting {variable}: {message.removeprefix(f'{variable}: ')}")
     return "; ".join(problems)
 
 
@@ -91,35 +119,62 @@ def settings_that_work() -> Iterator[None]:
     try:
         yield
     except ValidationError as error:
-        message = f"invalid {error.title}: {describe_validation(error)}"
+        message = describe_invalid(error)
     except ValueError as error:  # RedisTlsError and the settings' own checks
         message = str(error)
     else:
         return
     print(f"parley: {one_line(message)}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_BAD_INPUT)
 
 
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected failures into one clear line on stderr and exit code 2."""
+    """Turn expected failures into one clear line on stderr: exit code 3 for a run that
+    timed out, 2 for everything else (bad input, a Redis that cannot be used)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        code = EXIT_BAD_INPUT
         try:
             get_settings()
             return command(*args, **kwargs)
+        except RunTimeout as error:
+            message, code = str(error), EXIT_TIMEOUT
         # A hung server and a TLS mismatch are as much "cannot reach" as a closed port.
         except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
             message = unreachable_redis(get_settings().redis_url, error)
         except ValidationError as error:
-            message = f"invalid {error.title}: {describe_validation(error)}"
-        except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
+            message = describe_invalid(error)
+        except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
         print(f"parley: {message}", file=sys.stderr)
-        raise typer.Exit(2)
+        raise typer.Exit(code)
 
     return wrapper
+
+
+def package_version() -> str:
+    """The installed parley package's version."""
+    try:
+        return metadata.version("parley")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def print_version(asked: bool) -> None:
+    """``--version``: print the version and exit before any command runs."""
+    if asked:
+        print(f"parley {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[bool, typer.Option("--version", callback=print_version, is_eager=True,
+                                          help="Print parley's version and exit")] = False,
+) -> None:
+    """Group chats of LLM agents: one speaker per turn, across processes."""
 
 
 def read_spec(path: Path):  # noqa: ANN201
@@ -156,7 +211,10 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
 ) -> None:
-    """Run TASK in a new room built from SPEC and print the conversation."""
+    """Run TASK in a new room built from SPEC and print the conversation.
+
+    Exits 1 when the run ends failed (the conversation or JSON object is printed first),
+    2 on bad input, 3 when the run does not end within --timeout."""
     room_spec = read_spec(spec)
     configure_logging("console", "WARNING")
     client = Client()
@@ -167,6 +225,8 @@ def run(
         print(json.dumps(output.run_json(result), ensure_ascii=False))
     else:
         output.print_run(console, result, printed=True)
+    if result.status is RoomStatus.FAILED:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 @app.command()
@@ -204,7 +264,9 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     ttl = client.settings.lease_ttl_s
     if room is not None:
         state = client.state(room)
-        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room),
+        # The totals are shown from zero, also for rooms stored before they were kept.
+        console.print_json(json.dumps({**ZERO_TOTALS, **state.raw,
+                                       "lease": store.lease_holder(room),
                                        "streams": stream_report(client, room)}))
         return
     rows = []
@@ -455,6 +517,11 @@ def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
+    hostname: Annotated[str | None, typer.Option(
+        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
+    events: Annotated[bool, typer.Option(
+        "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
+    ] = False,
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool)."""
@@ -463,10 +530,14 @@ def worker(
         configure_logging(settings.log_format, settings.log_level)
         from workers.app import app as celery_app
 
+    # Event heartbeats only with task events: without them Flower shows a worker whose
+    # tasks it sees as offline a couple of minutes after it started.
+    monitoring = ["--hostname", hostname] if hostname else []
+    monitoring += ["--task-events"] if events else ["--without-heartbeat"]
     celery_app.worker_main([
         "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency),
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
     ])
 
 

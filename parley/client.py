@@ -279,11 +279,11 @@ class Client:
     def transcript(self, room: str, output_type: str = "str") -> Any:
         """The room's conversation in one of GroupChat's output types (``str``, ``json``,
         ``list``, ``dict``, ``final`` ...)."""
-        from parley.groupchat import OUTPUT_TYPES, format_history  # groupchat imports Client
+        from parley.output import HISTORY_OUTPUT_TYPES, format_history  # output imports Client
 
-        if output_type not in OUTPUT_TYPES:
+        if output_type not in HISTORY_OUTPUT_TYPES:
             raise ValueError(f"output type {output_type!r} is not one of "
-                             f"{', '.join(OUTPUT_TYPES)}")
+                             f"{', '.join(HISTORY_OUTPUT_TYPES)}")
         self.store.read_state(room)
         return format_history(self.messages(room), output_type)
 

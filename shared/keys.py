@@ -13,9 +13,11 @@ key                       type    holds                                       wr
                                   turn_deadline, turn_snapshot_seq,
                                   turn_bids_from, turn_opened_at, epoch,
                                   stop_reason, stop_detail, token/cost totals
-                                  (``prompt_tokens``, ``completion_tokens``,
-                                  ``cost_usd``, and per agent
-                                  ``agent:<name>:<same>``, and
+                                  of every call (``prompt_tokens``,
+                                  ``completion_tokens``, ``cost_usd``: 0 from
+                                  the room's creation; the current run's
+                                  ``run_<same>``, reset when a run starts;
+                                  per agent ``agent:<name>:<same>``, and
                                   ``agent:<name>:calls``, which numbers a
                                   scripted agent's calls), run_turns,
                                   spec_version, answer (the run's answer so

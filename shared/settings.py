@@ -25,12 +25,25 @@ DEFAULT_WORKER_KEY_ENVS = (
     "XAI_API_KEY", "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY",
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_PREFIX = "PARLEY_"
+# Read from the directory a process starts in, when there is one. Variables set in the
+# environment win over the file's; the file sets PARLEY_* settings only (a provider key
+# written there is not lent to agents: workers read keys from their environment).
+ENV_FILE = ".env"
+
+
+def variable_name(field: str) -> str:
+    """The environment variable that sets the setting ``field``: ``PARLEY_<FIELD>``."""
+    return f"{ENV_PREFIX}{field.upper()}"
 
 
 class Settings(BaseSettings):
-    """Process-wide configuration. Units are in the names; defaults live only here."""
+    """Process-wide configuration, from ``PARLEY_*`` environment variables and the
+    ``.env`` file of the working directory. Units are in the names; defaults live only
+    here."""
 
-    model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_file=ENV_FILE,
+                                      env_file_encoding="utf-8")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = Field(default="", description="Celery broker; empty means redis_url")
@@ -136,7 +149,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Settings:
         if self.lease_renew_s * 2 >= self.lease_ttl_s:
-            raise ValueError("lease_renew_s must be under half of lease_ttl_s (0 means ttl/3)")
+            raise ValueError(f"{variable_name('lease_renew_s')} must be under half of "
+                             f"{variable_name('lease_ttl_s')} (0 means a third of it)")
         return self
 
     @property

@@ -35,6 +35,7 @@ from shared.models import (
     name_key,
 )
 from shared.records import (
+    ZERO_TOTALS,
     RoomState,
     bid_fields,
     check_post,
@@ -156,15 +157,16 @@ class RoomStore:
         self.scripts = Scripts(client)
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
-        """Store a new room's spec and idle state, in one script; raise RoomExists if the
-        id is taken."""
+        """Store a new room's spec and idle state (its totals at 0), in one script; raise
+        RoomExists if the id is taken."""
         check_room_id(room)
         # The version is when the spec was stored (µs), not 1: a room deleted and created
         # again under the same id must not match a worker's cached spec of the old one.
         version = str(time.time_ns() // 1000)
         spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
                        "json": spec.model_dump_json(exclude_defaults=False)}
-        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version}
+        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version,
+                 **ZERO_TOTALS}
         self._create(room, "new", spec_fields, state)
         self.redis.zadd(self.keys.rooms, {room: now_ms()})
 

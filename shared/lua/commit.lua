@@ -6,7 +6,8 @@
 --            empty), or absent for no winner
 --   fields:  {state field: value} to set: recent speakers, the policy's own fields, answer
 --   stop:    {status (idle or failed), reason, detail} when the run ends with this turn
---   usage:   {state field: increment} token and cost totals (finite numbers)
+--   usage:   {state field: increment} token and cost totals (finite numbers): the room's,
+--            the run's (run_*) and each agent's
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
 --   log_maxlen: approximate cap on the log ('0' or absent: never trimmed)

@@ -1,7 +1,8 @@
 -- Move posted messages from the inbox into the log, in arrival order, unless a turn is
 -- open (its transcript snapshot must stay the end of the log) or the room is paused (its
 -- posts wait until it is resumed). If the room was not running, the first of them starts a
--- new run.
+-- new run: the run's own fields are reset (its turn count, recent speakers, stop, answer,
+-- token and cost totals run_*, policy:* fields).
 -- An entry that cannot become a message (no sender or content, a blank one, a sender with
 -- control characters, a field too long or not UTF-8, a ts that is not a unix time) is moved
 -- to the dead-letter stream instead: its fields (at most 16, each cut to ARGV[7] bytes),
@@ -223,7 +224,8 @@ if #good > 0 then
   end
   if new_run then
     redis.call('HSET', KEYS[2], 'status', 'running', 'run_turns', 0, 'recent', '[]',
-      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0)
+      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0,
+      'run_prompt_tokens', 0, 'run_completion_tokens', 0, 'run_cost_usd', 0)
     -- The policy's own fields (policy:*) belong to the run that ends here.
     for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
       if string.sub(field, 1, 7) == 'policy:' then

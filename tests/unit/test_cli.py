@@ -214,7 +214,8 @@ def test_a_url_may_set_its_own_client_timeouts():
 def test_an_invalid_setting_is_one_line_naming_it(monkeypatch):
     code, output = cli_with_env(monkeypatch, ["status"], PARLEY_LEASE_TTL_S="soon")
     assert code == 2
-    assert output.startswith("parley: invalid Settings: lease_ttl_s: Input should be a valid number")
+    assert output.startswith("parley: invalid setting PARLEY_LEASE_TTL_S: Input should be a "
+                             "valid number")
     assert len(output.splitlines()) == 1
 
 
@@ -230,4 +231,5 @@ def test_a_coordinator_with_a_tls_file_it_cannot_read_says_so_in_one_line(monkey
 def test_a_bad_setting_stops_the_coordinator_with_one_line(monkeypatch):
     code, output = cli_with_env(monkeypatch, ["coordinator"], PARLEY_LEASE_TTL_S="-1")
     assert code == 2
-    assert output.startswith("parley: invalid Settings: lease_ttl_s") and output.count("\n") == 1
+    assert output.startswith("parley: invalid setting PARLEY_LEASE_TTL_S: ")
+    assert output.count("\n") == 1
