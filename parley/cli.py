@@ -477,9 +477,9 @@ def rooms_import(
 @friendly
 def transcript(
     room: Annotated[str, typer.Argument(help="Room id")],
-    output_type: Annotated[str, typer.Option("--output-type", "-o",
-                                             help="str, json, list, dict, final, yaml ... "
-                                                  "(GroupChat's output types)")] = "str",
+    output_type: Annotated[str, typer.Option(
+        "--output-type", "-o", help="text (the whole conversation, one message a line), or "
+        "one of GroupChat's output types: str, json, list, dict, final, yaml ...")] = "text",
     as_json: JsonFlag = False,
 ) -> None:
     """Print a room's conversation."""

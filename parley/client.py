@@ -276,16 +276,20 @@ class Client:
         """Bring an archived room back (as ``room``, or under its own id); returns its id."""
         return import_room(self.store, path, room)
 
-    def transcript(self, room: str, output_type: str = "str") -> Any:
-        """The room's conversation in one of GroupChat's output types (``str``, ``json``,
-        ``list``, ``dict``, ``final`` ...)."""
-        from parley.output import HISTORY_OUTPUT_TYPES, format_history  # output imports Client
+    def transcript(self, room: str, output_type: str = "text") -> Any:
+        """The room's conversation: ``text``, the whole of it one message a line, or one of
+        GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
+        exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
+        from parley.output import HISTORY_OUTPUT_TYPES, format_history, transcript_text
 
-        if output_type not in HISTORY_OUTPUT_TYPES:
-            raise ValueError(f"output type {output_type!r} is not one of "
+        if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:
+            raise ValueError(f"output type {output_type!r} is not one of text, "
                              f"{', '.join(HISTORY_OUTPUT_TYPES)}")
         self.store.read_state(room)
-        return format_history(self.messages(room), output_type)
+        messages = self.messages(room)
+        if output_type == "text":
+            return transcript_text(messages)
+        return format_history(messages, output_type)
 
     def run(self, spec: RoomSpec, task: str, timeout_s: float | None = None,
             on_message=None) -> RunResult:  # noqa: ANN001

@@ -84,10 +84,10 @@ def ago(when: float | None, now: float | None = None) -> str:
 
 def room_list_table(rooms: list[RoomSummary]) -> Table:
     """Rooms for ``parley rooms list``."""
-    # Room ids are never cut: they are what every other command takes.
-    room_width = max((len(room.room) for room in rooms), default=4)
-    table = Table(Column("room", no_wrap=True, min_width=room_width), "status", "policy",
-                  "last activity", "holder", "messages", "cost")
+    # Room ids and holders are never cut: folded where the terminal is narrow, as in
+    # parley status (piped output is never narrow).
+    table = Table(Column("room", overflow="fold"), "status", "policy", "last activity",
+                  Column("holder", overflow="fold"), "messages", "cost")
     for room in rooms:
         table.add_row(room.room, status_text(room.status, room.paused), room.policy,
                       ago(room.last_activity), room.holder or "-", str(room.messages),
@@ -127,6 +127,14 @@ def print_message(console: Console, message: Message) -> None:
     # What people and models write is text, never markup: "[/b]" in a reply prints as is.
     console.print(f"[bold]{message.seq:>3} {escape(message.sender)}[/bold]{score}: "
                   f"{escape(message.content)}", highlight=False)
+
+
+def transcript_text(messages: list[Message]) -> str:
+    """The whole conversation as plain text, one message a line as ``parley follow``
+    prints it: seq, sender, score (agents only), content."""
+    return "\n".join(
+        f"{m.seq:>3} {m.sender}{'' if m.score is None else f' (score {m.score:.2f})'}: "
+        f"{m.content}" for m in messages)
 
 
 def print_run(console: Console, result: RunResult, printed: bool = False) -> None:

@@ -168,6 +168,11 @@ def test_importing_a_file_that_is_not_an_archive_is_one_line(client, tmp_path):
     assert code == 2 and output.startswith("parley: cannot read") and "No such file" in output
 
 
+def test_transcript_prints_the_whole_conversation_one_message_a_line(client, room):
+    assert invoke("transcript", room) == (0, "  1 User: Launch?\n  2 agent1 (score 0.90): "
+                                             "Yes.\n  3 agent0 (score 0.80): No.\n")
+
+
 @pytest.mark.parametrize(("output_type", "expected"), [
     ("str", "User: Launch?\n\nagent1: Yes.\n\nagent0: No.\n"),
     ("final", "No.\n"),
@@ -185,7 +190,7 @@ def test_transcript_json_and_its_one_line_errors(client, room):
     assert code == 0 and [(m["seq"], m["sender"], m["score"]) for m in messages] == [
         (1, "User", None), (2, "agent1", 0.9), (3, "agent0", 0.8)]
     code, refused = invoke("transcript", room, "--output-type", "xml")
-    assert code == 2 and refused.startswith("parley: output type 'xml' is not one of list, dict")
+    assert code == 2 and refused.startswith("parley: output type 'xml' is not one of text, list")
     assert invoke("transcript", "nope") == (2, "parley: no room 'nope'\n")
 
 
