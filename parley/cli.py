@@ -55,7 +55,8 @@ def describe_validation(error: ValidationError) -> str:
         if loc[:1] == ["policy"] and len(loc) > 2 and loc[1] in POLICY_KINDS:
             del loc[1]  # the union's tag: the user wrote policy.threshold, not policy.bid...
         where = ".".join(str(part) for part in loc) or "spec"
-        problems.append(f"{where}: {item['msg']}")
+        # pydantic prefixes our own rules' messages; the field already says where.
+        problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
     return "; ".join(problems)
 
 

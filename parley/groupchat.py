@@ -220,7 +220,8 @@ class GroupChat:
 
         Raises RunFailed when the run ends ``failed`` (unless ``raise_on_failure=False``).
         """
-        return self._settle(self._run_room(task, streaming_callback, emit_now))
+        (output,) = self._settle([self._run_room(task, streaming_callback, emit_now)])
+        return output
 
     def run_batch(self, tasks: list[str],
                   streaming_callback: StreamingCallback | None = None) -> list[Any]:
@@ -240,8 +241,7 @@ class GroupChat:
 
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(tasks)))) as pool:
             futures = [pool.submit(run_one, index, task) for index, task in enumerate(tasks)]
-        outcomes = [future.result() for future in futures]
-        return [self._settle(outcome) for outcome in outcomes]
+        return self._settle([future.result() for future in futures])
 
     def _run_room(self, task: str, callback: StreamingCallback | None,
                   deliver: Deliver) -> Outcome:
@@ -265,12 +265,18 @@ class GroupChat:
                                         stop_detail=result.stop_detail))
         return Outcome(result, conversation, conversation.format(self.output_type))
 
-    def _settle(self, outcome: Outcome) -> Any:
-        self.rooms.append(outcome.result.room)
-        self.conversation = outcome.conversation
-        if outcome.result.status is RoomStatus.FAILED and self.raise_on_failure:
-            raise RunFailed(outcome.result, outcome.output)
-        return outcome.output
+    def _settle(self, outcomes: list[Outcome]) -> list[Any]:
+        """Every run's room is kept, whatever failed; the first failed run raises (unless
+        ``raise_on_failure`` is off), else the outputs in task order."""
+        self.rooms.extend(outcome.result.room for outcome in outcomes)
+        failed = next((outcome for outcome in outcomes
+                       if outcome.result.status is RoomStatus.FAILED), None)
+        if failed is not None and self.raise_on_failure:
+            self.conversation = failed.conversation
+            raise RunFailed(failed.result, failed.output)
+        if outcomes:
+            self.conversation = outcomes[-1].conversation
+        return [outcome.output for outcome in outcomes]
 
     def _warning(self, result: RunResult) -> str | None:
         """swarms' warning for a first turn without a reply; parley's for a failed run."""

@@ -43,7 +43,7 @@ def with_policy(**policy: object) -> dict:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({**GOOD, "agents": GOOD["agents"][:1]}, "agents: Value error, a room needs at least 2 agents"),
+        ({**GOOD, "agents": GOOD["agents"][:1]}, "agents: a room needs at least 2 agents"),
         ({**GOOD, "agents": [GOOD["agents"][0]] * 2}, "agent names must be unique, repeated: A"),
         (with_policy(threshold=1.5), "policy.threshold: Input should be less than or equal to 1"),
         (with_policy(threshold=-0.1), "policy.threshold: Input should be greater than or equal to 0"),
@@ -55,10 +55,10 @@ def with_policy(**policy: object) -> dict:
         ({**GOOD, "agents": [{**GOOD["agents"][0], "temp": 1}, GOOD["agents"][1]]},
          "agents.0.temp: Extra inputs are not permitted"),
         ({**GOOD, "agents": [{"name": "A", "model": "scripted"}, GOOD["agents"][1]]},
-         "agents.0: Value error, a scripted agent needs a script"),
+         "agents.0: a scripted agent needs a script"),
         ({**GOOD, "agents": [{"name": "A", "model": "scripted", "script": [{"score": 1, "error": "x"}]},
                              GOOD["agents"][1]]},
-         "agents.0.script.0: Value error, a script entry is exactly one of"),
+         "agents.0.script.0: a script entry is exactly one of"),
     ],
 )
 def test_an_invalid_spec_is_one_line_naming_the_field(tmp_path, spec, expected):

@@ -38,23 +38,23 @@ def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
     ("spec", "expected"),
     [
         (roundtable(moderator="Judge"),
-         "agents: Value error, the moderator 'Judge' is not one of the agents: name one of "
+         "agents: the moderator 'Judge' is not one of the agents: name one of "
          "'Value', 'Quality', 'Moderator', or add it to agents"),
         (roundtable(moderator="moderator"),
-         "agents: Value error, the moderator 'moderator' is not one of the agents: did you "
+         "agents: the moderator 'moderator' is not one of the agents: did you "
          "mean 'Moderator'?"),
         (roundtable([agent("Moderator")]),
-         "agents: Value error, a round-table needs at least one panelist besides the "
+         "agents: a round-table needs at least one panelist besides the "
          "moderator 'Moderator': add an agent"),
         (roundtable([]),
-         "agents: Value error, the moderator 'Moderator' is not one of the agents: add it "
+         "agents: the moderator 'Moderator' is not one of the agents: add it "
          "to agents"),
         (roundtable(rounds=0), "policy.rounds: Input should be greater than or equal to 1"),
         (roundtable(rounds=-2), "policy.rounds: Input should be greater than or equal to 1"),
         (roundtable(rounds=10**7), "policy.rounds: Input should be less than or equal to 1000000"),
         (roundtable(rounds="twice"), "policy.rounds: Input should be a valid integer"),
         (roundtable(rounds=600_000),
-         "agents: Value error, rounds x panelists is 1,200,000: a run posts at most "
+         "agents: rounds x panelists is 1,200,000: a run posts at most "
          "1,000,000 messages, so lower rounds"),
         (roundtable(moderator=None), "policy.moderator: Field required"),
         (roundtable(moderator=""), "policy.moderator: String should have at least 1 character"),

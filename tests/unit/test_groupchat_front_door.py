@@ -275,3 +275,5 @@ def test_run_batch_raises_the_first_failed_run_in_task_order():
 
     assert raised.value.room == "room-two"
     assert group.conversation.conversation_history == [{"role": "User", "content": "two"}]
+    # Every task's room ran side by side and is kept, the ones after the failure too.
+    assert group.rooms == ["room-one", "room-two", "room-three"]
