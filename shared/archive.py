@@ -203,8 +203,9 @@ def check_archive(path: str | Path) -> ArchiveContents:
 
 def _reason(error: Exception) -> str:
     if isinstance(error, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}"
-                         for e in error.errors())
+        # pydantic prefixes the spec's own rules' messages; the field already says where.
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: "
+                         f"{e['msg'].removeprefix('Value error, ')}" for e in error.errors())
     if isinstance(error, KeyError):
         return f"{error.args[0]} is missing"
     return str(error)
