@@ -330,13 +330,65 @@ class RoundtablePolicy(Strict):
         return self.call_timeout_s
 
 
+class DispatchSpec(Strict):
+    """A classifier that decides which agents take a message that names nobody."""
+
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    api_key_env: str | None = None
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    max_agents: int = Field(default=2, ge=1, le=64)
+    timeout_s: float = Field(default=5.0, gt=0, le=MAX_DURATION_S)
+
+
+class MentionPolicy(Strict):
+    """Seed 003: whoever is addressed (``@name``) speaks next, from a speak queue the room
+    keeps across runs; agents wait for a person's answer."""
+
+    kind: Literal["mention"]
+    everyone: list[str] = Field(default_factory=list)  # agents' names, in the order they take it
+    people: list[str] | None = None  # the roster: when set, only these post as people
+    addressed_only: bool = False
+    max_depth: int = Field(default=5, ge=1, le=MAX_RUN_MESSAGES)
+    max_turns: int | None = Field(default=None, ge=1)
+    silent_token: str = Field(default="(silent)", min_length=1, max_length=64)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+    dispatch: DispatchSpec | None = None
+
+    @field_validator("people")
+    @classmethod
+    def _people_are_names(cls, people: list[str] | None) -> list[str] | None:
+        if people is None:
+            return None
+        for name in people:
+            check_person_name(name)
+        duplicates = repeated_names(people)
+        if duplicates:
+            raise ValueError(f"people must be unique, repeated: {', '.join(duplicates)}")
+        return people
+
+    @model_validator(mode="after")
+    def _dispatch_or_addressed_only(self) -> MentionPolicy:
+        if self.dispatch is not None and self.addressed_only:
+            raise ValueError("addressed_only and dispatch are exclusive: drop one")
+        return self
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each agent's (or the classifier's) call may take."""
+        if self.dispatch is not None:
+            return max(self.call_timeout_s, self.dispatch.timeout_s)
+        return self.call_timeout_s
+
+
 PolicySpec = Annotated[
     Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")]
-    | Annotated[RoundtablePolicy, Tag("roundtable")],
+    | Annotated[RoundtablePolicy, Tag("roundtable")] | Annotated[MentionPolicy, Tag("mention")],
     Discriminator(policy_kind, custom_error_type="policy_kind",
-                  custom_error_message="kind must be one of: bid, selector, roundtable"),
+                  custom_error_message="kind must be one of: bid, selector, roundtable, "
+                                       "mention"),
 ]
-POLICY_KINDS = ("bid", "selector", "roundtable")
+POLICY_KINDS = ("bid", "selector", "roundtable", "mention")
 
 
 class RoomLimits(Strict):
@@ -405,6 +457,23 @@ def check_panel(moderator: str, names: list[str], rounds: int = 1) -> None:
                          f"{MAX_RUN_MESSAGES:,} messages, so lower rounds")
 
 
+def check_mention_names(policy: MentionPolicy, agents: tuple[str, ...]) -> None:
+    """A mention room's ``everyone`` names its agents and its people are none of them;
+    else ValueError naming the first name that is wrong."""
+    keys = {name_key(name) for name in agents}
+    unknown = next((name for name in policy.everyone if name_key(name) not in keys), None)
+    if unknown is not None:
+        raise ValueError(f"policy.everyone names {unknown!r}, which is not an agent of the "
+                         f"room ({', '.join(agents)})")
+    duplicates = repeated_names(policy.everyone)
+    if duplicates:
+        raise ValueError(f"policy.everyone names an agent twice: {', '.join(duplicates)}")
+    taken = next((name for name in policy.people or [] if name_key(name) in keys), None)
+    if taken is not None:
+        raise ValueError(f"policy.people names {taken!r}, which is an agent of the room: "
+                         "a person needs a name of their own")
+
+
 class RoomSpec(Strict):
     """A room: its agents (in order: ties go to the first listed), its floor policy and
     what its calls may spend."""
@@ -447,6 +516,12 @@ class RoomSpec(Strict):
                 raise ValueError(f"{taken!r} is the selector's name in a selector room: "
                                  "name the participant otherwise")
         return agents
+
+    @model_validator(mode="after")
+    def _mention_names_known(self) -> RoomSpec:
+        if isinstance(self.policy, MentionPolicy):
+            check_mention_names(self.policy, self.agent_names)
+        return self
 
     @model_validator(mode="after")
     def _storable(self) -> RoomSpec:
@@ -496,6 +571,9 @@ class StopReason(StrEnum):
     ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
     CANCELLED = "cancelled"  # someone cancelled the run (parley rooms cancel, Client.cancel)
     BUDGET = "budget"  # the run's or the room's calls reached a token or cost limit (limits)
+    WAITING_FOR_PERSON = "waiting_for_person"  # a mention room waits for a person's answer
+    QUEUE_EMPTY = "queue_empty"  # a mention room's speak queue has nobody who can speak
+    MAX_DEPTH = "max_depth"  # a mention room's chain of agent turns reached max_depth
 
 
 class CallKind(StrEnum):
@@ -506,6 +584,7 @@ class CallKind(StrEnum):
     SPEAK = "speak"  # one participant's reply, posted as its message
     PANEL = "panel"  # a round-table panelist's turn in the debate, posted as its message
     MODERATE = "moderate"  # the round-table moderator's verdict, posted as its message
+    DISPATCH = "dispatch"  # a mention room's classifier: which agents take a message
 
 
 class BidStatus(StrEnum):

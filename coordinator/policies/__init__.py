@@ -21,14 +21,15 @@ from __future__ import annotations
 from dataclasses import replace
 from types import ModuleType
 
-from coordinator.policies import bid, roundtable, selector
+from coordinator.policies import bid, mention, roundtable, selector
 from coordinator.policies.base import Calls, Decision, LogLine, TurnView
 from coordinator.policies.budget import budget_stop
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
 
-POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable}
+POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable,
+                                   "mention": mention}
 # Policies that rule on failed calls themselves: the shared no_bids and all_agents_failed
 # stops do not apply (a round-table posts a panelist's failure and debates on).
 OWN_FAILURE_RULES = frozenset({"roundtable"})

@@ -9,6 +9,15 @@ from shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
 
 
 @dataclass(frozen=True)
+class Posted:
+    """A message someone other than the room's agents posted, as a policy reads it."""
+
+    seq: int
+    sender: str
+    content: str
+
+
+@dataclass(frozen=True)
 class TurnView:
     """The room as a policy sees it when a turn opens: all a decision may depend on."""
 
@@ -21,6 +30,10 @@ class TurnView:
     policy_state: Mapping[str, str] = field(default_factory=dict)  # the policy's own fields
     run_usage: Usage = field(default_factory=Usage)  # every committed call of this run: tokens and cost
     room_usage: Usage = field(default_factory=Usage)  # every committed call of the room, all runs
+    # Room-scoped fields of the policy (``floor:<field>``): they outlive runs.
+    floor_state: Mapping[str, str] = field(default_factory=dict)
+    # Messages posted by others than the agents and not yet read by the policy, oldest first.
+    unread: tuple[Posted, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class Decision:
     cuts: dict[str, str] = field(default_factory=dict)  # agent -> the name its reply was cut at
     next: Calls | None = None
     policy_state: dict[str, str] = field(default_factory=dict)  # fields to update
+    floor_state: dict[str, str] = field(default_factory=dict)  # room-scoped fields to update
     answer: str | None = None  # the run's answer so far, when this turn changes it
     log_lines: tuple[LogLine, ...] = ()  # warnings to log once the turn is committed
 

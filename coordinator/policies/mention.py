@@ -1,0 +1,391 @@
+"""The ``mention`` floor policy: whoever is addressed speaks next (seed 003, to the letter).
+
+The room keeps a speak queue; every committed message queues the agents it asks for, and
+each turn goes to the first queued agent that can take it.
+
+=====================  =================================================================
+rule                   behaviour
+=====================  =================================================================
+a person's message     naming agents (``@dev @sre``): those agents, at the front, in the
+                       order named (a listening agent named gets one turn); naming only
+                       people: nobody; naming nobody: the agents that asked that person,
+                       else ``everyone`` in its order (nobody with ``addressed_only``);
+                       it ends the wait and opens a new chain (depth 0)
+who is a person        with ``people`` set, the names it lists; else every sender that is
+                       not an agent. Another sender's message asks the agents it names,
+                       at the back
+an agent's answer      the agents it names, at the back, once its turn has ended; the
+                       people it names: the agent asked them (``asked``)
+owed once              an agent already queued is not queued again (a person's naming
+                       moves it to the front)
+no immediate repeat    the agent that just spoke does not take the next turn while
+                       another queued agent can
+silence                an answer that is the silent token (case, a final period and its
+                       brackets aside) is recorded in the turn record, never posted, never
+                       read for names
+failed call            posted as ``(<name> could not respond: <error>)``, read for no name
+listening              a listening agent keeps its place and takes no turn an agent asks
+                       for; a person naming it gives it one turn
+nobody can speak       the run ends ``waiting_for_person`` when the room owes a person an
+                       answer (``asked``) or a queued agent only listens, and a person is
+                       in the room; else ``queue_empty``
+``max_depth``          a turn past it is not given: the run ends ``max_depth`` (recorded
+                       once per chain), its agent stays queued, the room waits for a person
+``max_turns``          after that many agent turns in the room's life the discussion is
+                       over: the queue is dropped, later messages ask nobody, ``max_turns``
+state                  room-scoped fields ``floor:<field>`` (never cleared by a new run),
+                       written with the turn's commit, or with the run's end
+=====================  =================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import cast
+
+import orjson
+
+from coordinator.policies.base import Calls, Decision, Posted, TurnView
+from coordinator.policies.common import could_not_respond, usable
+from shared.mentions import addressed
+from shared.models import Bid, CallKind, MentionPolicy, RoomSpec, StopReason, name_key
+
+# The most people a room without a roster remembers (the names its agents may address).
+MAX_PEOPLE = 64
+
+
+@dataclass
+class Floor:
+    """A mention room's speak queue and what goes with it, as stored (``floor:<field>``)."""
+
+    queue: list[str] = field(default_factory=list)
+    listening: list[str] = field(default_factory=list)
+    granted: list[str] = field(default_factory=list)  # listening agents a person named
+    asked: list[tuple[str, str]] = field(default_factory=list)  # (agent, person)
+    waiting: bool = False
+    over: bool = False
+    read_seq: int = 0  # the last posted message read for names
+    depth: int = 0  # agent turns since the last person's message
+    depth_stopped: bool = False  # the chain's turn past max_depth is recorded
+    turns: int = 0  # agent turns in the room's life
+    last: str = ""  # the agent that spoke last
+    people: list[str] = field(default_factory=list)  # persons seen (no roster)
+    last_person_asked: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list)  # agents that answered that message
+    instructions: dict[str, str] = field(default_factory=dict)  # agent -> instruction
+
+    def fields(self) -> dict[str, str]:
+        """The state fields (without the ``floor:`` prefix)."""
+        return {
+            "queue": _json(self.queue), "listening": _json(self.listening),
+            "granted": _json(self.granted), "asked": _json([list(p) for p in self.asked]),
+            "waiting": "1" if self.waiting else "0", "over": "1" if self.over else "0",
+            "read_seq": str(self.read_seq), "depth": str(self.depth),
+            "depth_stopped": "1" if self.depth_stopped else "0", "turns": str(self.turns),
+            "last": self.last, "people": _json(self.people),
+            "last_person_asked": _json(self.last_person_asked),
+            "answered": _json(self.answered), "instructions": _json(self.instructions),
+        }
+
+    @classmethod
+    def read(cls, fields: dict[str, str]) -> Floor:
+        """The floor as stored; missing fields read as a new room's."""
+        def listed(name: str) -> list[str]:
+            return list(orjson.loads(fields.get(name) or "[]"))
+
+        return cls(
+            queue=listed("queue"), listening=listed("listening"), granted=listed("granted"),
+            asked=[(agent, person) for agent, person in orjson.loads(fields.get("asked") or "[]")],
+            waiting=fields.get("waiting") == "1", over=fields.get("over") == "1",
+            read_seq=int(fields.get("read_seq") or 0), depth=int(fields.get("depth") or 0),
+            depth_stopped=fields.get("depth_stopped") == "1",
+            turns=int(fields.get("turns") or 0), last=fields.get("last") or "",
+            people=listed("people"), last_person_asked=listed("last_person_asked"),
+            answered=listed("answered"),
+            instructions=dict(orjson.loads(fields.get("instructions") or "{}")),
+        )
+
+    def copy(self) -> Floor:
+        """An independent copy (the lists are not shared)."""
+        return Floor.read(self.fields())
+
+
+def _json(value: object) -> str:
+    return orjson.dumps(value).decode()
+
+
+def settings(spec: RoomSpec) -> MentionPolicy:
+    """The room's mention policy settings."""
+    return cast(MentionPolicy, spec.policy)  # the policy table dispatches on the kind
+
+
+def is_person(spec: RoomSpec, sender: str) -> bool:
+    """True when ``sender`` posts as a person: on the roster, or (no roster) not an agent."""
+    roster = settings(spec).people
+    if roster is not None:
+        return name_key(sender) in {name_key(name) for name in roster}
+    return name_key(sender) not in {name_key(name) for name in spec.agent_names}
+
+
+def known_people(spec: RoomSpec, floor: Floor) -> list[str]:
+    """The names agents may address as people."""
+    roster = settings(spec).people
+    return list(roster) if roster is not None else list(floor.people)
+
+
+def to_front(queue: list[str], agents: list[str], at: int = 0) -> int:
+    """Put ``agents`` at position ``at`` of the queue in their order (each once); returns
+    the position after them."""
+    for agent in agents:
+        if agent in queue:
+            index = queue.index(agent)
+            queue.remove(agent)
+            if index < at:
+                at -= 1
+        queue.insert(at, agent)
+        at += 1
+    return at
+
+
+def to_back(queue: list[str], agents: list[str]) -> None:
+    """Queue ``agents`` at the back, those not queued yet (an agent is owed one turn)."""
+    for agent in agents:
+        if agent not in queue:
+            queue.append(agent)
+
+
+def read_posted(spec: RoomSpec, floor: Floor, posted: Posted, front: int) -> int:
+    """Apply one posted message to the floor; returns where the next person's agents go
+    (after this one's, so that messages keep their order)."""
+    floor.read_seq = max(floor.read_seq, posted.seq)
+    if floor.over:
+        return front
+    person = is_person(spec, posted.sender)
+    if person and settings(spec).people is None and posted.sender not in floor.people:
+        floor.people = [*floor.people, posted.sender][-MAX_PEOPLE:]
+    agents, people = addressed(posted.content, spec.agent_names, known_people(spec, floor))
+    if not person:
+        to_back(floor.queue, agents)
+        return front
+    return read_person(spec, floor, posted.sender, (agents, people), front)
+
+
+def read_person(spec: RoomSpec, floor: Floor, person: str,
+                named: tuple[list[str], list[str]], front: int) -> int:
+    """A person's message: who it asks, the wait it ends, the chain it opens."""
+    policy = settings(spec)
+    agents, people = named
+    askers = [agent for agent, asked in floor.asked if name_key(asked) == name_key(person)]
+    floor.asked = [pair for pair in floor.asked if name_key(pair[1]) != name_key(person)]
+    floor.waiting = False
+    floor.depth = 0
+    floor.depth_stopped = False
+    if agents:
+        chosen = agents
+        floor.granted = [*floor.granted, *(a for a in agents
+                                           if a in floor.listening and a not in floor.granted)]
+    elif people:
+        chosen = []
+    elif askers:
+        chosen = list(dict.fromkeys(askers))
+    elif policy.addressed_only:
+        chosen = []
+    else:
+        chosen = [agent for agent in policy.everyone if agent not in floor.listening]
+    floor.last_person_asked = chosen
+    floor.answered = []
+    return to_front(floor.queue, chosen, front)
+
+
+def read_all(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...]) -> Floor:
+    """The floor once every unread posted message is applied (a new floor)."""
+    floor = floor.copy()
+    front = 0
+    for posted in unread:
+        if posted.seq > floor.read_seq:
+            front = read_posted(spec, floor, posted, front)
+    return floor
+
+
+def can_speak(floor: Floor, agent: str) -> bool:
+    """True when the queued agent may take a turn: it talks, or a person gave it one."""
+    return agent not in floor.listening or agent in floor.granted or agent in floor.instructions
+
+
+def next_speaker(floor: Floor) -> str | None:
+    """The first queued agent that can speak, not the last speaker while another can."""
+    able = [agent for agent in floor.queue if can_speak(floor, agent)]
+    others = [agent for agent in able if agent != floor.last]
+    if others:
+        return others[0]
+    return able[0] if able else None
+
+
+def has_person(spec: RoomSpec, floor: Floor) -> bool:
+    """True when the room has a person who can answer: a roster, or someone who posted."""
+    return settings(spec).people is not None or bool(floor.people)
+
+
+def owes_person(floor: Floor) -> bool:
+    """True when the room waits for a person: an agent asked one, or a queued agent only
+    listens."""
+    return bool(floor.asked) or any(not can_speak(floor, agent) for agent in floor.queue)
+
+
+def turn_limit_reached(spec: RoomSpec, floor: Floor) -> bool:
+    """True when the room's lifetime turns are used up."""
+    cap = settings(spec).max_turns
+    return cap is not None and floor.turns >= cap
+
+
+def ended(floor: Floor, reason: StopReason, recent: tuple[str, ...], detail: str = ""
+          ) -> Decision:
+    """The run ends with no turn; the floor as read is written with the run's end."""
+    return Decision(recent=recent, stop=reason, detail=detail, floor_state=floor.fields())
+
+
+def plan(spec: RoomSpec, view: TurnView) -> tuple[Floor, str | Decision]:
+    """The floor once the unread messages are read, and who takes the turn (or why no
+    one does)."""
+    floor = read_all(spec, Floor.read(dict(view.floor_state)), view.unread)
+    if floor.over or turn_limit_reached(spec, floor):
+        floor.over, floor.queue, floor.waiting = True, [], False
+        return floor, ended(floor, StopReason.MAX_TURNS, view.recent,
+                            "the discussion is over: max_turns agent turns were given")
+    speaker = next_speaker(floor)
+    if speaker is None:
+        floor.waiting = owes_person(floor) and has_person(spec, floor)
+        reason = StopReason.WAITING_FOR_PERSON if floor.waiting else StopReason.QUEUE_EMPTY
+        return floor, ended(floor, reason, view.recent, waiting_detail(floor))
+    if floor.depth >= settings(spec).max_depth and speaker not in floor.instructions:
+        floor.waiting = has_person(spec, floor)
+        floor.depth_stopped = True
+        return floor, ended(floor, StopReason.MAX_DEPTH, view.recent,
+                            f"{speaker}'s turn would pass max_depth "
+                            f"({settings(spec).max_depth}); it stays queued")
+    floor.waiting = False
+    return floor, speaker
+
+
+def waiting_detail(floor: Floor) -> str:
+    """Who the room waits for, in a line."""
+    asked = ", ".join(f"{agent} asked {person}" for agent, person in floor.asked)
+    listening = ", ".join(agent for agent in floor.queue if not can_speak(floor, agent))
+    parts = [asked, f"queued but listening: {listening}" if listening else ""]
+    return "; ".join(part for part in parts if part)
+
+
+def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
+    """One call to the agent whose turn it is, or the run's end (waiting, empty queue,
+    depth or turn limit)."""
+    _floor, speaker = plan(spec, view)
+    if isinstance(speaker, Decision):
+        return speaker
+    return Calls(CallKind.SPEAK, (speaker,))
+
+
+def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+    """Post the agent's answer (unless silent) and queue whom it names."""
+    floor, speaker = plan(spec, view)
+    if isinstance(speaker, Decision):  # a record replayed under other settings
+        return speaker
+    answer = next((found for found in answers
+                   if found.kind is CallKind.SPEAK and found.agent == speaker), None)
+    if answer is None:
+        return Decision(recent=view.recent, next=Calls(CallKind.SPEAK, (speaker,)))
+    return after_turn(spec, view, floor, answer)
+
+
+def is_silent(policy: MentionPolicy, message: str) -> bool:
+    """True when the answer is the silent token: case, a final period and brackets aside."""
+    return _bare(message) == _bare(policy.silent_token)
+
+
+def _bare(text: str) -> str:
+    word = text.strip().rstrip(".").strip()
+    return word.strip("()[]{}<> \t").strip().casefold()
+
+
+def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Bid) -> Decision:
+    """The floor once ``answer``'s turn has ended, and what it posts."""
+    policy = settings(spec)
+    speaker = answer.agent
+    floor.queue.remove(speaker)
+    floor.granted = [agent for agent in floor.granted if agent != speaker]
+    floor.instructions.pop(speaker, None)
+    floor.turns += 1
+    floor.depth += 1
+    floor.last = speaker
+    if speaker in floor.last_person_asked and speaker not in floor.answered:
+        floor.answered.append(speaker)
+    recent = (*view.recent, speaker)[-8:]
+    if usable(answer) and is_silent(policy, answer.message):
+        return finish(spec, floor, Decision(recent=recent))
+    if not usable(answer):
+        return finish(spec, floor, Decision(winner=speaker, message=could_not_respond(answer),
+                                            recent=recent))
+    agents, people = addressed(answer.message, spec.agent_names, known_people(spec, floor))
+    to_back(floor.queue, [agent for agent in agents if agent != speaker])
+    for person in people:
+        if (speaker, person) not in floor.asked:
+            floor.asked.append((speaker, person))
+    return finish(spec, floor, Decision(winner=speaker, message=answer.message,
+                                        recent=recent, answer=answer.message))
+
+
+def finish(spec: RoomSpec, floor: Floor, decision: Decision) -> Decision:
+    """The decision with the floor written; the discussion over once max_turns is used."""
+    stop = None
+    if turn_limit_reached(spec, floor):
+        floor.over, floor.queue, floor.waiting = True, [], False
+        stop = StopReason.MAX_TURNS
+    return replace(decision, stop=stop, floor_state=floor.fields())
+
+
+def listen(spec: RoomSpec, floor: Floor, agent: str) -> Floor:
+    """The agent only listens: it keeps its place and takes no turn an agent asks for."""
+    floor = floor.copy()
+    if agent not in floor.listening:
+        floor.listening.append(agent)
+    return floor
+
+
+def talk(spec: RoomSpec, floor: Floor, agent: str) -> Floor:
+    """The agent talks again; a wait that was for it ends."""
+    floor = floor.copy()
+    floor.listening = [name for name in floor.listening if name != agent]
+    floor.granted = [name for name in floor.granted if name != agent]
+    if agent in floor.queue:
+        floor.waiting = False
+    return floor
+
+
+def instruct(spec: RoomSpec, floor: Floor, agent: str, text: str) -> Floor:
+    """Queue the agent at the front for a turn that takes the instruction as its input
+    (given even to a listening agent or the one that just spoke)."""
+    floor = floor.copy()
+    floor.instructions[agent] = text
+    to_front(floor.queue, [agent])
+    if floor.last == agent:
+        floor.last = ""
+    return floor
+
+
+def regenerate(spec: RoomSpec, floor: Floor) -> Floor:
+    """Queue, at the front, each agent that answered the last person's message (each
+    agent it asked, when none answered), once each."""
+    floor = floor.copy()
+    agents = floor.answered or floor.last_person_asked
+    to_front(floor.queue, list(dict.fromkeys(agents)))
+    floor.granted = [*floor.granted, *(a for a in agents if a in floor.listening
+                                       and a not in floor.granted)]
+    floor.last = ""
+    return floor
+
+
+def queue_view(floor: Floor, speaking: str | None = None) -> dict[str, object]:
+    """The speak queue as operators read it (``parley queue``)."""
+    return {"speaking": speaking, "queue": list(floor.queue),
+            "listening": list(floor.listening),
+            "asked": [list(pair) for pair in floor.asked], "waiting": floor.waiting,
+            "over": floor.over}
