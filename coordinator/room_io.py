@@ -12,8 +12,9 @@ from redis.exceptions import ResponseError
 from coordinator.lease import Lease, LeaseLost
 from coordinator.policies.base import Decision
 from shared.keys import Keys
-from shared.models import Bid, RoomSpec, TurnRecord
+from shared.models import Bid, PostedMessage, RoomSpec, TurnRecord
 from shared.records import (
+    FLOOR_FIELD_PREFIX,
     POLICY_FIELD_PREFIX,
     SENDER_MAX_BYTES,
     USAGE_TOTALS,
@@ -129,6 +130,22 @@ class RoomIO:
             raise _fence(error) from error
         return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)
 
+    async def read_posted(self, room: str, after_seq: int, upto_seq: int,
+                          agents: tuple[str, ...], most: int) -> list[PostedMessage]:
+        """The log's messages after ``after_seq`` up to ``upto_seq`` not sent by one of
+        ``agents``, oldest first; at most the ``most`` newest of them."""
+        if upto_seq <= after_seq:
+            return []
+        start = max(after_seq + 1, upto_seq - most + 1)
+        entries = await self.redis.xrange(self.keys.log(room), f"{start}-0", f"{upto_seq}-0")
+        posted = []
+        for _entry_id, raw in entries:
+            fields = {decode(k): decode(v) for k, v in raw.items()}
+            if fields.get("sender") not in agents:
+                posted.append(PostedMessage(seq=int(fields["seq"]), sender=fields["sender"],
+                                            content=fields.get("content", "")))
+        return posted
+
     async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""
         entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
@@ -156,11 +173,15 @@ class RoomIO:
         except ResponseError as error:
             raise _fence(error) from error
 
-    async def end_run(self, lease: Lease, status: str, reason: str, detail: str) -> None:
-        """End the run outside a turn."""
+    async def end_run(self, lease: Lease, status: str, reason: str, detail: str,
+                      fields: dict[str, str] | None = None) -> None:
+        """End the run outside a turn, setting ``fields`` (a policy's room-scoped fields)
+        in the same write."""
         keys = [self.keys.lease(lease.room), self.keys.state(lease.room)]
+        pairs = [item for pair in (fields or {}).items() for item in pair]
         try:
-            await self.scripts.end_run(keys=keys, args=[lease.token, status, reason, detail])
+            await self.scripts.end_run(keys=keys,
+                                       args=[lease.token, status, reason, detail, *pairs])
         except ResponseError as error:
             raise _fence(error) from error
 
@@ -233,9 +254,15 @@ def state_updates(decision: Decision) -> dict[str, str]:
     fields = {"recent": orjson.dumps(list(decision.recent)).decode()}
     fields.update({f"{POLICY_FIELD_PREFIX}{name}": value
                    for name, value in decision.policy_state.items()})
+    fields.update(floor_fields(decision))
     if decision.answer is not None:
         fields["answer"] = decision.answer
     return fields
+
+
+def floor_fields(decision: Decision) -> dict[str, str]:
+    """The room-scoped policy fields a decision sets (``floor:<field>``)."""
+    return {f"{FLOOR_FIELD_PREFIX}{name}": value for name, value in decision.floor_state.items()}
 
 
 def usage_increments(bids: list[Bid]) -> dict[str, str]:

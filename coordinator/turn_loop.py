@@ -11,8 +11,8 @@ import structlog
 from coordinator import policies
 from coordinator.lease import Lease
 from coordinator.outages import OutageClock
-from coordinator.policies import Calls, Decision, TurnView
-from coordinator.room_io import Drained, OpenTurn, RoomIO
+from coordinator.policies import Calls, Decision, Posted, TurnView
+from coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from coordinator.transport import Transport, chunk_requests
 from shared.logs import one_line
 from shared.models import (
@@ -21,6 +21,7 @@ from shared.models import (
     BidStatus,
     CallKind,
     ErrorKind,
+    PostedMessage,
     RoomSpec,
     RoomStatus,
     TurnRecord,
@@ -31,6 +32,10 @@ log = structlog.get_logger("parley.turn")
 
 # The turn's log line shows this much of the posted message.
 MESSAGE_LOG_CHARS = 300
+# The floor field holding the last posted message a policy read, and the most unread
+# messages a turn reads (the newest: a flood of posts cannot make a turn read it all).
+READ_SEQ_FIELD = "read_seq"
+MOST_UNREAD = 256
 
 
 @dataclass
@@ -114,13 +119,25 @@ class RoomRunner:
                 if await self.go_idle():
                     return
                 continue
-            first = policies.first_calls(self.spec, view_of(state, state.turn + 1))
+            unread = await self.read_posted(state, state.last_seq)
+            first = policies.first_calls(self.spec, view_of(state, state.turn + 1, unread))
             if isinstance(first, Decision):
-                await self.io.end_run(self.lease, first.status, first.stop or "", first.detail)
+                await self.io.end_run(self.lease, first.status, first.stop or "", first.detail,
+                                      floor_fields(first))
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             if turn is not None:  # None: paused since the drain; look again
                 await self.take_turn(state, turn)
+
+    async def read_posted(self, state: RoomState, upto_seq: int) -> tuple[Posted, ...]:
+        """What others than the agents posted that the policy has not read yet (only a
+        policy that reads posted messages, as ``mention`` does, is given them)."""
+        if not policies.reads_posted(self.spec):
+            return ()
+        after = int(state.floor_state.get(READ_SEQ_FIELD) or 0)
+        found = await self.io.read_posted(self.lease.room, after, upto_seq,
+                                          self.spec.agent_names, MOST_UNREAD)
+        return tuple(Posted(m.seq, m.sender, m.content) for m in found)
 
     async def drain(self) -> Drained:
         """Commit what people posted; log each inbox entry set aside as unreadable."""
@@ -147,7 +164,7 @@ class RoomRunner:
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> None:
         """Play the turn's phases (fan out, collect, decide) and commit the outcome."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
-        view = view_of(state, turn.number)
+        view = view_of(state, turn.number, await self.read_posted(state, turn.snapshot_seq))
         calls = policies.first_calls(self.spec, view)
         if isinstance(calls, Decision):
             raise RuntimeError(f"turn {turn.number} is open but its policy stops before it")
@@ -249,13 +266,14 @@ class RoomRunner:
         return True
 
 
-def view_of(state: RoomState, turn: int) -> TurnView:
+def view_of(state: RoomState, turn: int, unread: tuple[Posted, ...] = ()) -> TurnView:
     """The policy's view of the room for ``turn``."""
     run_turns = state.run_turns if state.turn_open else state.run_turns + 1
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
         policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
+        floor_state=state.floor_state, unread=unread,
     )
 
 
@@ -279,6 +297,9 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid
         turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=epoch,
         snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
         recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
+        floor_state=dict(view.floor_state),
+        unread=[PostedMessage(seq=p.seq, sender=p.sender, content=p.content)
+                for p in view.unread],
         adjusted=decision.adjusted,
         winner=decision.winner, score=decision.score, stop_reason=decision.stop,
         stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,

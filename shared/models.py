@@ -44,6 +44,7 @@ SEED_SENDER = "User"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
 SELECTOR_NAME = "selector"
+DISPATCH_NAME = "dispatch"  # a mention room's classifier, as its calls name it
 # Always fullmatch: "$" would also match before a final newline.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}\Z")
 _MODEL = re.compile(r"\S{1,200}\Z")
@@ -331,14 +332,28 @@ class RoundtablePolicy(Strict):
 
 
 class DispatchSpec(Strict):
-    """A classifier that decides which agents take a message that names nobody."""
+    """A classifier that decides which agents take a message that names nobody: its model
+    (as an agent's: scripted too), and how its judgments are read."""
 
     model: str = Field(min_length=1)
+    script: list[ScriptEntry] | None = None
+    system_prompt: str = ""
     api_base: str | None = None
     api_key_env: str | None = None
+    litellm_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    queue: str = DEFAULT_QUEUE
     threshold: float = Field(default=0.5, ge=0, le=1)
     max_agents: int = Field(default=2, ge=1, le=64)
     timeout_s: float = Field(default=5.0, gt=0, le=MAX_DURATION_S)
+
+    @property
+    def agent(self) -> AgentSpec:
+        """The classifier as the caller its calls go to."""
+        return AgentSpec(name=DISPATCH_NAME, role="dispatcher", model=self.model,
+                         script=self.script, system_prompt=self.system_prompt,
+                         api_base=self.api_base, api_key_env=self.api_key_env,
+                         litellm_kwargs=self.litellm_kwargs, queue=self.queue,
+                         timeout_s=self.timeout_s)
 
 
 class MentionPolicy(Strict):
@@ -468,6 +483,9 @@ def check_mention_names(policy: MentionPolicy, agents: tuple[str, ...]) -> None:
     duplicates = repeated_names(policy.everyone)
     if duplicates:
         raise ValueError(f"policy.everyone names an agent twice: {', '.join(duplicates)}")
+    if policy.dispatch is not None and DISPATCH_NAME in keys:
+        raise ValueError(f"{DISPATCH_NAME!r} is the classifier's name in a room with dispatch: "
+                         "name the agent otherwise")
     taken = next((name for name in policy.people or [] if name_key(name) in keys), None)
     if taken is not None:
         raise ValueError(f"policy.people names {taken!r}, which is an agent of the room: "
@@ -541,6 +559,8 @@ class RoomSpec(Strict):
         """Everyone a call can go to: the participants, then the selector if any."""
         if isinstance(self.policy, SelectorPolicy):
             return (*self.agents, self.policy.selector)
+        if isinstance(self.policy, MentionPolicy) and self.policy.dispatch is not None:
+            return (*self.agents, self.policy.dispatch.agent)
         return tuple(self.agents)
 
     @property
@@ -634,6 +654,14 @@ class Message(BaseModel):
     ts: float = 0.0
 
 
+class PostedMessage(BaseModel):
+    """A message a turn's policy read as posted by someone other than the room's agents."""
+
+    seq: int
+    sender: str
+    content: str
+
+
 class Bid(BaseModel):
     """What one call returned (or that it returned nothing): an agent's bid, the
     selector's pick or a participant's reply, by ``kind``."""
@@ -672,6 +700,8 @@ class TurnRecord(BaseModel):
     messages_in_run: int
     recent: list[str]
     policy_state: dict[str, str] = Field(default_factory=dict)
+    floor_state: dict[str, str] = Field(default_factory=dict)  # room-scoped policy fields
+    unread: list[PostedMessage] = Field(default_factory=list)  # posts the policy read
     bids: list[Bid]
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None

@@ -89,6 +89,8 @@ def _plain(value: Any) -> str:
 
 # State fields a floor policy keeps for itself (per run) carry this prefix.
 POLICY_FIELD_PREFIX = "policy:"
+# State fields a floor policy keeps for the room's whole life (a new run keeps them).
+FLOOR_FIELD_PREFIX = "floor:"
 # Each agent's running totals are the state fields ``agent:<agent>:<total>``.
 AGENT_FIELD_PREFIX = "agent:"
 # The token and cost totals kept for the room (plain names), for its current run
@@ -145,6 +147,8 @@ class RoomState:
         self.answer = f.get("answer") or None
         self.policy_state = {name[len(POLICY_FIELD_PREFIX):]: value for name, value in f.items()
                              if name.startswith(POLICY_FIELD_PREFIX)}
+        self.floor_state = {name[len(FLOOR_FIELD_PREFIX):]: value for name, value in f.items()
+                            if name.startswith(FLOOR_FIELD_PREFIX)}
         # What every call so far cost: over the room's life, and in its current run.
         self.usage = usage_from(f)
         self.run_usage = usage_from(f, RUN_TOTAL_PREFIX)
@@ -174,10 +178,14 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     """A turn record as flat turns-stream fields (the bids as one JSON list; recent,
     policy_state, adjusted and cuts as JSON too)."""
     data = record.model_dump(mode="json",
-                             exclude={"bids", "recent", "adjusted", "cuts", "policy_state"})
+                             exclude={"bids", "recent", "adjusted", "cuts", "policy_state",
+                                      "floor_state", "unread"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
     fields["policy_state"] = orjson.dumps(record.policy_state).decode()
+    if record.floor_state or record.unread:  # a mention room's: absent from the others'
+        fields["floor_state"] = orjson.dumps(record.floor_state).decode()
+        fields["unread"] = orjson.dumps([m.model_dump() for m in record.unread]).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     # Fields at their defaults are left out of each answer: a turn record is kept per turn.
@@ -195,6 +203,8 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["adjusted"] = orjson.loads(f["adjusted"])
     data["cuts"] = orjson.loads(f.get("cuts") or "{}")  # absent from older records
     data["policy_state"] = orjson.loads(f.get("policy_state") or "{}")
+    data["floor_state"] = orjson.loads(f.get("floor_state") or "{}")
+    data["unread"] = orjson.loads(f.get("unread") or "[]")
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 

@@ -190,6 +190,10 @@ class RoomStore:
         if name_key(sender) in {name_key(name) for name in self.agent_names(room)}:
             raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
                              "their own names")
+        roster = self.people(room)
+        if roster is not None and name_key(sender) not in {name_key(name) for name in roster}:
+            raise ValueError(f"{sender!r} is not one of room {room}'s people "
+                             f"({', '.join(roster) or 'none'}): post as one of them")
         try:
             inbox_id, paused = self.scripts.post(
                 keys=[self.keys.spec(room), self.keys.state(room), self.keys.inbox(room)],
@@ -202,6 +206,18 @@ class RoomStore:
         pipe.zadd(self.keys.rooms, {room: now_ms()})
         pipe.execute()
         return decode(inbox_id)
+
+    def people(self, room: str) -> list[str] | None:
+        """The room's roster of people (a mention room's ``people``), None when it has
+        none; read as agent_names reads the agents."""
+        spec_json = self.redis.hget(self.keys.spec(room), "json")
+        try:
+            people = (orjson.loads(spec_json or b"{}").get("policy") or {}).get("people")
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            return None
+        if not isinstance(people, list):
+            return None
+        return [name for name in people if isinstance(name, str)]
 
     def agent_names(self, room: str) -> list[str]:
         """The names of the room's agents (its selector too), read without validating the

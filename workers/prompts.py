@@ -20,6 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
+from shared.mentions import read_names
 from shared.models import SEED_SENDER, AgentSpec, Message
 from shared.protocol import RESPOND
 from shared.speakers import QUOTE, quote_speaker_lines
@@ -274,6 +275,34 @@ def thread_prompt(kind: str, system: list[ChatMessage], agent: AgentSpec,
     frame = render(template(kind), thread="", **values)
     thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
     return Prompt([*system, _user(render(template(kind), thread=thread, **values))], dropped)
+
+
+def build_dispatch_prompt(classifier: AgentSpec, participants: Sequence[AgentSpec],
+                          transcript: Sequence[Message], budget: int | None,
+                          count: TokenCounter) -> Prompt:
+    """A mention room's classifier prompt: each agent's name and role (marked when it
+    asked the last message's sender), the recent conversation, and the message to route."""
+    system = own_system(classifier)
+    person = transcript[-1].sender if transcript else SEED_SENDER
+    asked = askers_of(person, transcript, [agent.name for agent in participants])
+    roles = "\n".join(f"- {agent.name}: {agent.role or 'participant'}"
+                      + (f" (asked {person})" if agent.name in asked else "")
+                      for agent in participants)
+    values = {"roles": roles, "person": person,
+              "first": participants[0].name if participants else "agent"}
+    speakers = participant_names((agent.name for agent in participants), transcript)
+    frame = render(template("dispatch"), thread="", **values)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
+    return Prompt([*system, _user(render(template("dispatch"), thread=thread, **values))],
+                  dropped)
+
+
+def askers_of(person: str, transcript: Sequence[Message], agents: Sequence[str]) -> list[str]:
+    """The agents that named ``person`` since that person's message before the last."""
+    earlier = [i for i, message in enumerate(transcript[:-1]) if message.sender == person]
+    since = transcript[(earlier[-1] + 1 if earlier else 0):-1]
+    return [message.sender for message in since if message.sender in agents
+            and person.casefold() in {name.casefold() for name in read_names(message.content)}]
 
 
 def _user(content: str) -> ChatMessage:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from types import ModuleType
 
 from coordinator.policies import bid, mention, roundtable, selector
-from coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from coordinator.policies.base import Calls, Decision, LogLine, Posted, TurnView
 from coordinator.policies.budget import budget_stop
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
@@ -31,8 +31,16 @@ from shared.models import Bid, RoomSpec, TurnRecord
 POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable,
                                    "mention": mention}
 # Policies that rule on failed calls themselves: the shared no_bids and all_agents_failed
-# stops do not apply (a round-table posts a panelist's failure and debates on).
-OWN_FAILURE_RULES = frozenset({"roundtable"})
+# stops do not apply (a round-table posts a panelist's failure and debates on; a mention
+# room posts an agent's failure and falls back from a failed classifier).
+OWN_FAILURE_RULES = frozenset({"roundtable", "mention"})
+# Policies that read what others than the agents posted (TurnView.unread).
+READS_POSTED = frozenset({"mention"})
+
+
+def reads_posted(spec: RoomSpec) -> bool:
+    """True when the room's policy reads posted messages (``TurnView.unread``)."""
+    return spec.policy.kind in READS_POSTED
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
@@ -69,8 +77,10 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
         recent=tuple(record.recent),
         snapshot_seq=record.snapshot_seq,
         policy_state=dict(record.policy_state),
+        floor_state=dict(record.floor_state),
+        unread=tuple(Posted(m.seq, m.sender, m.content) for m in record.unread),
     )
     return decide(spec, view, record.bids)
 
 
-__all__ = ["Calls", "Decision", "LogLine", "TurnView", "decide", "first_calls", "replay"]
+__all__ = ["Calls", "Decision", "LogLine", "Posted", "TurnView", "decide", "first_calls", "replay"]

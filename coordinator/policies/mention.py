@@ -40,18 +40,28 @@ state                  room-scoped fields ``floor:<field>`` (never cleared by a 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import cast
 
 import orjson
 
-from coordinator.policies.base import Calls, Decision, Posted, TurnView
+from coordinator.policies.base import Calls, Decision, LogLine, Posted, TurnView
 from coordinator.policies.common import could_not_respond, usable
 from shared.mentions import addressed
-from shared.models import Bid, CallKind, MentionPolicy, RoomSpec, StopReason, name_key
+from shared.models import (
+    DISPATCH_NAME,
+    Bid,
+    CallKind,
+    MentionPolicy,
+    RoomSpec,
+    StopReason,
+    name_key,
+)
 
 # The most people a room without a roster remembers (the names its agents may address).
 MAX_PEOPLE = 64
+DISPATCH_DECISION = "dispatch_decision"  # the event logged for each classifier decision
 
 
 @dataclass
@@ -73,6 +83,7 @@ class Floor:
     last_person_asked: list[str] = field(default_factory=list)
     answered: list[str] = field(default_factory=list)  # agents that answered that message
     instructions: dict[str, str] = field(default_factory=dict)  # agent -> instruction
+    dispatched: dict[str, object] = field(default_factory=dict)  # the last classifier decision
 
     def fields(self) -> dict[str, str]:
         """The state fields (without the ``floor:`` prefix)."""
@@ -85,6 +96,7 @@ class Floor:
             "last": self.last, "people": _json(self.people),
             "last_person_asked": _json(self.last_person_asked),
             "answered": _json(self.answered), "instructions": _json(self.instructions),
+            "dispatched": _json(self.dispatched),
         }
 
     @classmethod
@@ -103,6 +115,7 @@ class Floor:
             people=listed("people"), last_person_asked=listed("last_person_asked"),
             answered=listed("answered"),
             instructions=dict(orjson.loads(fields.get("instructions") or "{}")),
+            dispatched=dict(orjson.loads(fields.get("dispatched") or "{}")),
         )
 
     def copy(self) -> Floor:
@@ -154,7 +167,24 @@ def to_back(queue: list[str], agents: list[str]) -> None:
             queue.append(agent)
 
 
-def read_posted(spec: RoomSpec, floor: Floor, posted: Posted, front: int) -> int:
+@dataclass
+class Dispatch:
+    """The classifier's part in reading a batch of posted messages: the message it judges
+    (0: none), its answer once it came, and what was decided from it."""
+
+    seq: int = 0
+    answer: Bid | None = None
+    agents: list[str] = field(default_factory=list)
+    reason: str = ""  # classifier, none or fallback, once decided
+
+    @property
+    def pending(self) -> bool:
+        """True when a message waits for the classifier's call."""
+        return bool(self.seq) and self.answer is None
+
+
+def read_posted(spec: RoomSpec, floor: Floor, posted: Posted, front: int,
+                dispatch: Dispatch) -> int:
     """Apply one posted message to the floor; returns where the next person's agents go
     (after this one's, so that messages keep their order)."""
     floor.read_seq = max(floor.read_seq, posted.seq)
@@ -167,15 +197,16 @@ def read_posted(spec: RoomSpec, floor: Floor, posted: Posted, front: int) -> int
     if not person:
         to_back(floor.queue, agents)
         return front
-    return read_person(spec, floor, posted.sender, (agents, people), front)
+    return read_person(spec, floor, posted, (agents, people), front, dispatch)
 
 
-def read_person(spec: RoomSpec, floor: Floor, person: str,
-                named: tuple[list[str], list[str]], front: int) -> int:
+def read_person(spec: RoomSpec, floor: Floor, posted: Posted,
+                named: tuple[list[str], list[str]], front: int, dispatch: Dispatch) -> int:
     """A person's message: who it asks, the wait it ends, the chain it opens."""
-    policy = settings(spec)
     agents, people = named
-    askers = [agent for agent, asked in floor.asked if name_key(asked) == name_key(person)]
+    person = posted.sender
+    askers = list(dict.fromkeys(agent for agent, asked in floor.asked
+                                if name_key(asked) == name_key(person)))
     floor.asked = [pair for pair in floor.asked if name_key(pair[1]) != name_key(person)]
     floor.waiting = False
     floor.depth = 0
@@ -186,25 +217,109 @@ def read_person(spec: RoomSpec, floor: Floor, person: str,
                                            if a in floor.listening and a not in floor.granted)]
     elif people:
         chosen = []
-    elif askers:
-        chosen = list(dict.fromkeys(askers))
-    elif policy.addressed_only:
-        chosen = []
+    elif dispatch.seq:
+        # Unaddressed messages of one batch are one ask: the classifier judges the last.
+        chosen = judged(spec, floor, askers, dispatch) if posted.seq == dispatch.seq else []
     else:
-        chosen = [agent for agent in policy.everyone if agent not in floor.listening]
+        chosen = by_rule(spec, floor, askers)
     floor.last_person_asked = chosen
     floor.answered = []
     return to_front(floor.queue, chosen, front)
 
 
-def read_all(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...]) -> Floor:
-    """The floor once every unread posted message is applied (a new floor)."""
+def by_rule(spec: RoomSpec, floor: Floor, askers: list[str]) -> list[str]:
+    """Who takes a person's message naming nobody, without a classifier: the agents that
+    asked that person, else ``everyone`` (that talks), else nobody with addressed_only."""
+    if askers:
+        return askers
+    if settings(spec).addressed_only:
+        return []
+    return [agent for agent in settings(spec).everyone if agent not in floor.listening]
+
+
+def candidates(spec: RoomSpec, floor: Floor, askers: list[str]) -> list[str]:
+    """Whom the classifier may pick: the agents that asked the person, then ``everyone``,
+    less those that only listen."""
+    return [agent for agent in dict.fromkeys([*askers, *settings(spec).everyone])
+            if agent not in floor.listening]
+
+
+def judged(spec: RoomSpec, floor: Floor, askers: list[str], dispatch: Dispatch) -> list[str]:
+    """The agents the classifier picks (likeliest first, at most max_agents, none when no
+    judgment reaches the threshold); the rule's agents when it failed (``fallback``)."""
+    if dispatch.answer is None:
+        return []  # the call is made first: nothing is queued until it answers
+    config = settings(spec).dispatch
+    assert config is not None
+    pool = candidates(spec, floor, askers)
+    scores = read_judgments(dispatch.answer.message, pool) if usable(dispatch.answer) else None
+    if scores is None:
+        dispatch.agents, dispatch.reason = by_rule(spec, floor, askers), FALLBACK
+        return dispatch.agents
+    reached = [agent for agent in pool if scores.get(agent, -1.0) >= config.threshold]
+    reached.sort(key=lambda agent: -scores[agent])  # stable: askers first on a tie
+    dispatch.agents = reached[:config.max_agents]
+    dispatch.reason = CLASSIFIER if dispatch.agents else NOBODY
+    return dispatch.agents
+
+
+FALLBACK, CLASSIFIER, NOBODY = "fallback", "classifier", "none"
+_JUDGMENT = re.compile(r"@?([\w.-]+)\W{0,3}\s*[:=]\s*\(?\s*([01](?:\.\d+)?|\.\d+)")
+
+
+def read_judgments(text: str, pool: list[str]) -> dict[str, float] | None:
+    """The classifier's probability for each candidate it judged, read from a JSON object
+    (``{"dev": 0.9}``) or ``name: probability`` lines; None when it judged none of them."""
+    by_key = {name_key(agent): agent for agent in pool}
+    scores: dict[str, float] = {}
+    found = re.search(r"\{.*\}", text, re.DOTALL)
+    pairs: list[tuple[str, object]] = []
+    if found:
+        try:
+            loaded = orjson.loads(found.group(0))
+            if isinstance(loaded, dict):
+                pairs = list(loaded.items())
+        except orjson.JSONDecodeError:
+            pairs = []
+    if not pairs:
+        pairs = [(name, value) for name, value in _JUDGMENT.findall(text)]
+    for name, value in pairs:
+        agent = by_key.get(name_key(str(name)))
+        try:
+            score = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if agent is not None and 0 <= score <= 1:
+            scores.setdefault(agent, score)
+    return scores or None
+
+
+def dispatched_seq(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...]) -> int:
+    """The message the classifier judges in this batch: the last unread person's message
+    naming nobody, in a room with dispatch (0: none)."""
+    if settings(spec).dispatch is None or floor.over:
+        return 0
+    people = known_people(spec, floor) + [p.sender for p in unread]
+    last = 0
+    for posted in unread:
+        if posted.seq > floor.read_seq and is_person(spec, posted.sender):
+            agents, named = addressed(posted.content, spec.agent_names, people)
+            if not agents and not named:
+                last = posted.seq
+    return last
+
+
+def read_all(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...],
+             answer: Bid | None = None) -> tuple[Floor, Dispatch]:
+    """The floor once every unread posted message is applied (a new floor), and the
+    classifier's part (``answer``: its call's answer, when it came)."""
+    dispatch = Dispatch(seq=dispatched_seq(spec, floor, unread), answer=answer)
     floor = floor.copy()
     front = 0
     for posted in unread:
         if posted.seq > floor.read_seq:
-            front = read_posted(spec, floor, posted, front)
-    return floor
+            front = read_posted(spec, floor, posted, front, dispatch)
+    return floor, dispatch
 
 
 def can_speak(floor: Floor, agent: str) -> bool:
@@ -244,27 +359,51 @@ def ended(floor: Floor, reason: StopReason, recent: tuple[str, ...], detail: str
     return Decision(recent=recent, stop=reason, detail=detail, floor_state=floor.fields())
 
 
-def plan(spec: RoomSpec, view: TurnView) -> tuple[Floor, str | Decision]:
-    """The floor once the unread messages are read, and who takes the turn (or why no
-    one does)."""
-    floor = read_all(spec, Floor.read(dict(view.floor_state)), view.unread)
+@dataclass(frozen=True)
+class Plan:
+    """What the floor gives this turn: its agent, the classifier's call still to make, or
+    the run's end; with the floor as read and the classifier's decision."""
+
+    floor: Floor
+    dispatch: Dispatch
+    speaker: str = ""
+    calls: Calls | None = None
+    end: Decision | None = None
+
+
+def plan(spec: RoomSpec, view: TurnView, answers: list[Bid] | tuple[Bid, ...] = ()) -> Plan:
+    """The floor once the unread messages are read (with the classifier's answer among
+    ``answers``), and who takes the turn, or why no one does."""
+    judgment = next((a for a in answers if a.kind is CallKind.DISPATCH), None)
+    floor, dispatch = read_all(spec, Floor.read(dict(view.floor_state)), view.unread, judgment)
+    # Everything up to the turn's snapshot is read: the agents' own messages were read
+    # as their turns ended.
+    floor.read_seq = max(floor.read_seq, view.snapshot_seq)
+    if dispatch.pending:
+        return Plan(floor, dispatch, calls=Calls(CallKind.DISPATCH, (DISPATCH_NAME,)))
+    if dispatch.reason:
+        floor.dispatched = {"seq": dispatch.seq, "agents": dispatch.agents,
+                            "reason": dispatch.reason}
     if floor.over or turn_limit_reached(spec, floor):
         floor.over, floor.queue, floor.waiting = True, [], False
-        return floor, ended(floor, StopReason.MAX_TURNS, view.recent,
-                            "the discussion is over: max_turns agent turns were given")
+        return Plan(floor, dispatch, end=ended(floor, StopReason.MAX_TURNS, view.recent,
+                                               "the discussion is over: max_turns agent "
+                                               "turns were given"))
     speaker = next_speaker(floor)
     if speaker is None:
         floor.waiting = owes_person(floor) and has_person(spec, floor)
         reason = StopReason.WAITING_FOR_PERSON if floor.waiting else StopReason.QUEUE_EMPTY
-        return floor, ended(floor, reason, view.recent, waiting_detail(floor))
+        return Plan(floor, dispatch, end=ended(floor, reason, view.recent,
+                                               waiting_detail(floor)))
     if floor.depth >= settings(spec).max_depth and speaker not in floor.instructions:
         floor.waiting = has_person(spec, floor)
         floor.depth_stopped = True
-        return floor, ended(floor, StopReason.MAX_DEPTH, view.recent,
-                            f"{speaker}'s turn would pass max_depth "
-                            f"({settings(spec).max_depth}); it stays queued")
+        return Plan(floor, dispatch, end=ended(
+            floor, StopReason.MAX_DEPTH, view.recent,
+            f"{speaker}'s turn would pass max_depth ({settings(spec).max_depth}); it stays "
+            "queued until a person's next message"))
     floor.waiting = False
-    return floor, speaker
+    return Plan(floor, dispatch, speaker=speaker, calls=Calls(CallKind.SPEAK, (speaker,)))
 
 
 def waiting_detail(floor: Floor) -> str:
@@ -276,24 +415,36 @@ def waiting_detail(floor: Floor) -> str:
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
-    """One call to the agent whose turn it is, or the run's end (waiting, empty queue,
-    depth or turn limit)."""
-    _floor, speaker = plan(spec, view)
-    if isinstance(speaker, Decision):
-        return speaker
-    return Calls(CallKind.SPEAK, (speaker,))
+    """The classifier's call, or one call to the agent whose turn it is, or the run's end
+    (waiting, empty queue, depth or turn limit)."""
+    planned = plan(spec, view)
+    if planned.end is not None:
+        return planned.end
+    assert planned.calls is not None
+    return planned.calls
 
 
 def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
-    """Post the agent's answer (unless silent) and queue whom it names."""
-    floor, speaker = plan(spec, view)
-    if isinstance(speaker, Decision):  # a record replayed under other settings
-        return speaker
+    """Post the agent's answer (unless silent) and queue whom it names; after the
+    classifier's call, the agent it gives the turn to is asked (or the run ends)."""
+    planned = plan(spec, view, answers)
+    lines = dispatch_lines(planned.dispatch)
+    if planned.end is not None:
+        return replace(planned.end, log_lines=lines)
+    assert planned.calls is not None
     answer = next((found for found in answers
-                   if found.kind is CallKind.SPEAK and found.agent == speaker), None)
+                   if found.kind is CallKind.SPEAK and found.agent == planned.speaker), None)
     if answer is None:
-        return Decision(recent=view.recent, next=Calls(CallKind.SPEAK, (speaker,)))
-    return after_turn(spec, view, floor, answer)
+        return Decision(recent=view.recent, next=planned.calls)
+    return replace(after_turn(spec, view, planned.floor, answer), log_lines=lines)
+
+
+def dispatch_lines(dispatch: Dispatch) -> tuple[LogLine, ...]:
+    """The classifier's decision as logged once the turn is committed."""
+    if not dispatch.reason:
+        return ()
+    return (LogLine(DISPATCH_DECISION, {"seq": str(dispatch.seq), "reason": dispatch.reason,
+                                        "agents": ",".join(dispatch.agents)}),)
 
 
 def is_silent(policy: MentionPolicy, message: str) -> bool:

@@ -1,0 +1,186 @@
+"""Mention rooms through the turn loop, on fakeredis with the in-process worker twin:
+people posting across runs, waiting and its end, silence, a person posting during an
+agent's turn, replay and a takeover that keeps the queue exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import fakeredis
+import pytest
+
+from coordinator import policies
+from coordinator.lease import Leases
+from coordinator.policies import mention
+from coordinator.room_io import RoomIO
+from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared.keys import Keys
+from shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from shared.scripts import Scripts
+from shared.store import RoomStore
+from tests.support.local_worker import LocalWorkerTransport
+
+ROOM = "room-1"
+AGENTS = ("investigator", "dev", "sre")
+
+
+def mention_spec(replies: dict[str, list[str]], **policy: Any) -> RoomSpec:
+    return RoomSpec.model_validate({
+        "policy": {"kind": "mention", "everyone": list(AGENTS), "people": ["oncall"],
+                   "call_timeout_s": 5, **policy},
+        "agents": [{"name": name, "model": "scripted",
+                    "script": [{"content": text} for text in replies.get(name, [])]
+                    or [{"content": "(silent)"}] * 10}
+                   for name in AGENTS],
+    })
+
+
+@pytest.fixture
+def server() -> fakeredis.FakeServer:
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def sync_redis(server):
+    return fakeredis.FakeRedis(server=server)
+
+
+@pytest.fixture
+def async_redis(server):
+    return fakeredis.FakeAsyncRedis(server=server)
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys("t")
+
+
+async def serve_once(async_redis, keys, transport, owner="c1"):
+    scripts = Scripts(async_redis)
+    io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
+    lease = await leases.acquire(ROOM)
+    assert lease is not None
+    try:
+        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
+    finally:
+        await leases.release(lease)
+
+
+class Room:
+    """A mention room on fakeredis, served until idle after each post."""
+
+    def __init__(self, sync_redis, async_redis, keys, spec: RoomSpec) -> None:
+        self.store = RoomStore(sync_redis, keys)
+        self.store.create_room(ROOM, spec)
+        self.async_redis, self.keys = async_redis, keys
+        self.transport = LocalWorkerTransport(sync_redis, keys)
+
+    def post(self, content: str, sender: str = "oncall") -> None:
+        self.store.post(ROOM, sender, content)
+        asyncio.run(serve_once(self.async_redis, self.keys, self.transport))
+
+    def said(self) -> list[tuple[str, str]]:
+        return [(m.sender, m.content) for m in self.store.read_messages(ROOM)]
+
+    def floor(self) -> mention.Floor:
+        return mention.Floor.read(self.store.read_state(ROOM).floor_state)
+
+
+def test_a_discussion_waits_for_a_person_across_runs(sync_redis, async_redis, keys):
+    spec = mention_spec({"investigator": ["5xx since 14:02 @dev"],
+                         "dev": ["flag checkout_v2 flipped at 14:01. @oncall may I roll back?",
+                                 "rolling back now"],
+                         "sre": ["(silent)"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("checkout is failing")
+    state = room.store.read_state(ROOM)
+    assert state.stop_reason is StopReason.WAITING_FOR_PERSON
+    floor = room.floor()
+    assert floor.waiting and floor.asked == [("dev", "oncall")]
+    assert floor.queue == []  # everyone took one turn: investigator, dev, sre
+    assert room.said() == [
+        ("oncall", "checkout is failing"), ("investigator", "5xx since 14:02 @dev"),
+        ("dev", "flag checkout_v2 flipped at 14:01. @oncall may I roll back?")]
+    silent = [t for t in room.store.read_turns(ROOM) if t.winner is None and t.bids]
+    assert [b.message for t in silent for b in t.bids] == ["(silent)"]  # recorded, not posted
+
+    room.post("yes")  # names nobody: answers the agent that asked
+    assert room.said()[-1] == ("dev", "rolling back now")
+    floor = room.floor()
+    assert not floor.waiting and floor.asked == []
+    assert room.store.read_state(ROOM).stop_reason is StopReason.QUEUE_EMPTY
+
+
+def test_every_turn_replays_to_its_decision(sync_redis, async_redis, keys):
+    spec = mention_spec({"investigator": ["@sre look"], "sre": ["@oncall ok?", "done"],
+                         "dev": ["(silent)"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("@investigator start")
+    room.post("ok")
+    turns = room.store.read_turns(ROOM)
+    assert len(turns) == 3
+    for record in turns:
+        decision = policies.replay(spec, record)
+        assert (decision.winner, decision.stop) == (record.winner, record.stop_reason)
+
+
+class PostsDuringTheTurn(LocalWorkerTransport):
+    """A person posts while the first agent's call is out."""
+
+    def __init__(self, store: RoomStore, *args: Any) -> None:
+        super().__init__(*args)
+        self.store = store
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        if len(self.sent) == 0:
+            self.store.post(ROOM, "oncall", "@sre you too")
+        super().send(requests)
+
+
+def test_a_person_posting_during_a_turn_is_read_after_it(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["on it"], "sre": ["here"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.transport = PostsDuringTheTurn(room.store, sync_redis, keys)
+    room.post("@dev look")
+    assert room.said() == [("oncall", "@dev look"), ("dev", "on it"),
+                           ("oncall", "@sre you too"), ("sre", "here")]
+
+
+def test_a_roster_refuses_other_senders(sync_redis, async_redis, keys):
+    room = Room(sync_redis, async_redis, keys, mention_spec({}))
+    with pytest.raises(ValueError, match="not one of room room-1's people"):
+        room.store.post(ROOM, "mallory", "hi")
+    with pytest.raises(ValueError, match="is an agent"):
+        room.store.post(ROOM, "dev", "hi")
+
+
+class DiesOnTheSecondSpeak(LocalWorkerTransport):
+    """Fails as a coordinator dying right as it asks the second agent."""
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        if any(r.kind is CallKind.SPEAK and r.turn == 2 for _, r in requests):
+            raise ConnectionError("coordinator died")
+        super().send(requests)
+
+
+def test_a_takeover_keeps_the_queue_and_the_wait_exactly(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["@sre @investigator check"], "sre": ["@oncall restart?"],
+                         "investigator": ["logs are clean"]})
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, spec)
+    store.post(ROOM, "oncall", "@dev look")
+    with pytest.raises(ConnectionError):
+        asyncio.run(serve_once(async_redis, keys, DiesOnTheSecondSpeak(sync_redis, keys)))
+    before = mention.Floor.read(store.read_state(ROOM).floor_state)
+    assert before.queue == ["sre", "investigator"]
+
+    successor = LocalWorkerTransport(sync_redis, keys)
+    asyncio.run(serve_once(async_redis, keys, successor, owner="c2"))
+    assert [(m.sender, m.content) for m in store.read_messages(ROOM)] == [
+        ("oncall", "@dev look"), ("dev", "@sre @investigator check"),
+        ("sre", "@oncall restart?"), ("investigator", "logs are clean")]
+    floor = mention.Floor.read(store.read_state(ROOM).floor_state)
+    assert floor.asked == [("sre", "oncall")] and floor.waiting and floor.queue == []
+    assert store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
+    assert [r.turn for _, r in successor.sent] == [2, 3]
