@@ -346,6 +346,11 @@ class DispatchSpec(Strict):
     max_agents: int = Field(default=2, ge=1, le=64)
     timeout_s: float = Field(default=5.0, gt=0, le=MAX_DURATION_S)
 
+    @model_validator(mode="after")
+    def _callable(self) -> DispatchSpec:
+        _ = self.agent  # the classifier is an agent's call: its model fields must hold
+        return self
+
     @property
     def agent(self) -> AgentSpec:
         """The classifier as the caller its calls go to."""

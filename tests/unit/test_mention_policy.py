@@ -286,3 +286,90 @@ def test_queue_view_fields() -> None:
     view = m.queue_view(m.Floor(queue=["dev"], asked=[("dev", "oncall")], waiting=True), "sre")
     assert view == {"speaking": "sre", "queue": ["dev"], "listening": [],
                     "asked": [["dev", "oncall"]], "waiting": True, "over": False}
+
+
+def dispatch_spec(**policy: Any) -> RoomSpec:
+    return spec(dispatch={"model": "scripted", "script": [], "threshold": 0.5, "max_agents": 2}, **policy)
+
+
+def turn_with(room: Room, dispatch_reply: str | None, status: str = "ok") -> Decision:
+    """A turn whose classifier answers ``dispatch_reply`` (None: no call expected)."""
+    first = first_calls(room.spec, room.view())
+    answers: list[Bid] = []
+    if dispatch_reply is not None:
+        assert isinstance(first, Calls) and first.kind is CallKind.DISPATCH
+        answers.append(Bid(agent="dispatch", turn=1, kind=CallKind.DISPATCH,
+                           message=dispatch_reply, status=status, prompt_tokens=7))
+    return decide(room.spec, room.view(), answers)
+
+
+def test_dispatch_picks_the_likeliest_agents_above_the_threshold() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "customers write to support, what do they say?")
+    decision = turn_with(room, '{"investigator": 0.6, "dev": 0.1, "sre": 0.9}')
+    assert decision.next == Calls(CallKind.SPEAK, ("sre",))
+    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+                   kind=CallKind.DISPATCH, message='{"investigator": 0.6, "sre": 0.9}')]).floor
+    assert floor.queue == ["sre", "investigator"]
+    assert floor.dispatched == {"seq": 1, "agents": ["sre", "investigator"],
+                                "reason": "classifier"}
+
+
+def test_dispatch_reads_name_probability_lines_and_caps_max_agents() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "what now")
+    reply = "investigator: 0.7\ndev: 0.8\nsre: 0.95\nghost: 1.0"
+    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+                   kind=CallKind.DISPATCH, message=reply)]).floor
+    assert floor.queue == ["sre", "dev"]
+
+
+def test_dispatch_none_reaching_the_threshold_asks_nobody() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "thanks all")
+    decision = turn_with(room, '{"investigator": 0.1, "dev": 0.2, "sre": 0.3}')
+    assert decision.stop is StopReason.QUEUE_EMPTY
+    assert [line.fields["reason"] for line in decision.log_lines] == ["none"]
+
+
+def test_a_failing_classifier_falls_back_to_the_rule() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "@dev status?")
+    room.answer("@oncall which region?")
+    room.post("oncall", "eu-west")
+    for reply, status in (("no idea", "ok"), ("", "error"), ("", "timeout")):
+        decision = turn_with(room, reply, status)
+        assert decision.next == Calls(CallKind.SPEAK, ("dev",)), (reply, status)
+        judged = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1, status=status,
+                        kind=CallKind.DISPATCH, message=reply)])
+        assert judged.dispatch.reason == "fallback"
+
+
+def test_the_classifier_marks_the_askers_first_on_a_tie() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "@sre status?")
+    room.answer("@oncall which region?")
+    room.post("oncall", "eu-west")
+    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+                   kind=CallKind.DISPATCH, message='{"investigator": 0.7, "sre": 0.7}')]).floor
+    assert floor.queue == ["sre", "investigator"]
+
+
+def test_dispatch_never_judges_a_message_that_names_someone() -> None:
+    room = Room(dispatch_spec())
+    room.post("oncall", "@dev look")
+    assert first_calls(room.spec, room.view()) == Calls(CallKind.SPEAK, ("dev",))
+
+
+def test_dispatch_and_addressed_only_are_exclusive() -> None:
+    import pytest
+    with pytest.raises(ValueError, match="addressed_only and dispatch are exclusive"):
+        spec(addressed_only=True, dispatch={"model": "scripted", "script": []})
+
+
+def test_spec_errors_name_the_wrong_field() -> None:
+    import pytest
+    with pytest.raises(ValueError, match="policy.everyone names 'ops'"):
+        spec(everyone=["ops"])
+    with pytest.raises(ValueError, match="policy.people names 'dev'"):
+        spec(people=["dev"])

@@ -184,3 +184,35 @@ def test_a_takeover_keeps_the_queue_and_the_wait_exactly(sync_redis, async_redis
     assert floor.asked == [("sre", "oncall")] and floor.waiting and floor.queue == []
     assert store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
     assert [r.turn for _, r in successor.sent] == [2, 3]
+
+
+def dispatch_room_spec(verdicts: list[dict[str, Any]]) -> RoomSpec:
+    spec = mention_spec({"investigator": ["logs say 500s"], "sre": ["metrics are flat"],
+                         "dev": ["no deploy today"]})
+    data = spec.model_dump()
+    data["policy"]["dispatch"] = {"model": "scripted", "script": verdicts, "threshold": 0.5}
+    return RoomSpec.model_validate(data)
+
+
+def test_a_scripted_classifier_routes_an_unaddressed_message(sync_redis, async_redis, keys):
+    spec = dispatch_room_spec([{"content": '{"sre": 0.9, "dev": 0.2}'}])
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.transport = LocalWorkerTransport(sync_redis, keys, usage={"prompt_tokens": 10})
+    room.post("is the load normal?")
+    assert room.said()[1:] == [("sre", "metrics are flat")]
+    first = room.store.read_turns(ROOM)[0]
+    assert [(b.kind, b.agent) for b in first.bids] == [
+        (CallKind.DISPATCH, "dispatch"), (CallKind.SPEAK, "sre")]
+    state = room.store.read_state(ROOM)
+    assert state.usage.prompt_tokens == 20  # the classifier's call counts
+    assert room.floor().dispatched == {"seq": 1, "agents": ["sre"], "reason": "classifier"}
+    decision = policies.replay(spec, first)
+    assert decision.winner == "sre"
+
+
+def test_a_failing_classifier_falls_back_to_everyone(sync_redis, async_redis, keys):
+    spec = dispatch_room_spec([{"error": "classifier down"}])
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("is the load normal?")
+    assert [sender for sender, _ in room.said()[1:]] == ["investigator", "dev", "sre"]
+    assert room.floor().dispatched["reason"] == "fallback"

@@ -1,0 +1,27 @@
+"""The classifier's prompt in a mention room with dispatch."""
+
+from __future__ import annotations
+
+from shared.models import AgentSpec, Message
+from workers.prompts import askers_of, build_dispatch_prompt
+
+AGENTS = [AgentSpec(name="dev", role="reads the code", model="scripted", script=[]),
+          AgentSpec(name="sre", role="runs production", model="scripted", script=[])]
+CLASSIFIER = AgentSpec(name="dispatch", model="scripted", script=[])
+THREAD = [Message(seq=1, sender="oncall", content="checkout fails", run=1),
+          Message(seq=2, sender="sre", content="@oncall which region?", run=1),
+          Message(seq=3, sender="dev", content="> @oncall quoted\nlooking", run=1),
+          Message(seq=4, sender="oncall", content="eu-west", run=1)]
+
+
+def test_the_agents_that_asked_the_person_are_marked():
+    assert askers_of("oncall", THREAD, ["dev", "sre"]) == ["sre"]
+    text = build_dispatch_prompt(CLASSIFIER, AGENTS, THREAD, None, len).messages[-1]["content"]
+    assert "- sre: runs production (asked oncall)" in text
+    assert "- dev: reads the code\n" in text
+    assert "eu-west" in text and "The last message, from oncall, names nobody" in text
+
+
+def test_an_earlier_question_answered_before_is_not_marked():
+    thread = [*THREAD, Message(seq=5, sender="oncall", content="and now?", run=1)]
+    assert askers_of("oncall", thread, ["dev", "sre"]) == []
