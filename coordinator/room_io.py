@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 from coordinator.lease import Lease, LeaseLost
 from coordinator.policies.base import Decision
 from shared.keys import Keys
-from shared.models import Bid, PostedMessage, RoomSpec, TurnRecord
+from shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
 from shared.records import (
     FLOOR_FIELD_PREFIX,
     POLICY_FIELD_PREFIX,
@@ -145,6 +145,19 @@ class RoomIO:
                 posted.append(PostedMessage(seq=int(fields["seq"]), sender=fields["sender"],
                                             content=fields.get("content", "")))
         return posted
+
+    async def read_floor_ops(self, room: str, after_id: str, most: int) -> list[FloorChange]:
+        """Floor changes queued after ``after_id`` (exclusive), oldest first, at most
+        ``most``."""
+        entries = await self.redis.xrange(self.keys.floor_ops(room), f"({after_id}", "+",
+                                          count=most)
+        changes = []
+        for entry_id, raw in entries:
+            fields = {decode(k): decode(v) for k, v in raw.items()}
+            changes.append(FloorChange(id=decode(entry_id), op=fields.get("op", ""),
+                                       agent=fields.get("agent", ""),
+                                       text=fields.get("text", "")))
+        return changes
 
     async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""

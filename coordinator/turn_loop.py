@@ -11,7 +11,7 @@ import structlog
 from coordinator import policies
 from coordinator.lease import Lease
 from coordinator.outages import OutageClock
-from coordinator.policies import Calls, Decision, Posted, TurnView
+from coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
 from coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from coordinator.transport import Transport, chunk_requests
 from shared.logs import one_line
@@ -21,6 +21,7 @@ from shared.models import (
     BidStatus,
     CallKind,
     ErrorKind,
+    FloorChange,
     PostedMessage,
     RoomSpec,
     RoomStatus,
@@ -35,6 +36,7 @@ MESSAGE_LOG_CHARS = 300
 # The floor field holding the last posted message a policy read, and the most unread
 # messages a turn reads (the newest: a flood of posts cannot make a turn read it all).
 READ_SEQ_FIELD = "read_seq"
+OPS_ID_FIELD = "ops_id"  # the floor field holding the last floor change applied
 MOST_UNREAD = 256
 
 
@@ -119,8 +121,9 @@ class RoomRunner:
                 if await self.go_idle():
                     return
                 continue
-            unread = await self.read_posted(state, state.last_seq)
-            first = policies.first_calls(self.spec, view_of(state, state.turn + 1, unread))
+            unread, ops = await self.read_posted(state, state.last_seq)
+            first = policies.first_calls(self.spec,
+                                         view_of(state, state.turn + 1, unread, ops))
             if isinstance(first, Decision):
                 await self.io.end_run(self.lease, first.status, first.stop or "", first.detail,
                                       floor_fields(first))
@@ -129,15 +132,21 @@ class RoomRunner:
             if turn is not None:  # None: paused since the drain; look again
                 await self.take_turn(state, turn)
 
-    async def read_posted(self, state: RoomState, upto_seq: int) -> tuple[Posted, ...]:
-        """What others than the agents posted that the policy has not read yet (only a
-        policy that reads posted messages, as ``mention`` does, is given them)."""
+    async def read_posted(self, state: RoomState, upto_seq: int
+                          ) -> tuple[tuple[Posted, ...], tuple[FloorOp, ...]]:
+        """What others than the agents posted that the policy has not read yet, and the
+        floor changes it has not applied (only a policy that reads them, as ``mention``
+        does, is given them)."""
         if not policies.reads_posted(self.spec):
-            return ()
+            return (), ()
+        room = self.lease.room
         after = int(state.floor_state.get(READ_SEQ_FIELD) or 0)
-        found = await self.io.read_posted(self.lease.room, after, upto_seq,
-                                          self.spec.agent_names, MOST_UNREAD)
-        return tuple(Posted(m.seq, m.sender, m.content) for m in found)
+        found = await self.io.read_posted(room, after, upto_seq, self.spec.agent_names,
+                                          MOST_UNREAD)
+        changes = await self.io.read_floor_ops(
+            room, state.floor_state.get(OPS_ID_FIELD) or "0-0", MOST_UNREAD)
+        return (tuple(Posted(m.seq, m.sender, m.content) for m in found),
+                tuple(FloorOp(c.id, c.op, c.agent, c.text) for c in changes))
 
     async def drain(self) -> Drained:
         """Commit what people posted; log each inbox entry set aside as unreadable."""
@@ -164,7 +173,7 @@ class RoomRunner:
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> None:
         """Play the turn's phases (fan out, collect, decide) and commit the outcome."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
-        view = view_of(state, turn.number, await self.read_posted(state, turn.snapshot_seq))
+        view = view_of(state, turn.number, *await self.read_posted(state, turn.snapshot_seq))
         calls = policies.first_calls(self.spec, view)
         if isinstance(calls, Decision):
             raise RuntimeError(f"turn {turn.number} is open but its policy stops before it")
@@ -266,14 +275,15 @@ class RoomRunner:
         return True
 
 
-def view_of(state: RoomState, turn: int, unread: tuple[Posted, ...] = ()) -> TurnView:
+def view_of(state: RoomState, turn: int, unread: tuple[Posted, ...] = (),
+            ops: tuple[FloorOp, ...] = ()) -> TurnView:
     """The policy's view of the room for ``turn``."""
     run_turns = state.run_turns if state.turn_open else state.run_turns + 1
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
         policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
-        floor_state=state.floor_state, unread=unread,
+        floor_state=state.floor_state, unread=unread, ops=ops,
     )
 
 
@@ -300,6 +310,7 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid
         floor_state=dict(view.floor_state),
         unread=[PostedMessage(seq=p.seq, sender=p.sender, content=p.content)
                 for p in view.unread],
+        ops=[FloorChange(id=op.id, op=op.op, agent=op.agent, text=op.text) for op in view.ops],
         adjusted=decision.adjusted,
         winner=decision.winner, score=decision.score, stop_reason=decision.stop,
         stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,

@@ -14,6 +14,7 @@ import redis
 import yaml
 from pydantic import BaseModel
 
+from parley import speak_queue
 from shared.archive import ArchiveResult, archive_room, import_room
 from shared.connections import redis_kwargs
 from shared.keys import Keys
@@ -166,6 +167,27 @@ class Client:
         """Post a message as ``sender``; the room's coordinator commits it and, if the room
         was idle, starts a run. Returns the inbox entry id."""
         return self.store.post(room, sender, content)
+
+    def listen(self, room: str, agent: str) -> str:
+        """A mention room's agent only listens from its next turn on (it keeps its place
+        in the queue); returns the change's id."""
+        return speak_queue.change(self.store, room, "listen", agent)
+
+    def talk(self, room: str, agent: str) -> str:
+        """A listening agent of a mention room talks again."""
+        return speak_queue.change(self.store, room, "talk", agent)
+
+    def instruct(self, room: str, agent: str, text: str) -> str:
+        """Queue ``agent`` at the front of a mention room for a turn on ``text``."""
+        return speak_queue.change(self.store, room, "instruct", agent, text)
+
+    def regenerate(self, room: str) -> str:
+        """Queue, at the front, each agent that answered the last person's message."""
+        return speak_queue.change(self.store, room, "regenerate")
+
+    def speak_queue(self, room: str) -> dict[str, Any]:
+        """A mention room's speak queue: speaking, queue, listening, asked, waiting, over."""
+        return speak_queue.speak_queue(self.store, room)
 
     def state(self, room: str) -> RoomState:
         """The room's current state."""

@@ -23,7 +23,12 @@ key                       type    holds                                       wr
                                   spec_version, answer (the run's answer so
                                   far), ``policy:<field>`` (the floor
                                   policy's own fields, cleared when a run
-                                  starts), inbox_last_id;
+                                  starts), ``floor:<field>`` (a policy's
+                                  room-scoped fields, kept across runs: a
+                                  mention room's speak queue, listening,
+                                  asked, waiting, over, read_seq, ops_id,
+                                  depth, turns ...; written only by commit
+                                  and end_run), inbox_last_id;
                                   failed_takes (takes in a row that ended in
                                   an error; 0 after a commit, a new run or a
                                   post), last_error, failed_inbox_id (the
@@ -54,6 +59,11 @@ key                       type    holds                                       wr
                                   answers; recent, policy_state, adjusted and
                                   cuts are JSON too); trimmed to about
                                   ``turns_stream_maxlen``
+``{R}:floor_ops``         stream  a mention room's floor changes (listen,      client (Lua) /
+                                  talk, instruct, regenerate): op, agent,       coordinator
+                                  text, ts; applied by the policy at the next
+                                  turn (``floor:ops_id``, the last applied);
+                                  trimmed to about 1,000
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -114,6 +124,10 @@ class Keys:
         """The room's conversation stream."""
         return self._room(room, "log")
 
+    def floor_ops(self, room: str) -> str:
+        """Operators' changes of a mention room's floor, not yet applied by its policy."""
+        return self._room(room, "floor_ops")
+
     def inbox(self, room: str) -> str:
         """Messages posted into the room and not yet committed to its log."""
         return self._room(room, "inbox")
@@ -138,7 +152,8 @@ class Keys:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
         the rest. Deleting, archiving and expiring a room go by this list."""
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
-                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room)]
+                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
+                self.floor_ops(room)]
 
     @property
     def rooms(self) -> str:

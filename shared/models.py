@@ -667,6 +667,15 @@ class PostedMessage(BaseModel):
     content: str
 
 
+class FloorChange(BaseModel):
+    """An operator's change of a mention room's floor, as a turn's policy applied it."""
+
+    id: str
+    op: str
+    agent: str = ""
+    text: str = ""
+
+
 class Bid(BaseModel):
     """What one call returned (or that it returned nothing): an agent's bid, the
     selector's pick or a participant's reply, by ``kind``."""
@@ -707,6 +716,7 @@ class TurnRecord(BaseModel):
     policy_state: dict[str, str] = Field(default_factory=dict)
     floor_state: dict[str, str] = Field(default_factory=dict)  # room-scoped policy fields
     unread: list[PostedMessage] = Field(default_factory=list)  # posts the policy read
+    ops: list[FloorChange] = Field(default_factory=list)  # floor changes it applied
     bids: list[Bid]
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None

@@ -179,13 +179,14 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     policy_state, adjusted and cuts as JSON too)."""
     data = record.model_dump(mode="json",
                              exclude={"bids", "recent", "adjusted", "cuts", "policy_state",
-                                      "floor_state", "unread"})
+                                      "floor_state", "unread", "ops"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
     fields["policy_state"] = orjson.dumps(record.policy_state).decode()
-    if record.floor_state or record.unread:  # a mention room's: absent from the others'
+    if record.floor_state or record.unread or record.ops:  # a mention room's only
         fields["floor_state"] = orjson.dumps(record.floor_state).decode()
         fields["unread"] = orjson.dumps([m.model_dump() for m in record.unread]).decode()
+        fields["ops"] = orjson.dumps([op.model_dump() for op in record.ops]).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     # Fields at their defaults are left out of each answer: a turn record is kept per turn.
@@ -205,6 +206,7 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["policy_state"] = orjson.loads(f.get("policy_state") or "{}")
     data["floor_state"] = orjson.loads(f.get("floor_state") or "{}")
     data["unread"] = orjson.loads(f.get("unread") or "[]")
+    data["ops"] = orjson.loads(f.get("ops") or "[]")
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 

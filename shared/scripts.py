@@ -9,7 +9,7 @@ from typing import Any
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_bids", "pause", "resume",
-    "cancel", "delete",
+    "cancel", "delete", "floor_op",
 )
 
 
@@ -47,3 +47,4 @@ class Scripts:
     resume: Any
     cancel: Any
     delete: Any
+    floor_op: Any

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from shared.keys import Keys, check_room_id
 from shared.models import (
     Bid,
+    FloorChange,
     Message,
     RoomSpec,
     RoomStatus,
@@ -48,6 +49,8 @@ from shared.settings import Settings
 
 # The state fields an archive's delete checks are unchanged since it read the room: any
 # post drained, turn opened or committed, run started or ended, pause or resume moves one.
+# The approximate cap of a mention room's floor changes stream.
+FLOOR_OPS_MAXLEN = 1000
 ARCHIVE_GUARD_FIELDS = ("last_seq", "turn", "turn_open", "run", "status", "inbox_last_id",
                         "paused")
 
@@ -206,6 +209,33 @@ class RoomStore:
         pipe.zadd(self.keys.rooms, {room: now_ms()})
         pipe.execute()
         return decode(inbox_id)
+
+    def floor_op(self, room: str, op: str, agent: str = "", text: str = "") -> str:
+        """Queue a change of a mention room's floor for its coordinator (and start a run to
+        serve it when none is in progress); returns the change's id."""
+        try:
+            op_id, paused = self.scripts.floor_op(
+                keys=[self.keys.spec(room), self.keys.state(room), self.keys.floor_ops(room)],
+                args=[op, agent, text, f"{time.time():.6f}", FLOOR_OPS_MAXLEN])
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+        pipe = self.redis.pipeline(transaction=False)
+        if not paused:
+            pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
+        pipe.zadd(self.keys.rooms, {room: now_ms()})
+        pipe.execute()
+        return decode(op_id)
+
+    def read_floor_ops(self, room: str, after_id: str) -> list[FloorChange]:
+        """Floor changes queued after ``after_id``, oldest first."""
+        entries = self.redis.xrange(self.keys.floor_ops(room), f"({after_id}", "+")
+        changes = []
+        for entry_id, raw in entries:
+            fields = {decode(k): decode(v) for k, v in raw.items()}
+            changes.append(FloorChange(id=decode(entry_id), op=fields.get("op", ""),
+                                       agent=fields.get("agent", ""),
+                                       text=fields.get("text", "")))
+        return changes
 
     def people(self, room: str) -> list[str] | None:
         """The room's roster of people (a mention room's ``people``), None when it has

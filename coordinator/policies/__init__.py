@@ -22,7 +22,7 @@ from dataclasses import replace
 from types import ModuleType
 
 from coordinator.policies import bid, mention, roundtable, selector
-from coordinator.policies.base import Calls, Decision, LogLine, Posted, TurnView
+from coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
 from coordinator.policies.budget import budget_stop
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
@@ -79,8 +79,9 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
         policy_state=dict(record.policy_state),
         floor_state=dict(record.floor_state),
         unread=tuple(Posted(m.seq, m.sender, m.content) for m in record.unread),
+        ops=tuple(FloorOp(op.id, op.op, op.agent, op.text) for op in record.ops),
     )
     return decide(spec, view, record.bids)
 
 
-__all__ = ["Calls", "Decision", "LogLine", "Posted", "TurnView", "decide", "first_calls", "replay"]
+__all__ = ["Calls", "Decision", "FloorOp", "LogLine", "Posted", "TurnView", "decide", "first_calls", "replay"]

@@ -18,6 +18,17 @@ class Posted:
 
 
 @dataclass(frozen=True)
+class FloorOp:
+    """An operator's change of the floor (listen, talk, instruct, regenerate), by its
+    stream id."""
+
+    id: str
+    op: str
+    agent: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class TurnView:
     """The room as a policy sees it when a turn opens: all a decision may depend on."""
 
@@ -34,6 +45,7 @@ class TurnView:
     floor_state: Mapping[str, str] = field(default_factory=dict)
     # Messages posted by others than the agents and not yet read by the policy, oldest first.
     unread: tuple[Posted, ...] = ()
+    ops: tuple[FloorOp, ...] = ()  # operators' floor changes not yet applied, oldest first
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from typing import cast
 
 import orjson
 
-from coordinator.policies.base import Calls, Decision, LogLine, Posted, TurnView
+from coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
 from coordinator.policies.common import could_not_respond, usable
 from shared.mentions import addressed
 from shared.models import (
@@ -75,6 +75,7 @@ class Floor:
     waiting: bool = False
     over: bool = False
     read_seq: int = 0  # the last posted message read for names
+    ops_id: str = "0-0"  # the last floor change applied
     depth: int = 0  # agent turns since the last person's message
     depth_stopped: bool = False  # the chain's turn past max_depth is recorded
     turns: int = 0  # agent turns in the room's life
@@ -91,7 +92,7 @@ class Floor:
             "queue": _json(self.queue), "listening": _json(self.listening),
             "granted": _json(self.granted), "asked": _json([list(p) for p in self.asked]),
             "waiting": "1" if self.waiting else "0", "over": "1" if self.over else "0",
-            "read_seq": str(self.read_seq), "depth": str(self.depth),
+            "read_seq": str(self.read_seq), "ops_id": self.ops_id, "depth": str(self.depth),
             "depth_stopped": "1" if self.depth_stopped else "0", "turns": str(self.turns),
             "last": self.last, "people": _json(self.people),
             "last_person_asked": _json(self.last_person_asked),
@@ -109,7 +110,8 @@ class Floor:
             queue=listed("queue"), listening=listed("listening"), granted=listed("granted"),
             asked=[(agent, person) for agent, person in orjson.loads(fields.get("asked") or "[]")],
             waiting=fields.get("waiting") == "1", over=fields.get("over") == "1",
-            read_seq=int(fields.get("read_seq") or 0), depth=int(fields.get("depth") or 0),
+            read_seq=int(fields.get("read_seq") or 0), ops_id=fields.get("ops_id") or "0-0",
+            depth=int(fields.get("depth") or 0),
             depth_stopped=fields.get("depth_stopped") == "1",
             turns=int(fields.get("turns") or 0), last=fields.get("last") or "",
             people=listed("people"), last_person_asked=listed("last_person_asked"),
@@ -375,7 +377,8 @@ def plan(spec: RoomSpec, view: TurnView, answers: list[Bid] | tuple[Bid, ...] = 
     """The floor once the unread messages are read (with the classifier's answer among
     ``answers``), and who takes the turn, or why no one does."""
     judgment = next((a for a in answers if a.kind is CallKind.DISPATCH), None)
-    floor, dispatch = read_all(spec, Floor.read(dict(view.floor_state)), view.unread, judgment)
+    floor = apply_ops(spec, Floor.read(dict(view.floor_state)), view.ops)
+    floor, dispatch = read_all(spec, floor, view.unread, judgment)
     # Everything up to the turn's snapshot is read: the agents' own messages were read
     # as their turns ended.
     floor.read_seq = max(floor.read_seq, view.snapshot_seq)
@@ -540,3 +543,35 @@ def queue_view(floor: Floor, speaking: str | None = None) -> dict[str, object]:
             "listening": list(floor.listening),
             "asked": [list(pair) for pair in floor.asked], "waiting": floor.waiting,
             "over": floor.over}
+
+
+def stream_id(entry_id: str) -> tuple[int, int]:
+    """A stream entry id as a comparable pair."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms or 0), int(seq or 0)
+
+
+def apply_ops(spec: RoomSpec, floor: Floor, ops: tuple[FloorOp, ...]) -> Floor:
+    """The floor once every floor change not applied yet is (in order); a change naming
+    no agent of the room, or an instruction or regeneration once the discussion is over,
+    changes nothing."""
+    for change in ops:
+        if stream_id(change.id) <= stream_id(floor.ops_id):
+            continue
+        floor = apply_op(spec, floor, change)
+        floor.ops_id = change.id
+    return floor
+
+
+def apply_op(spec: RoomSpec, floor: Floor, change: FloorOp) -> Floor:
+    """One floor change applied (a new floor)."""
+    known = change.agent in spec.agent_names
+    if change.op == "listen" and known:
+        return listen(spec, floor, change.agent)
+    if change.op == "talk" and known:
+        return talk(spec, floor, change.agent)
+    if change.op == "instruct" and known and not floor.over:
+        return instruct(spec, floor, change.agent, change.text)
+    if change.op == "regenerate" and not floor.over:
+        return regenerate(spec, floor)
+    return floor.copy()

@@ -15,6 +15,7 @@ from coordinator.lease import Leases
 from coordinator.policies import mention
 from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
+from parley import speak_queue
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from shared.scripts import Scripts
@@ -216,3 +217,43 @@ def test_a_failing_classifier_falls_back_to_everyone(sync_redis, async_redis, ke
     room.post("is the load normal?")
     assert [sender for sender, _ in room.said()[1:]] == ["investigator", "dev", "sre"]
     assert room.floor().dispatched["reason"] == "fallback"
+
+
+def test_listen_talk_instruct_regenerate_and_the_queue_view(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["@sre restart it?", "summary: flag flipped", "again"],
+                         "sre": ["restarted"], "investigator": ["(silent)"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    speak_queue.change(room.store, ROOM, "listen", "SRE")
+    room.post("@dev look")
+    assert room.said()[-1] == ("dev", "@sre restart it?")
+    view = speak_queue.speak_queue(room.store, ROOM)
+    assert view == {"speaking": None, "queue": ["sre"], "listening": ["sre"], "asked": [],
+                    "waiting": True, "over": False}
+    assert room.store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
+
+    speak_queue.change(room.store, ROOM, "talk", "sre")  # ends the wait: sre speaks
+    asyncio.run(serve_once(async_redis, keys, room.transport))
+    assert room.said()[-1] == ("sre", "restarted")
+
+    speak_queue.change(room.store, ROOM, "instruct", "dev", "summarise")
+    asyncio.run(serve_once(async_redis, keys, room.transport))
+    assert room.said()[-1] == ("dev", "summary: flag flipped")
+    assert room.floor().instructions == {}
+
+    speak_queue.change(room.store, ROOM, "regenerate")  # dev answered the last person
+    asyncio.run(serve_once(async_redis, keys, room.transport))
+    assert room.said()[-1] == ("dev", "again")
+    replayed = [policies.replay(spec, t) for t in room.store.read_turns(ROOM)]
+    assert [d.winner for d in replayed] == [t.winner for t in room.store.read_turns(ROOM)]
+
+
+def test_floor_changes_are_refused_in_one_line(sync_redis, async_redis, keys):
+    room = Room(sync_redis, async_redis, keys, mention_spec({}, max_turns=1))
+    with pytest.raises(ValueError, match="has no agent 'ops'"):
+        speak_queue.change(room.store, ROOM, "listen", "ops")
+    with pytest.raises(ValueError, match="needs text"):
+        speak_queue.change(room.store, ROOM, "instruct", "dev", " ")
+    room.post("@dev hi")
+    assert room.floor().over
+    with pytest.raises(speak_queue.DiscussionOver, match="discussion is over"):
+        speak_queue.change(room.store, ROOM, "regenerate")

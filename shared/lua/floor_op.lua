@@ -1,0 +1,41 @@
+-- Queue an operator's change of a mention room's floor (listen, talk, instruct,
+-- regenerate) for its coordinator, which applies it with its next fenced write. A room
+-- with no run in progress starts one, as a post does (drain.lua's resets of the run's own
+-- fields), so that the change is served; a paused room keeps it until resumed.
+-- KEYS[1] spec   KEYS[2] state   KEYS[3] floor ops
+-- ARGV[1] op   ARGV[2] agent ('' for none)   ARGV[3] text ('' for none)   ARGV[4] ts
+-- ARGV[5] approximate cap of the ops stream
+-- Returns {op id, 1 when the room is paused else 0}.
+-- Fails, writing nothing, with NOROOM (no such room) or BADARG.
+if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
+  return redis.error_reply('NOROOM no such room')
+end
+local op = ARGV[1]
+if op ~= 'listen' and op ~= 'talk' and op ~= 'instruct' and op ~= 'regenerate' then
+  return redis.error_reply('BADARG op must be listen, talk, instruct or regenerate')
+end
+local cap = tonumber(ARGV[5] or '')
+if not cap or cap < 1 then
+  return redis.error_reply('BADARG the ops stream cap must be a positive count')
+end
+local held = redis.call('HMGET', KEYS[2], 'status', 'paused', 'run')
+local paused = 0
+if held[2] == '1' then
+  paused = 1
+end
+
+-- Every check is done: from here on, writes only.
+local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', cap, '*', 'op', op, 'agent', ARGV[2],
+  'text', ARGV[3], 'ts', ARGV[4])
+if held[1] ~= 'running' then
+  local run = (tonumber(held[3] or '0') or 0) + 1
+  redis.call('HSET', KEYS[2], 'status', 'running', 'run', run, 'messages_in_run', 0,
+    'run_turns', 0, 'recent', '[]', 'stop_reason', '', 'stop_detail', '', 'answer', '',
+    'failed_takes', 0, 'run_prompt_tokens', 0, 'run_completion_tokens', 0, 'run_cost_usd', 0)
+  for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
+    if string.sub(field, 1, 7) == 'policy:' then
+      redis.call('HDEL', KEYS[2], field)
+    end
+  end
+end
+return {id, paused}
