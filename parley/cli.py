@@ -20,7 +20,7 @@ import yaml
 from pydantic import ValidationError
 
 from parley import output
-from parley.client import Client, RunTimeout, load_spec
+from parley.client import Client, RunResult, RunTimeout, load_spec
 from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, RoomStatus, StopReason
@@ -211,6 +211,7 @@ def run(
     task: Annotated[str, typer.Option("--task", "-t", help="The task, posted as message 1")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
+    sender: Annotated[str, typer.Option("--as", help="Who posts the task")] = "User",
 ) -> None:
     """Run TASK in a new room built from SPEC and print the conversation.
 
@@ -221,7 +222,12 @@ def run(
     client = Client()
     client.ping()
     live = None if as_json else (lambda message: output.print_message(console, message))
-    result = client.run(room_spec, task, timeout_s=timeout, on_message=live)
+    result = client.run(room_spec, task, timeout_s=timeout, on_message=live, sender=sender)
+    print_result(result, as_json)
+
+
+def print_result(result: RunResult, as_json: bool) -> None:
+    """A run's end as ``parley run`` prints it; exit 1 when it ended failed."""
     if as_json:
         print(json.dumps(output.run_json(result), ensure_ascii=False))
     else:
@@ -236,9 +242,76 @@ def post(
     room: Annotated[str, typer.Argument(help="Room id")],
     content: Annotated[str, typer.Argument(help="What to say")],
     sender: Annotated[str, typer.Option("--as", help="Who says it")] = "User",
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the run the post joined "
+                                       "to end, and print it as parley run does")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --wait: one JSON object")
+                       ] = False,
+    timeout: Annotated[float | None, typer.Option(help="With --wait: give up after this "
+                                                  "many seconds")] = None,
 ) -> None:
-    """Post a message into a room (starting a run if the room is idle)."""
-    Client().post(room, content, sender)
+    """Post a message into a room (starting a run if the room is idle).
+
+    With --wait, exits as parley run does: 1 when the run ends failed, 3 on --timeout."""
+    if wait:
+        configure_logging("console", "WARNING")
+    client = Client()
+    inbox_id = client.post(room, content, sender)
+    if not wait:
+        return
+    live = None if as_json else (lambda message: output.print_message(console, message))
+    print_result(client.wait(room, inbox_id, timeout, on_message=live), as_json)
+
+
+@app.command()
+@friendly
+def listen(room: Annotated[str, typer.Argument(help="A mention room's id")],
+           agent: Annotated[str, typer.Argument(help="The agent that only listens")]) -> None:
+    """An agent of a mention room only listens: it keeps its place in the speak queue and
+    takes a turn only when a person names it."""
+    Client().listen(room, agent)
+
+
+@app.command()
+@friendly
+def talk(room: Annotated[str, typer.Argument(help="A mention room's id")],
+         agent: Annotated[str, typer.Argument(help="The agent that talks again")]) -> None:
+    """A listening agent of a mention room talks again (a wait for it ends)."""
+    Client().talk(room, agent)
+
+
+@app.command()
+@friendly
+def instruct(room: Annotated[str, typer.Argument(help="A mention room's id")],
+             agent: Annotated[str, typer.Argument(help="The agent to instruct")],
+             text: Annotated[str, typer.Argument(help="The instruction")]) -> None:
+    """Queue AGENT at the front of a mention room for a turn on TEXT (given even while the
+    room waits, to a listening agent, or to the agent that just spoke)."""
+    Client().instruct(room, agent, text)
+
+
+@app.command()
+@friendly
+def regenerate(room: Annotated[str, typer.Argument(help="A mention room's id")]) -> None:
+    """Queue, at the front, each agent that answered the last person's message."""
+    Client().regenerate(room)
+
+
+@app.command()
+@friendly
+def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
+          as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")
+                             ] = False) -> None:
+    """A mention room's speak queue: who speaks, who is owed a turn, who listens, who
+    waits for a person's answer, whether the room waits and whether it is over."""
+    view = Client().speak_queue(room)
+    if as_json:
+        print(json.dumps(view, ensure_ascii=False))
+        return
+    for name, value in view.items():
+        shown = ", ".join(" asked ".join(pair) if isinstance(pair, list) else str(pair)
+                          for pair in value) if isinstance(value, list) else value
+        console.print(f"{name}: {shown if shown not in ('', None) else '-'}", highlight=False,
+                      markup=False)
 
 
 @app.command()

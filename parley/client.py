@@ -314,10 +314,11 @@ class Client:
         return format_history(messages, output_type)
 
     def run(self, spec: RoomSpec, task: str, timeout_s: float | None = None,
-            on_message=None) -> RunResult:  # noqa: ANN001
-        """Run ``task`` in a new room (as swarms gives each task a fresh conversation)."""
+            on_message=None, sender: str = SEED_SENDER) -> RunResult:  # noqa: ANN001
+        """Run ``task`` in a new room (as swarms gives each task a fresh conversation),
+        posted as ``sender``."""
         room = self.create_room(spec)
-        inbox_id = self.post(room, task)
+        inbox_id = self.post(room, task, sender)
         return self.wait(room, inbox_id, timeout_s, on_message=on_message)
 
     def _not_started_hint(self, room: str, waited_s: float, state: RoomState) -> str:

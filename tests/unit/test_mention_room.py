@@ -57,10 +57,10 @@ def keys() -> Keys:
     return Keys("t")
 
 
-async def serve_once(async_redis, keys, transport, owner="c1"):
+async def serve_once(async_redis, keys, transport, owner="c1", room=ROOM):
     scripts = Scripts(async_redis)
     io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-    lease = await leases.acquire(ROOM)
+    lease = await leases.acquire(room)
     assert lease is not None
     try:
         await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()

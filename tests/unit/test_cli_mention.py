@@ -1,0 +1,124 @@
+"""``parley listen/talk/instruct/regenerate/queue`` and ``parley post --as/--wait`` on a
+mention room, on fakeredis: what each prints, and the one line (exit 2) for bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import fakeredis
+import pytest
+from typer.testing import CliRunner
+
+from parley import cli
+from parley.client import Client
+from shared.keys import Keys
+from shared.models import RoomSpec
+from shared.settings import Settings
+from shared.store import RoomStore
+from tests.support.local_worker import LocalWorkerTransport
+from tests.unit.test_mention_room import serve_once
+
+ROOM = "room-1"
+
+
+@pytest.fixture
+def server() -> fakeredis.FakeServer:
+    return fakeredis.FakeServer()
+
+
+@pytest.fixture
+def client(monkeypatch, server) -> Client:
+    fake = fakeredis.FakeRedis(server=server)
+    client = Client(Settings(key_prefix="t", room_idle_expiry_s=3600))
+    client.redis = fake
+    client.store = RoomStore(fake, Keys("t"))
+    monkeypatch.setattr(cli, "Client", lambda: client)
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "mention", "everyone": ["dev", "sre"], "people": ["oncall"]},
+        "agents": [{"name": "dev", "model": "scripted",
+                    "script": [{"content": "@oncall roll back?"}]},
+                   {"name": "sre", "model": "scripted", "script": [{"content": "ok"}]}]})
+    client.store.create_room(ROOM, spec)
+    return client
+
+
+def serving(client: Client, server: fakeredis.FakeServer, monkeypatch) -> None:
+    """Each post is served to the end of its run before the command waits for it."""
+    post = client.post
+    transport = LocalWorkerTransport(client.redis, Keys("t"))
+
+    def post_and_serve(room: str, content: str, sender: str = "User") -> str:
+        inbox_id = post(room, content, sender)
+        asyncio.run(serve_once(fakeredis.FakeAsyncRedis(server=server), Keys("t"), transport,
+                               room=room))
+        return inbox_id
+
+    monkeypatch.setattr(client, "post", post_and_serve)
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli.app, list(args))
+    return result.exit_code, result.output
+
+
+def test_post_wait_prints_the_run_with_its_stop_reason(client, server, monkeypatch):
+    serving(client, server, monkeypatch)
+    code, out = invoke("post", ROOM, "@dev deploy broke?", "--as", "oncall", "--wait", "--json")
+    assert code == 0, out
+    result = json.loads(out)
+    assert result["stop_reason"] == "waiting_for_person"
+    assert [m["sender"] for m in result["messages"]] == ["oncall", "dev"]
+
+
+def test_queue_json_and_text(client, server, monkeypatch):
+    serving(client, server, monkeypatch)
+    invoke("listen", ROOM, "sre")
+    client.post(ROOM, "@dev hi", "oncall")
+    code, out = invoke("queue", ROOM, "--json")
+    assert code == 0
+    assert json.loads(out) == {"speaking": None, "queue": [], "listening": ["sre"],
+                               "asked": [["dev", "oncall"]], "waiting": True, "over": False}
+    code, out = invoke("queue", ROOM)
+    assert "asked: dev asked oncall" in out and "waiting: True" in out
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("post", ROOM, "hi", "--as", "mallory"), "'mallory' is not one of room room-1's people"),
+    (("post", ROOM, "hi", "--as", "dev"), "'dev' is an agent in room room-1"),
+    (("listen", ROOM, "ops"), "room room-1 has no agent 'ops'"),
+    (("instruct", ROOM, "dev", ""), "an instruction needs text"),
+    (("queue", "nope"), "no room 'nope'"),
+])
+def test_bad_input_is_one_line(client, args, line):
+    code, out = invoke(*args)
+    assert code == 2
+    assert out.startswith(f"parley: {line}") and out.count("\n") == 1
+
+
+def test_instruct_talk_regenerate_queue_floor_changes(client):
+    for args in (("instruct", ROOM, "dev", "summarise"), ("talk", ROOM, "dev"),
+                 ("regenerate", ROOM)):
+        assert invoke(*args)[0] == 0
+    ops = [c.op for c in client.store.read_floor_ops(ROOM, "0-0")]
+    assert ops == ["instruct", "talk", "regenerate"]
+    assert client.state(ROOM).status == "running"  # a change starts a run to serve it
+
+
+def test_a_room_of_another_policy_is_refused(client):
+    from tests.support.rooms import rotating_scripts, scripted_spec
+    client.store.create_room("bid-room", scripted_spec(rotating_scripts(2, 1)))
+    code, out = invoke("queue", "bid-room")
+    assert code == 2 and "has the bid policy" in out
+
+
+def test_run_as_posts_the_task_as_that_person(client, server, monkeypatch, tmp_path):
+    serving(client, server, monkeypatch)
+    spec = tmp_path / "room.yaml"
+    spec.write_text(json.dumps(client.store.read_spec(ROOM)[1].model_dump(mode="json")))
+    code, out = invoke("run", str(spec), "--task", "@sre status", "--as", "oncall", "--json")
+    assert code == 0, out
+    result = json.loads(out)
+    assert [(m["sender"], m["content"]) for m in result["messages"]] == [
+        ("oncall", "@sre status"), ("sre", "ok")]
+    assert result["stop_reason"] == "queue_empty"
