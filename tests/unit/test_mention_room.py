@@ -257,3 +257,18 @@ def test_floor_changes_are_refused_in_one_line(sync_redis, async_redis, keys):
     assert room.floor().over
     with pytest.raises(speak_queue.DiscussionOver, match="discussion is over"):
         speak_queue.change(room.store, ROOM, "regenerate")
+
+
+def test_the_incident_example_waits_for_oncall_then_closes(sync_redis, async_redis, keys):
+    from pathlib import Path
+
+    from parley.client import load_spec
+    spec = load_spec(Path(__file__).parents[2] / "examples" / "rooms" / "incident.yaml")
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("checkout-api is failing")
+    assert [s for s, _ in room.said()] == ["oncall", "investigator", "dev"]
+    assert room.store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
+    assert speak_queue.speak_queue(room.store, ROOM)["asked"] == [["dev", "oncall"]]
+    room.post("yes, roll back")
+    assert [s for s, _ in room.said()][3:] == ["oncall", "dev", "sre"]
+    assert room.store.read_state(ROOM).stop_reason is StopReason.QUEUE_EMPTY
