@@ -10,7 +10,7 @@ import orjson
 from redis.exceptions import ResponseError
 
 from coordinator.lease import Lease, LeaseLost
-from coordinator.policies.base import Decision
+from coordinator.policies.base import POSTED, Decision
 from shared.keys import Keys
 from shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
 from shared.records import (
@@ -255,6 +255,8 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
         payload["message"] = agent_message_fields(
             decision.winner, decision.message, decision.score or 0.0, record.turn, record.run,
             record.epoch, record.decided_at)
+        if POSTED in decision.addressed:
+            payload["message"]["addressed"] = orjson.dumps(decision.addressed[POSTED]).decode()
     if decision.stop is not None:
         payload["stop"] = {"status": decision.status.value, "reason": decision.stop.value,
                            "detail": decision.detail}

@@ -307,7 +307,7 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid
         turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=epoch,
         snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
         recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
-        floor_state=dict(view.floor_state),
+        floor_state=dict(view.floor_state), addressed=decision.addressed,
         unread=[PostedMessage(seq=p.seq, sender=p.sender, content=p.content)
                 for p in view.unread],
         ops=[FloorChange(id=op.id, op=op.op, agent=op.agent, text=op.text) for op in view.ops],

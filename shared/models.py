@@ -657,6 +657,9 @@ class Message(BaseModel):
     turn: int | None = None
     run: int = 0
     ts: float = 0.0
+    # Whom a mention room's agent message addressed (agents and people, as named); None
+    # where names are not read (other policies, people's messages: see the turn record).
+    addressed: list[str] | None = None
 
 
 class PostedMessage(BaseModel):
@@ -717,6 +720,9 @@ class TurnRecord(BaseModel):
     floor_state: dict[str, str] = Field(default_factory=dict)  # room-scoped policy fields
     unread: list[PostedMessage] = Field(default_factory=list)  # posts the policy read
     ops: list[FloorChange] = Field(default_factory=list)  # floor changes it applied
+    # Whom each message the turn read or posted addressed, by seq ("posted": the turn's own
+    # message, whose seq is given at commit): a mention room's only.
+    addressed: dict[str, list[str]] = Field(default_factory=dict)
     bids: list[Bid]
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None

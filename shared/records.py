@@ -37,6 +37,7 @@ def message_from_fields(fields: dict[Any, Any]) -> Message:
         turn=int(f["turn"]) if f.get("turn") else None,
         run=int(f.get("run") or 0),
         ts=float(f.get("ts") or 0),
+        addressed=orjson.loads(f["addressed"]) if f.get("addressed") else None,
     )
 
 
@@ -179,7 +180,7 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     policy_state, adjusted and cuts as JSON too)."""
     data = record.model_dump(mode="json",
                              exclude={"bids", "recent", "adjusted", "cuts", "policy_state",
-                                      "floor_state", "unread", "ops"})
+                                      "floor_state", "unread", "ops", "addressed"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
     fields["policy_state"] = orjson.dumps(record.policy_state).decode()
@@ -187,6 +188,7 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
         fields["floor_state"] = orjson.dumps(record.floor_state).decode()
         fields["unread"] = orjson.dumps([m.model_dump() for m in record.unread]).decode()
         fields["ops"] = orjson.dumps([op.model_dump() for op in record.ops]).decode()
+        fields["addressed"] = orjson.dumps(record.addressed).decode()
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     # Fields at their defaults are left out of each answer: a turn record is kept per turn.
@@ -207,6 +209,7 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["floor_state"] = orjson.loads(f.get("floor_state") or "{}")
     data["unread"] = orjson.loads(f.get("unread") or "[]")
     data["ops"] = orjson.loads(f.get("ops") or "[]")
+    data["addressed"] = orjson.loads(f.get("addressed") or "{}")
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 

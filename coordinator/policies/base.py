@@ -61,6 +61,10 @@ FAILED_STOPS = frozenset({StopReason.NO_BIDS, StopReason.ALL_FAILED,
                           StopReason.MODERATOR_FAILED})
 
 
+# The key of a turn's own message in Decision.addressed (its seq is given at commit).
+POSTED = "posted"
+
+
 @dataclass(frozen=True)
 class LogLine:
     """A warning a decision asks the turn loop to log once its turn is committed (a
@@ -88,6 +92,9 @@ class Decision:
     floor_state: dict[str, str] = field(default_factory=dict)  # room-scoped fields to update
     answer: str | None = None  # the run's answer so far, when this turn changes it
     log_lines: tuple[LogLine, ...] = ()  # warnings to log once the turn is committed
+    # Whom messages addressed, by seq ("posted": the winner's message): recorded with the
+    # turn, and the posted message's own list in its log entry.
+    addressed: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def status(self) -> RoomStatus:

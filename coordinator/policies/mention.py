@@ -46,7 +46,15 @@ from typing import cast
 
 import orjson
 
-from coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
+from coordinator.policies.base import (
+    POSTED,
+    Calls,
+    Decision,
+    FloorOp,
+    LogLine,
+    Posted,
+    TurnView,
+)
 from coordinator.policies.common import could_not_respond, usable
 from shared.mentions import addressed
 from shared.models import (
@@ -432,14 +440,28 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     classifier's call, the agent it gives the turn to is asked (or the run ends)."""
     planned = plan(spec, view, answers)
     lines = dispatch_lines(planned.dispatch)
+    names = addressed_in(spec, view)
     if planned.end is not None:
-        return replace(planned.end, log_lines=lines)
+        return replace(planned.end, log_lines=lines, addressed=names)
     assert planned.calls is not None
     answer = next((found for found in answers
                    if found.kind is CallKind.SPEAK and found.agent == planned.speaker), None)
     if answer is None:
         return Decision(recent=view.recent, next=planned.calls)
-    return replace(after_turn(spec, view, planned.floor, answer), log_lines=lines)
+    decision = after_turn(spec, view, planned.floor, answer)
+    return replace(decision, log_lines=lines, addressed={**names, **decision.addressed})
+
+
+def addressed_in(spec: RoomSpec, view: TurnView) -> dict[str, list[str]]:
+    """Whom each posted message the turn reads addressed (agents, then people), by seq."""
+    floor = Floor.read(dict(view.floor_state))
+    people = [*known_people(spec, floor), *(p.sender for p in view.unread)]
+    found = {}
+    for posted in view.unread:
+        if posted.seq > floor.read_seq:
+            agents, named = addressed(posted.content, spec.agent_names, people)
+            found[str(posted.seq)] = [*agents, *named]
+    return found
 
 
 def dispatch_lines(dispatch: Dispatch) -> tuple[LogLine, ...]:
@@ -484,7 +506,8 @@ def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Bid) -> Dec
         if (speaker, person) not in floor.asked:
             floor.asked.append((speaker, person))
     return finish(spec, floor, Decision(winner=speaker, message=answer.message,
-                                        recent=recent, answer=answer.message))
+                                        recent=recent, answer=answer.message,
+                                        addressed={POSTED: [*agents, *people]}))
 
 
 def finish(spec: RoomSpec, floor: Floor, decision: Decision) -> Decision:

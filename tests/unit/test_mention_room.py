@@ -272,3 +272,13 @@ def test_the_incident_example_waits_for_oncall_then_closes(sync_redis, async_red
     room.post("yes, roll back")
     assert [s for s, _ in room.said()][3:] == ["oncall", "dev", "sre"]
     assert room.store.read_state(ROOM).stop_reason is StopReason.QUEUE_EMPTY
+
+
+def test_each_message_records_whom_it_addressed(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["@sre and @oncall: look"], "sre": ["fine"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("@dev `x` > @sre")
+    messages = room.store.read_messages(ROOM)
+    assert [m.addressed for m in messages] == [None, ["sre", "oncall"], []]
+    first = room.store.read_turns(ROOM)[0]
+    assert first.addressed == {"1": ["dev", "sre"], "posted": ["sre", "oncall"]}
