@@ -40,6 +40,7 @@ from tests.chaos.harness import (
     tasks_run_twice,
     turns_asked_again,
 )
+from tests.chaos.mention_rooms import random_mention_room
 from tests.chaos.roundtable_rooms import random_roundtable_room
 from tests.chaos.selector_rooms import random_selector_room
 from tests.support.polling import wait_until
@@ -94,7 +95,9 @@ def plan_rooms(rng: random.Random, queue: str, count: int) -> list[RoomSpec]:
     """``count`` rooms of 3 agents (about 2-6 s each without failures): every third a
     selector room of 6-20 participant turns (each turn asks the selector once or twice,
     then one participant), the others bid rooms of 15-40 turns; and after every third a
-    round-table of 2-4 panelists over 1-3 rounds (one call a turn, 3-13 turns, about 1-4 s)."""
+    round-table of 2-4 panelists over 1-3 rounds (one call a turn, 3-13 turns, about 1-4 s);
+    and after every third, starting with the first, a discussion (mention) room of 3-4
+    agents (4-16 turns at most)."""
     rooms = []
     for i in range(count):
         if i % 3 == 1:
@@ -105,6 +108,8 @@ def plan_rooms(rng: random.Random, queue: str, count: int) -> list[RoomSpec]:
                                      bid_timeout_s=BID_TIMEOUT_S))
         if i % 3 == 2:
             rooms.append(random_roundtable_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
+        if i % 3 == 0:
+            rooms.append(random_mention_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
     return rooms
 
 
@@ -172,6 +177,8 @@ def report(seed: int, checks: list[RoomCheck], kills: Counter[str], dropped: int
     stops = Counter(str(check.stop_reason) for check in selector)
     tables = [check for check in checks if check.policy == "roundtable"]
     verdicts = Counter(str(check.stop_reason) for check in tables)
+    discussions = [check for check in checks if check.policy == "mention"]
+    endings = Counter(str(check.stop_reason) for check in discussions)
     print(
         f"\nchaos (seed {seed}, {CHAOS_S:g}s): {len(checks)} rooms, "
         f"{sum(c.turns for c in checks)} turns, of which {len(selector)} selector rooms "
@@ -181,7 +188,10 @@ def report(seed: int, checks: list[RoomCheck], kills: Counter[str], dropped: int
         f"{dict(sorted(stops.items()))}), {len(tables)} round-tables "
         f"({sum(c.turns for c in tables)} turns, {sum(c.takeovers for c in tables)} "
         f"takeovers, {sum(c.reused_bids for c in tables)} answers reused, stops "
-        f"{dict(sorted(verdicts.items()))}); "
+        f"{dict(sorted(verdicts.items()))}), {len(discussions)} discussions "
+        f"({sum(c.turns for c in discussions)} turns, "
+        f"{sum(c.takeovers for c in discussions)} takeovers, stops "
+        f"{dict(sorted(endings.items()))}); "
         f"{kills['coordinator']} coordinator kills, "
         f"{kills['worker']} worker kills, {sum(c.takeovers for c in checks)} takeovers, "
         f"{sum(c.reused_bids for c in checks)} bids reused by a new holder, {dropped} "
