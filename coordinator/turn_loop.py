@@ -238,7 +238,7 @@ class RoomRunner:
             prefix=self.options.prefix, room=self.lease.room, turn=turn.number,
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
-            spec_version=self.spec_version,
+            spec_version=self.spec_version, instructions=dict(calls.instructions),
         )
         requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
         # A publish waits for the broker's reply: in a thread, so that meanwhile the event

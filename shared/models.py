@@ -610,6 +610,7 @@ class CallKind(StrEnum):
     PANEL = "panel"  # a round-table panelist's turn in the debate, posted as its message
     MODERATE = "moderate"  # the round-table moderator's verdict, posted as its message
     DISPATCH = "dispatch"  # a mention room's classifier: which agents take a message
+    DISCUSS = "discuss"  # a mention room's agent turn: its message, or the silent token
 
 
 class BidStatus(StrEnum):
@@ -766,6 +767,8 @@ class BidRequest(BaseModel):
     kind: CallKind = CallKind.BID
     phase: int = 0
     calls: dict[str, int] = Field(default_factory=dict)  # agent -> its call number
+    # agent -> the operator's instruction its turn takes as its input (a mention room's)
+    instructions: dict[str, str] = Field(default_factory=dict)
     snapshot_seq: int
     deadline: float
     spec_version: int

@@ -36,6 +36,7 @@ from workers.credentials import (
 from workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
+    build_discuss_prompt,
     build_dispatch_prompt,
     build_moderate_prompt,
     build_panel_prompt,
@@ -81,7 +82,8 @@ class DeadlinePassed(TimeoutError):
 # Each call kind's prompt; only a bid forces the respond tool.
 PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
            CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
-           CallKind.MODERATE: build_moderate_prompt, CallKind.DISPATCH: build_dispatch_prompt}
+           CallKind.MODERATE: build_moderate_prompt, CallKind.DISPATCH: build_dispatch_prompt,
+           CallKind.DISCUSS: build_discuss_prompt}
 
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],

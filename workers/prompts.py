@@ -237,6 +237,31 @@ def build_speak_prompt(agent: AgentSpec, participants: Sequence[AgentSpec],
                          budget, count, role=agent.role or "participant")
 
 
+def build_discuss_prompt(agent: AgentSpec, participants: Sequence[AgentSpec],
+                         transcript: Sequence[Message], budget: int | None,
+                         count: TokenCounter) -> Prompt:
+    """A mention room's turn: the agent's role, how names work, the task and the thread
+    (the room's notes for the turn are in the agent's system prompt: see
+    discussion_notes)."""
+    others = [other.name for other in participants if other.name != agent.name]
+    return thread_prompt("discuss", [system_message(agent)], agent, participants, transcript,
+                         budget, count, role=agent.role or "participant",
+                         first=others[0] if others else agent.name)
+
+
+def discussion_notes(people: Sequence[str], silent_token: str, instruction: str = "") -> str:
+    """What a mention room tells an agent for its turn: the people it may address, how to
+    stay silent, and the operator's instruction the turn takes as its input."""
+    lines = [f"If you have nothing to add, answer exactly {silent_token}: nothing is "
+             "posted."]
+    if people:
+        lines.insert(0, "People in the room: " + ", ".join(f"@{name}" for name in people)
+                     + ".")
+    if instruction:
+        lines.append(f"For this turn, the operator instructs you: {instruction}")
+    return "\n".join(lines)
+
+
 def build_panel_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                        transcript: Sequence[Message], budget: int | None,
                        count: TokenCounter) -> Prompt:

@@ -16,12 +16,13 @@ from redis.retry import Retry
 
 from shared.connections import redis_kwargs
 from shared.keys import Keys
-from shared.models import BidRequest, Message, RoomSpec
+from shared.models import AgentSpec, BidRequest, CallKind, MentionPolicy, Message, RoomSpec
 from shared.protocol import CALL_TASK
 from shared.settings import get_settings
 from shared.store import RoomStore
 from workers.app import app
 from workers.bidding import call_in, make_bid
+from workers.prompts import discussion_notes, system_message
 
 log = structlog.get_logger("parley.worker")
 
@@ -155,14 +156,26 @@ def answer_chunk(req: BidRequest) -> None:
     transcript = _transcript_once(store, req)
     maxlen = get_settings().bids_stream_maxlen
     pending = {
-        _calls.submit(contextvars.copy_context().run, make_bid, spec.agent(name), spec.agents,
-                      call_in(req, name), transcript, req.deadline)
+        _calls.submit(contextvars.copy_context().run, make_bid, caller(spec, req, name),
+                      spec.agents, call_in(req, name), transcript, req.deadline)
         for name in req.agents
     }
     while pending:
         # Bids that finish together go out in one round trip and wake the coordinator once.
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         store.write_bids(req.room, [future.result() for future in done], maxlen)
+
+
+def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
+    """The agent a call goes to; in a mention room's turn, with the room's notes for the
+    turn (its people, the silent token, an instruction) after its system prompt."""
+    agent = spec.agent(name)
+    if req.kind is not CallKind.DISCUSS or not isinstance(spec.policy, MentionPolicy):
+        return agent
+    notes = discussion_notes(spec.policy.people or [], spec.policy.silent_token,
+                             req.instructions.get(name, ""))
+    own = system_message(agent)["content"]
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
 
 
 def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202

@@ -54,6 +54,8 @@ class Calls:
 
     kind: CallKind
     agents: tuple[str, ...]
+    # (agent, instruction) pairs: the input an instructed agent's turn takes
+    instructions: tuple[tuple[str, str], ...] = ()
 
 
 # Stops that mean the room cannot work as configured: the run ends failed.

@@ -414,7 +414,10 @@ def plan(spec: RoomSpec, view: TurnView, answers: list[Bid] | tuple[Bid, ...] = 
             f"{speaker}'s turn would pass max_depth ({settings(spec).max_depth}); it stays "
             "queued until a person's next message"))
     floor.waiting = False
-    return Plan(floor, dispatch, speaker=speaker, calls=Calls(CallKind.SPEAK, (speaker,)))
+    instruction = floor.instructions.get(speaker)
+    inputs = ((speaker, instruction),) if instruction else ()
+    return Plan(floor, dispatch, speaker=speaker,
+                calls=Calls(CallKind.DISCUSS, (speaker,), inputs))
 
 
 def waiting_detail(floor: Floor) -> str:
@@ -445,7 +448,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
         return replace(planned.end, log_lines=lines, addressed=names)
     assert planned.calls is not None
     answer = next((found for found in answers
-                   if found.kind is CallKind.SPEAK and found.agent == planned.speaker), None)
+                   if found.kind is CallKind.DISCUSS and found.agent == planned.speaker), None)
     if answer is None:
         return Decision(recent=view.recent, next=planned.calls)
     decision = after_turn(spec, view, planned.floor, answer)

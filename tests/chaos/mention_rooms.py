@@ -69,7 +69,7 @@ def check_mention_rules(spec: RoomSpec, messages: list[Message], records: list[T
     policy = cast(MentionPolicy, spec.policy)
     assert stop in ENDINGS, stop
     for record in records:
-        speaks = [answer for answer in record.bids if answer.kind is CallKind.SPEAK]
+        speaks = [answer for answer in record.bids if answer.kind is CallKind.DISCUSS]
         assert len(speaks) == 1, record
         (answer,) = speaks
         if answer.message.strip() == "(silent)":

@@ -47,7 +47,7 @@ class Room:
             self.keep(first)
             assert first.stop is not None
             return first.stop
-        assert first.kind is CallKind.SPEAK
+        assert first.kind is CallKind.DISCUSS
         return first.agents[0]
 
     def answer(self, text: str) -> Decision:
@@ -57,7 +57,7 @@ class Room:
         agent = first.agents[0]
         self.turn += 1
         decision = decide(self.spec, self.view(),
-                          [Bid(agent=agent, turn=self.turn, kind=CallKind.SPEAK, message=text)])
+                          [Bid(agent=agent, turn=self.turn, kind=CallKind.DISCUSS, message=text)])
         self.keep(decision)
         if decision.winner:
             self.seq += 1  # the agent's message takes a seq; the policy reads it itself
@@ -189,8 +189,8 @@ def test_failed_call_is_posted_as_a_note() -> None:
     first = first_calls(room.spec, room.view())
     assert isinstance(first, Calls)
     decision = decide(room.spec, room.view(), [
-        Bid(agent="dev", turn=1, kind=CallKind.SPEAK, status="error", error="boom @sre"),
-        Bid(agent="x", turn=1, kind=CallKind.SPEAK)])
+        Bid(agent="dev", turn=1, kind=CallKind.DISCUSS, status="error", error="boom @sre"),
+        Bid(agent="x", turn=1, kind=CallKind.DISCUSS)])
     assert decision.message == "(dev could not respond: boom @sre)"
     assert m.Floor.read(decision.floor_state).queue == []
 
@@ -307,7 +307,7 @@ def test_dispatch_picks_the_likeliest_agents_above_the_threshold() -> None:
     room = Room(dispatch_spec())
     room.post("oncall", "customers write to support, what do they say?")
     decision = turn_with(room, '{"investigator": 0.6, "dev": 0.1, "sre": 0.9}')
-    assert decision.next == Calls(CallKind.SPEAK, ("sre",))
+    assert decision.next == Calls(CallKind.DISCUSS, ("sre",))
     floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
                    kind=CallKind.DISPATCH, message='{"investigator": 0.6, "sre": 0.9}')]).floor
     assert floor.queue == ["sre", "investigator"]
@@ -339,7 +339,7 @@ def test_a_failing_classifier_falls_back_to_the_rule() -> None:
     room.post("oncall", "eu-west")
     for reply, status in (("no idea", "ok"), ("", "error"), ("", "timeout")):
         decision = turn_with(room, reply, status)
-        assert decision.next == Calls(CallKind.SPEAK, ("dev",)), (reply, status)
+        assert decision.next == Calls(CallKind.DISCUSS, ("dev",)), (reply, status)
         judged = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1, status=status,
                         kind=CallKind.DISPATCH, message=reply)])
         assert judged.dispatch.reason == "fallback"
@@ -358,7 +358,7 @@ def test_the_classifier_marks_the_askers_first_on_a_tie() -> None:
 def test_dispatch_never_judges_a_message_that_names_someone() -> None:
     room = Room(dispatch_spec())
     room.post("oncall", "@dev look")
-    assert first_calls(room.spec, room.view()) == Calls(CallKind.SPEAK, ("dev",))
+    assert first_calls(room.spec, room.view()) == Calls(CallKind.DISCUSS, ("dev",))
 
 
 def test_dispatch_and_addressed_only_are_exclusive() -> None:

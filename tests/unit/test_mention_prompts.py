@@ -25,3 +25,29 @@ def test_the_agents_that_asked_the_person_are_marked():
 def test_an_earlier_question_answered_before_is_not_marked():
     thread = [*THREAD, Message(seq=5, sender="oncall", content="and now?", run=1)]
     assert askers_of("oncall", thread, ["dev", "sre"]) == []
+
+
+def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_work():
+    from shared.models import BidRequest, CallKind, RoomSpec
+    from workers.prompts import build_discuss_prompt
+    from workers.tasks import caller
+
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "mention", "people": ["oncall"], "silent_token": "(pass)"},
+        "agents": [{"name": "dev", "role": "reads the code", "model": "scripted",
+                    "script": []},
+                   {"name": "sre", "model": "scripted", "script": []}]})
+    request = BidRequest(prefix="t", room="r", turn=1, attempt=1, agents=["dev"],
+                         kind=CallKind.DISCUSS, snapshot_seq=1, deadline=0, spec_version=1,
+                         instructions={"dev": "summarise the incident"})
+    agent = caller(spec, request, "dev")
+    assert agent.system_prompt.startswith("You are dev, who reads the code.")
+    assert "People in the room: @oncall." in agent.system_prompt
+    assert "answer exactly (pass)" in agent.system_prompt
+    assert "the operator instructs you: summarise the incident" in agent.system_prompt
+    plain = caller(spec, request.model_copy(update={"instructions": {}}), "dev")
+    assert "instructs" not in plain.system_prompt
+    prompt = build_discuss_prompt(agent, spec.agents, THREAD, None, len).messages
+    assert prompt[0]["content"] == agent.system_prompt
+    assert "@name (for example @sre)" in prompt[-1]["content"]
+    assert "TERMINATE" not in prompt[-1]["content"]

@@ -160,7 +160,7 @@ class DiesOnTheSecondSpeak(LocalWorkerTransport):
     """Fails as a coordinator dying right as it asks the second agent."""
 
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
-        if any(r.kind is CallKind.SPEAK and r.turn == 2 for _, r in requests):
+        if any(r.kind is CallKind.DISCUSS and r.turn == 2 for _, r in requests):
             raise ConnectionError("coordinator died")
         super().send(requests)
 
@@ -203,7 +203,7 @@ def test_a_scripted_classifier_routes_an_unaddressed_message(sync_redis, async_r
     assert room.said()[1:] == [("sre", "metrics are flat")]
     first = room.store.read_turns(ROOM)[0]
     assert [(b.kind, b.agent) for b in first.bids] == [
-        (CallKind.DISPATCH, "dispatch"), (CallKind.SPEAK, "sre")]
+        (CallKind.DISPATCH, "dispatch"), (CallKind.DISCUSS, "sre")]
     state = room.store.read_state(ROOM)
     assert state.usage.prompt_tokens == 20  # the classifier's call counts
     assert room.floor().dispatched == {"seq": 1, "agents": ["sre"], "reason": "classifier"}
@@ -238,6 +238,8 @@ def test_listen_talk_instruct_regenerate_and_the_queue_view(sync_redis, async_re
     speak_queue.change(room.store, ROOM, "instruct", "dev", "summarise")
     asyncio.run(serve_once(async_redis, keys, room.transport))
     assert room.said()[-1] == ("dev", "summary: flag flipped")
+    instructed = room.transport.sent[-1][1]
+    assert (instructed.agents, instructed.instructions) == (["dev"], {"dev": "summarise"})
     assert room.floor().instructions == {}
 
     speak_queue.change(room.store, ROOM, "regenerate")  # dev answered the last person
