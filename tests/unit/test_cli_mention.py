@@ -122,3 +122,20 @@ def test_run_as_posts_the_task_as_that_person(client, server, monkeypatch, tmp_p
     assert [(m["sender"], m["content"]) for m in result["messages"]] == [
         ("oncall", "@sre status"), ("sre", "ok")]
     assert result["stop_reason"] == "queue_empty"
+
+
+@pytest.mark.parametrize(("policy", "line"), [
+    ("{kind: mention, everyone: [ops]}", "policy.everyone names 'ops', which is not an agent"),
+    ("{kind: mention, people: [dev]}", "policy.people names 'dev', which is an agent"),
+    ("{kind: mention, addressed_only: true, dispatch: {model: scripted, script: []}}",
+     "addressed_only and dispatch are exclusive"),
+    ("{kind: mention, max_depth: 0}", "policy.max_depth: Input should be greater than"),
+    ("{kind: mention, dispatch: {threshold: 2, model: x}}", "policy.dispatch.threshold"),
+])
+def test_a_bad_mention_spec_is_one_line(tmp_path, policy, line):
+    path = tmp_path / "room.yaml"
+    path.write_text(f"policy: {policy}\nagents:\n  - {{name: dev, model: scripted, script: []}}"
+                    "\n  - {name: sre, model: scripted, script: []}\n")
+    code, out = invoke("run", str(path), "--task", "x")
+    assert code == 2 and out.count("\n") == 1
+    assert line in out, out
