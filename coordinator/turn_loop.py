@@ -38,6 +38,8 @@ MESSAGE_LOG_CHARS = 300
 READ_SEQ_FIELD = "read_seq"
 OPS_ID_FIELD = "ops_id"  # the floor field holding the last floor change applied
 MOST_UNREAD = 256
+# How often a mention room's turn looks for its agent being set to only listen.
+LISTEN_POLL_MS = 250
 
 
 @dataclass
@@ -57,6 +59,7 @@ class TurnAnswers:
     turn: int
     cursor: str  # the answers stream id read up to
     committed_calls: dict[str, int]  # each agent's calls in earlier turns
+    ops_after: str = "0-0"  # floor changes after this id came while the turn ran
     answers: list[Bid] = field(default_factory=list)
     arrived: dict[tuple[int, str], Bid] = field(default_factory=dict)
 
@@ -177,7 +180,8 @@ class RoomRunner:
         calls = policies.first_calls(self.spec, view)
         if isinstance(calls, Decision):
             raise RuntimeError(f"turn {turn.number} is open but its policy stops before it")
-        inbox = TurnAnswers(turn.number, turn.bids_from, committed_calls(state))
+        inbox = TurnAnswers(turn.number, turn.bids_from, committed_calls(state),
+                            ops_after=last_op_id(state, view))
         if turn.resumed:
             # A fresh turn has no answers yet: only a resumed one reads what already came.
             inbox.keep(await self.io.read_bids(self.lease.room, inbox.cursor))
@@ -203,6 +207,11 @@ class RoomRunner:
         asked_again = False
         while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
+            if calls.kind is CallKind.DISCUSS:
+                await self.cut_listening(phase, calls, inbox)
+                if not inbox.missing(phase, calls):
+                    break
+                block_ms = min(block_ms, LISTEN_POLL_MS)
             if block_ms <= 0 and self.outages.give_time_again(room, turn.number, turn.opened_at):
                 # The workers were cut off too: their requests may be lost or expired.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
@@ -224,6 +233,18 @@ class RoomRunner:
                 break
             inbox.keep(await self.io.wait_bids(room, inbox.cursor, block_ms))
         inbox.time_out(phase, calls)
+
+    async def cut_listening(self, phase: int, calls: Calls, inbox: TurnAnswers) -> None:
+        """A mention room's turn whose agent was set to only listen since the turn opened
+        is cut: its answer is recorded as cancelled (what it would have said is not
+        posted), and the change itself applies at the next turn."""
+        changes = await self.io.read_floor_ops(self.lease.room, inbox.ops_after, MOST_UNREAD)
+        listening = {change.agent for change in changes if change.op == "listen"}
+        for name in inbox.missing(phase, calls):
+            if name in listening:
+                inbox.arrived[(phase, name)] = cancelled(name, inbox.turn, calls.kind, phase,
+                                                         inbox.numbers(calls)[name])
+                log.info("turn_cut", room=self.lease.room, turn=inbox.turn, agent=name)
 
     async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, agents: list[str],
                       numbers: dict[str, int]) -> None:
@@ -285,6 +306,18 @@ def view_of(state: RoomState, turn: int, unread: tuple[Posted, ...] = (),
         policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
         floor_state=state.floor_state, unread=unread, ops=ops,
     )
+
+
+def last_op_id(state: RoomState, view: TurnView) -> str:
+    """The newest floor change the turn's view holds (or the floor had applied)."""
+    return view.ops[-1].id if view.ops else state.floor_state.get(OPS_ID_FIELD) or "0-0"
+
+
+def cancelled(agent: str, turn: int, kind: CallKind, phase: int, call: int) -> Bid:
+    """The answer of a call cut because its agent was set to only listen."""
+    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=BidStatus.ERROR, error="cut: the agent was set to only listen",
+               error_kind=ErrorKind.CANCELLED)
 
 
 def committed_calls(state: RoomState) -> dict[str, int]:

@@ -645,6 +645,7 @@ class ErrorKind(StrEnum):
     CONNECTION = "connection"  # the provider's endpoint could not be reached
     PROVIDER_ERROR = "provider_error"  # the provider failed (5xx, overloaded)
     SCRIPTED = "scripted"  # a scripted agent's entry raised its error
+    CANCELLED = "cancelled"  # the turn was cut: its agent was set to only listen meanwhile
     OTHER = "other"  # anything else: the error text says what
 
 

@@ -23,6 +23,7 @@ kind (shared.models)        likely fix
 ``connection``              check api_base and that the workers reach it
 ``provider_error``          check the provider's status, or use another model
 ``unparsed``, ``scripted``  none: the error text says what happened
+``cancelled``               none: an operator set the agent to only listen
 ``other``                   none
 ==========================  ================================================================
 """

@@ -61,6 +61,7 @@ from shared.models import (
     DISPATCH_NAME,
     Bid,
     CallKind,
+    ErrorKind,
     MentionPolicy,
     RoomSpec,
     StopReason,
@@ -451,6 +452,11 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
                    if found.kind is CallKind.DISCUSS and found.agent == planned.speaker), None)
     if answer is None:
         return Decision(recent=view.recent, next=planned.calls)
+    if answer.error_kind is ErrorKind.CANCELLED:
+        # Cut: nothing posted, no turn counted; the agent keeps its place and listens
+        # from the next turn, when the change that cut it applies.
+        return replace(Decision(recent=view.recent, floor_state=planned.floor.fields()),
+                       log_lines=lines, addressed=names)
     decision = after_turn(spec, view, planned.floor, answer)
     return replace(decision, log_lines=lines, addressed={**names, **decision.addressed})
 

@@ -10,8 +10,8 @@ import httpx
 import litellm
 import pytest
 
-from coordinator.turn_loop import timed_out
-from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, TurnRecord
+from coordinator.turn_loop import cancelled, timed_out
+from shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
 from shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
 from workers.bidding import Call, failure_kind, make_bid
 from workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
@@ -142,7 +142,8 @@ def test_every_kind_but_none_is_set_somewhere():
               parse_respond({"role": "assistant", "content": "prose"}).error_kind}
     scripted = failure_kind(AgentSpec(name="A", model="scripted", script=[]), ScriptedError("x"))
     set_somewhere = ({kind for _, kind in RAISED} | parsed | {scripted}
-                     | {timed_out("A", 1).error_kind})
+                     | {timed_out("A", 1).error_kind}
+                     | {cancelled("A", 1, CallKind.DISCUSS, 0, 1).error_kind})
     assert set_somewhere == set(ErrorKind) - {ErrorKind.NONE}
 
 

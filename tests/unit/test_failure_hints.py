@@ -112,7 +112,7 @@ def test_a_call_past_its_deadline_asks_for_more_time():
 def test_every_kind_but_the_self_explaining_ones_has_a_fix():
     without_fix = {kind for kind in ErrorKind if not likely_fix(kind)}
     assert without_fix == {ErrorKind.NONE, ErrorKind.UNPARSED, ErrorKind.SCRIPTED,
-                           ErrorKind.OTHER}
+                           ErrorKind.OTHER, ErrorKind.CANCELLED}
 
 
 def test_no_fix_breaks_the_all_failed_detail_into_more_entries():

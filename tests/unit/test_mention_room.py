@@ -284,3 +284,33 @@ def test_each_message_records_whom_it_addressed(sync_redis, async_redis, keys):
     assert [m.addressed for m in messages] == [None, ["sre", "oncall"], []]
     first = room.store.read_turns(ROOM)[0]
     assert first.addressed == {"1": ["dev", "sre"], "posted": ["sre", "oncall"]}
+
+
+class ListensMidTurn(LocalWorkerTransport):
+    """Sets the agent of the first turn to only listen instead of answering its call."""
+
+    def __init__(self, store: RoomStore, *args: Any) -> None:
+        super().__init__(*args)
+        self.store = store
+
+    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        if any(r.turn == 1 for _, r in requests):
+            self.sent.extend(requests)
+            speak_queue.change(self.store, ROOM, "listen", requests[0][1].agents[0])
+            return
+        super().send(requests)
+
+
+def test_listening_set_on_the_speaking_agent_cuts_its_turn(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["never said"], "sre": ["sre here"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.transport = ListensMidTurn(room.store, sync_redis, keys)
+    room.post("@dev @sre look")
+    assert room.said() == [("oncall", "@dev @sre look"), ("sre", "sre here")]
+    first = room.store.read_turns(ROOM)[0]
+    assert first.winner is None and first.bids[0].error_kind == "cancelled"
+    floor = room.floor()
+    assert floor.listening == ["dev"] and floor.queue == ["dev"] and floor.turns == 1
+    assert room.store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
+    for record in room.store.read_turns(ROOM):
+        assert policies.replay(spec, record).winner == record.winner
