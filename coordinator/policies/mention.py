@@ -33,8 +33,24 @@ nobody can speak       the run ends ``waiting_for_person`` when the room owes a 
                        once per chain), its agent stays queued, the room waits for a person
 ``max_turns``          after that many agent turns in the room's life the discussion is
                        over: the queue is dropped, later messages ask nobody, ``max_turns``
+dispatch (optional)    a person's unaddressed message (the last of a batch) is judged by
+                       one classifier call (``dispatch``): the candidates whose probability
+                       reaches ``threshold``, likeliest first (askers first on a tie), at
+                       most ``max_agents``; none reaching it: nobody (``none``). A failed,
+                       late or unreadable call: the rule above (``fallback``). Logged as
+                       ``dispatch_decision`` and kept in ``floor:dispatched``
+instruct               the agent goes to the front for a turn on the instruction (given
+                       while waiting, to a listening agent, to the last speaker, past
+                       max_depth); refused once the discussion is over
+regenerate             each agent that answered the last person's message (each it asked,
+                       when none did) goes to the front, once
+cut                    listening set on the agent whose turn runs: its answer is recorded
+                       ``cancelled``, nothing is posted, no turn counted, it keeps its place
+addressed              whom each message named: the turn record's ``addressed`` (by seq,
+                       ``posted`` for the turn's own), the agent message's log entry
 state                  room-scoped fields ``floor:<field>`` (never cleared by a new run),
-                       written with the turn's commit, or with the run's end
+                       written with the turn's commit, or with the run's end; operators'
+                       changes come through ``{R}:floor_ops`` and apply at the next turn
 =====================  =================================================================
 """
 
