@@ -233,7 +233,8 @@ def stream_report(client: Client, room: str) -> dict[str, dict[str, Any]]:
     settings = client.settings
     caps = {"log": None, "inbox": None, "bids": settings.bids_stream_maxlen,
             "turns": settings.turns_stream_maxlen,
-            "dead_letters": settings.dead_letter_stream_maxlen}
+            "dead_letters": settings.dead_letter_stream_maxlen,
+            "events": settings.events_stream_maxlen}
     lengths = client.store.stream_lengths(room)
     return {name: {"length": lengths[name], "max_length": cap} for name, cap in caps.items()}
 

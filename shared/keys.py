@@ -47,6 +47,11 @@ key                       type    holds                                       wr
                                   answers; recent, policy_state, adjusted and
                                   cuts are JSON too); trimmed to about
                                   ``turns_stream_maxlen``
+``{R}:events``            stream  what happened in the room, for followers:     coordinator (Lua),
+                                  flat fields ``type``, the event's fields      workers (answers) /
+                                  and ``ts`` (see shared/events.py for every    client, CLI,
+                                  type and which script writes it); trimmed     dashboards
+                                  to about ``events_stream_maxlen``
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms)              client, coordinator
 ``runnable``              zset    rooms needing a coordinator, by due time      client, coordinator
@@ -117,6 +122,10 @@ class Keys:
     def dead_letters(self, room: str) -> str:
         """Inbox entries that could not become messages, set aside with the reason."""
         return self._room(room, "dead")
+
+    def events(self, room: str) -> str:
+        """What happened in the room (runs, messages, turns, answers, leases), for followers."""
+        return self._room(room, "events")
 
     def lease(self, room: str) -> str:
         """Which coordinator serves the room, and under which epoch."""

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     bids_stream_maxlen: int = Field(default=2000, ge=100)
     turns_stream_maxlen: int = Field(default=1000, ge=100)
     dead_letter_stream_maxlen: int = Field(default=100, ge=10)
+    # Followers read the events stream as it is written and need only its recent entries;
+    # a 16-agent turn writes about 19 events of about 100 bytes (shared/events.py).
+    events_stream_maxlen: int = Field(default=10_000, ge=100)
     # A dead letter keeps at most 16 of the entry's fields, each cut to this many bytes.
     dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
     # Posts longer than this are refused by the client and set aside by the coordinator.

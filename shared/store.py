@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import redis
 
+from shared.events import Event, answer_event_fields, event_from_entry
 from shared.keys import Keys, check_room_id
 from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name, name_key
 from shared.records import (
@@ -44,13 +45,15 @@ class RoomStore:
     """Rooms in one Redis under one key prefix."""
 
     def __init__(self, client: redis.Redis, keys: Keys,
-                 message_max_bytes: int = Settings.model_fields["message_max_bytes"].default
+                 message_max_bytes: int = Settings.model_fields["message_max_bytes"].default,
+                 events_maxlen: int = Settings.model_fields["events_stream_maxlen"].default
                  ) -> None:
         # redis-py types every reply as a union of what any client could return; this one
         # returns bytes, and the record functions below decode them.
         self.redis: Any = client
         self.keys = keys
         self.message_max_bytes = message_max_bytes
+        self.events_maxlen = events_maxlen
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
         """Store a new room's spec and idle state; raise RoomExists if the id is taken."""
@@ -137,6 +140,32 @@ class RoomStore:
                 after_seq = message.seq
                 yield message
 
+    def read_events(self, room: str, after: str = "0-0", count: int | None = None
+                    ) -> list[Event]:
+        """Events still in the room's events stream after the id ``after``, oldest first."""
+        entries = self.redis.xrange(self.keys.events(room), f"({after}", "+", count=count)
+        return [event_from_entry(entry_id, fields) for entry_id, fields in entries]
+
+    def wait_events(self, room: str, after: str, block_ms: int, count: int = 1000
+                    ) -> list[Event]:
+        """Events after the id ``after``, waiting up to ``block_ms`` for the first."""
+        reply = self.redis.xread({self.keys.events(room): after}, count=count,
+                                 block=max(1, block_ms))
+        return [event_from_entry(entry_id, fields)
+                for _, entries in reply for entry_id, fields in entries]
+
+    def state_and_last_event(self, room: str) -> tuple[RoomState, str]:
+        """The room's state and the id of the last event it has written, read together
+        (the scripts write both at once): the events after that id are what changes the
+        state from here. ``0-0`` when there is no event."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.state(room))
+        pipe.xrevrange(self.keys.events(room), "+", "-", count=1)
+        fields, last = pipe.execute()
+        if not fields:
+            raise RoomNotFound(f"no room {room!r}")
+        return RoomState(fields), decode(last[0][0]) if last else "0-0"
+
     def read_turns(self, room: str) -> list[TurnRecord]:
         """Every turn record still in the turns stream, oldest first."""
         return [turn_record_from_fields(f) for _, f in self.redis.xrange(self.keys.turns(room))]
@@ -146,18 +175,22 @@ class RoomStore:
         self.write_bids(room, [bid], maxlen)
 
     def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> None:
-        """Append bids to the room's bids stream in one round trip."""
+        """Append bids to the room's bids stream, each with its ``answer_arrived`` event,
+        in one round trip."""
         pipe = self.redis.pipeline(transaction=False)
         for bid in bids:
             pipe.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
+            pipe.xadd(self.keys.events(room), answer_event_fields(bid),
+                      maxlen=self.events_maxlen, approximate=True)
         pipe.execute()
 
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
-        dead_letters)."""
+        dead_letters, events)."""
         streams = {"log": self.keys.log(room), "inbox": self.keys.inbox(room),
                    "bids": self.keys.bids(room), "turns": self.keys.turns(room),
-                   "dead_letters": self.keys.dead_letters(room)}
+                   "dead_letters": self.keys.dead_letters(room),
+                   "events": self.keys.events(room)}
         pipe = self.redis.pipeline(transaction=False)
         for key in streams.values():
             pipe.xlen(key)

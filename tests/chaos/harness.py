@@ -41,6 +41,7 @@ from shared.records import bid_from_fields
 from shared.scripts import Scripts
 from shared.store import RoomStore
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
+from tests.support.events import check_event_order
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec
 
@@ -262,7 +263,8 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     stop, cuts and posted message; the transcript (and, if ``expected_stop`` is given, the
     stop reason) equals the failure-free run's up to the first turn in which a call timed
     out (all of it when none did); no call ran twice (``asked_again``: the turns a
-    coordinator logged as asked once more); and a selector room kept the selector's rules.
+    coordinator logged as asked once more); a selector room kept the selector's rules; and
+    the room's events tell its log in order, whoever held the room.
     """
     state = store.read_state(room)
     assert state.status is RoomStatus.IDLE and not state.turn_open, (room, state.raw)
@@ -281,6 +283,7 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
         assert expected_stop is None or state.stop_reason is expected_stop, (
             room, state.stop_reason, expected_stop)
     check_no_call_twice(store, room, records, asked_again)
+    check_event_order(store.read_events(room), messages)
     if is_selector_room(spec):
         check_selector_rules(spec, messages, records, state.stop_reason)
     return RoomCheck(
