@@ -8,7 +8,6 @@ that races with it always leaves the room runnable (no lost wake-up).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -126,20 +125,6 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", end)
         return [message_from_fields(fields) for _, fields in entries]
 
-    def follow(self, room: str, after_seq: int = 0, block_ms: int = 1000) -> list[Message]:
-        """Messages after ``after_seq``, waiting up to ``block_ms`` for the first one."""
-        reply = self.redis.xread({self.keys.log(room): f"{after_seq}-0"}, block=block_ms)
-        return [message_from_fields(fields) for _, entries in reply for _, fields in entries]
-
-    def iter_messages(self, room: str, after_seq: int = 0, block_ms: int = 1000
-                      ) -> Iterator[Message]:
-        """Every message from ``after_seq`` on, forever (stop iterating to end), each wait
-        blocking up to ``block_ms``."""
-        while True:
-            for message in self.follow(room, after_seq, block_ms):
-                after_seq = message.seq
-                yield message
-
     def read_events(self, room: str, after: str = "0-0", count: int | None = None
                     ) -> list[Event]:
         """Events still in the room's events stream after the id ``after``, oldest first."""
@@ -153,6 +138,18 @@ class RoomStore:
                                  block=max(1, block_ms))
         return [event_from_entry(entry_id, fields)
                 for _, entries in reply for entry_id, fields in entries]
+
+    def wait_room(self, room: str, after_seq: int, after_event: str, block_ms: int
+                  ) -> tuple[list[Message], list[Event]]:
+        """Messages after seq ``after_seq`` and events after the id ``after_event``, waiting
+        up to ``block_ms`` for the first of either. A script writes a message and its events
+        at once, so a reply holds both or neither."""
+        log, events = self.keys.log(room), self.keys.events(room)
+        reply = self.redis.xread({log: f"{after_seq}-0", events: after_event},
+                                 block=max(1, block_ms))
+        found = {decode(key): entries for key, entries in reply}
+        return ([message_from_fields(fields) for _, fields in found.get(log, [])],
+                [event_from_entry(entry_id, fields) for entry_id, fields in found.get(events, [])])
 
     def state_and_last_event(self, room: str) -> tuple[RoomState, str]:
         """The room's state and the id of the last event it has written, read together
