@@ -16,6 +16,7 @@ from coordinator.lease import Leases
 from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.client import Client, RunTimeout
+from parley.groupchat import GroupChat
 from shared.events import RunEnded
 from shared.keys import Keys
 from shared.models import Message, RoomStatus, StopReason
@@ -23,6 +24,7 @@ from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
@@ -51,14 +53,14 @@ def client(store) -> Client:
     return client
 
 
-def serve_once(server, keys, owner: str = "c1", transport=None) -> None:
+def serve_once(server, keys, owner: str = "c1", transport=None, room: str = ROOM) -> None:
     """One coordinator's take of the room: turns until it goes idle."""
 
     async def serve() -> None:
         async_redis = fakeredis.FakeAsyncRedis(server=server)
         scripts = Scripts(async_redis)
         leases = Leases(async_redis, keys, scripts, owner, 5.0)
-        lease = await leases.acquire(ROOM)
+        lease = await leases.acquire(room)
         assert lease is not None
         try:
             await RoomRunner(lease, RoomIO(async_redis, keys, scripts),
@@ -252,3 +254,26 @@ def test_the_timeline_gives_each_message_then_its_runs_end(client, store, server
     ends = [i for i in items if isinstance(i, RunEnded)]
     assert [e.stop_reason for e in ends] == [StopReason.MAX_MESSAGES] * 2
     assert [next(client.follow(ROOM, after_seq=2)).seq] == [3]
+
+
+def test_groupchat_streams_every_message_before_run_returns(client, store, server, keys):
+    chat = GroupChat(agents=[{"name": name, "model": "scripted", "script": script}
+                             for name, script in rotating_scripts(3, 4).items()],
+                     max_loops=4, output_type="list", client=client)
+    finals: list[str] = []
+
+    def coordinator() -> None:
+        room = wait_until(lambda: store.list_rooms(), 5, "GroupChat's room")[0]
+        wait_until(lambda: store.redis.xlen(keys.inbox(room)), 5, "the task")
+        serve_once(server, keys, room=room)
+
+    thread = threading.Thread(target=coordinator)
+    thread.start()
+    try:
+        history = chat.run("go", streaming_callback=lambda agent, chunk, final: final
+                           and finals.append(agent))
+    finally:
+        thread.join()
+
+    assert [row["role"] for row in history] == ["User", "agent1", "agent2", "agent0"]
+    assert finals == ["User", "agent1", "agent2", "agent0"]
