@@ -194,6 +194,54 @@ def follow(room: Annotated[str, typer.Argument(help="Room id")],
         pass
 
 
+# A stream id as Redis reads it: milliseconds, and optionally -sequence.
+_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?\Z")
+
+
+@app.command()
+@friendly
+def events(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
+    after: Annotated[str, typer.Option(help="Start after this event id")] = "0-0",
+    keep_following: Annotated[bool, typer.Option(
+        "--follow/--no-follow", help="Wait for new events (Ctrl-C to stop)")] = True,
+) -> None:
+    """Print a room's events (runs, messages, turns, answers, leases) as they are written,
+    from the oldest kept or after --after ID."""
+    if not _STREAM_ID.fullmatch(after):
+        raise CliError(f"--after {after!r} is not an event id (like 1764500000123-0)")
+    client = Client()
+    try:
+        for event in client.events(room, after, follow=keep_following):
+            if as_json:
+                print(json.dumps(output.event_json(event), ensure_ascii=False), flush=True)
+            else:
+                console.print(output.event_line(event), highlight=False, markup=False,
+                              soft_wrap=True)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+@friendly
+def turns(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document")] = False,
+    last: Annotated[int | None, typer.Option(min=0, help="Only the newest N decided turns")
+                    ] = None,
+) -> None:
+    """Show each turn's answers (scores raw and adjusted, status, latency, tokens) and, for
+    the open turn, who has answered and who is still pending."""
+    from parley.turn_report import read_turn_report
+
+    report = read_turn_report(Client().store, room, last)
+    if as_json:
+        print(json.dumps(output.turns_json(report), ensure_ascii=False))
+    else:
+        output.print_turns(console, report)
+
+
 @app.command()
 @friendly
 def status(room: Annotated[str | None, typer.Argument(help="One room's details")] = None,

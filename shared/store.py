@@ -19,6 +19,7 @@ from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name,
 from shared.records import (
     RoomState,
     bid_fields,
+    bid_from_fields,
     check_post,
     decode,
     message_from_fields,
@@ -124,6 +125,12 @@ class RoomStore:
         end = f"{upto_seq}-0" if upto_seq is not None else "+"
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", end)
         return [message_from_fields(fields) for _, fields in entries]
+
+    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Bid]]:
+        """Answers still in the room's answers stream after the id ``after``, oldest first,
+        each with its entry id."""
+        entries = self.redis.xrange(self.keys.bids(room), f"({after}", "+")
+        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
 
     def read_events(self, room: str, after: str = "0-0", count: int | None = None
                     ) -> list[Event]:
