@@ -23,7 +23,7 @@ from parley import output
 from parley.client import Client, RunTimeout, load_spec
 from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
-from shared.models import POLICY_KINDS, RoomStatus, StopReason
+from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import get_settings, redact_url
 from shared.spec_limits import SpecTooLarge
@@ -184,12 +184,16 @@ def post(
 @friendly
 def follow(room: Annotated[str, typer.Argument(help="Room id")],
            after: Annotated[int, typer.Option(help="Start after this seq")] = 0) -> None:
-    """Print a room's messages as they are committed (Ctrl-C to stop)."""
+    """Print a room's messages as they are committed, and each run's end (Ctrl-C to
+    stop)."""
     client = Client()
     client.state(room)
     try:
-        for message in client.follow(room, after):
-            output.print_message(console, message)
+        for item in client.timeline(room, after):
+            if isinstance(item, Message):
+                output.print_message(console, item)
+            else:
+                output.print_run_end(console, item)
     except KeyboardInterrupt:
         pass
 

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from parley.client import RunResult
-from shared.events import Event
+from shared.events import Event, RunEnded
 from shared.logs import one_line
 from shared.models import Bid, Message
 
@@ -54,6 +55,14 @@ def print_run(console: Console, result: RunResult, printed: bool = False) -> Non
     detail = f": {result.stop_detail}" if result.stop_detail else ""
     console.print(f"[dim]room {result.room} · {result.status.value} · "
                   f"stopped by {reason}{detail}[/dim]", highlight=False)
+
+
+def print_run_end(console: Console, event: RunEnded) -> None:
+    """How a run ended, as ``parley follow`` shows it between the runs' messages."""
+    reason = event.stop_reason.value if event.stop_reason else "-"
+    detail = f": {event.stop_detail}" if event.stop_detail else ""
+    console.print(f"[dim]run {event.run} ended · {event.status.value} · "
+                  f"stopped by {reason}{escape(detail)}[/dim]", highlight=False)
 
 
 def rooms_table(rows: list[dict[str, Any]]) -> Table:

@@ -296,3 +296,29 @@ def test_a_selector_asked_again_is_pending_in_the_next_phase(store, server, keys
     progress = open_turn_progress(spec, state, [("1-0", no_pick)])
 
     assert (progress.phase, progress.kind, progress.pending) == (1, CallKind.SELECT, ["selector"])
+
+
+# --- parley follow
+
+
+def test_follow_prints_each_runs_end_between_the_messages(client, store, server, keys):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2), max_messages=2))
+    client.post(ROOM, "go")
+    serve_once(server, keys)
+    timeline = client.timeline
+
+    def until_ctrl_c(room, after_seq):
+        items = timeline(room, after_seq)
+        # What the room said before following began, then (as if live) its run's end.
+        yield next(items)
+        yield next(items)
+        yield from (e for e in store.read_events(ROOM) if e.type == "run_ended")
+        raise KeyboardInterrupt
+
+    client.timeline = until_ctrl_c  # type: ignore[method-assign]
+    result = invoke("follow", ROOM)
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "  1 User: go", "  2 agent1 (score 0.90): agent1 on turn 1",
+        "run 1 ended · idle · stopped by max_messages"]
