@@ -63,9 +63,10 @@ Memory per room: the log grows with the conversation and is never trimmed; every
 per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
 node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
 is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
-agents with 1,500-character drafts; a bid 0.8-1.9 KB; a dead letter at most 41 KB. At the
-default caps (turns 1,000, bids 2,000, dead letters 100) a busy 16-agent room's capped
-streams hold at most about 37 MB (under 40 MB), a 4-agent room's about 10 MB.
+agents with 1,500-character drafts; a bid 0.8-1.9 KB; an event about 120-150 bytes (a
+run_ended carries the run's answer); a dead letter at most 41 KB. At the default caps
+(turns 1,000, bids 2,000, events 10,000, dead letters 100) a busy 16-agent room's capped
+streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB.
 """
 
 from __future__ import annotations

@@ -58,8 +58,9 @@ class Settings(BaseSettings):
     bids_stream_maxlen: int = Field(default=2000, ge=100)
     turns_stream_maxlen: int = Field(default=1000, ge=100)
     dead_letter_stream_maxlen: int = Field(default=100, ge=10)
-    # Followers read the events stream as it is written and need only its recent entries;
-    # a 16-agent turn writes about 19 events of about 100 bytes (shared/events.py).
+    # Followers read the events stream as it is written and need only its recent entries:
+    # a 16-agent turn writes 19 events of about 120 bytes, so the default holds about 500
+    # such turns in about 1.2 MB (python -m benchmarks.stream_sizes).
     events_stream_maxlen: int = Field(default=10_000, ge=100)
     # A dead letter keeps at most 16 of the entry's fields, each cut to this many bytes.
     dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
