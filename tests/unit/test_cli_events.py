@@ -322,3 +322,15 @@ def test_follow_prints_each_runs_end_between_the_messages(client, store, server,
     assert result.output.splitlines() == [
         "  1 User: go", "  2 agent1 (score 0.90): agent1 on turn 1",
         "run 1 ended · idle · stopped by max_messages"]
+
+
+def test_turns_of_an_unknown_room_is_one_line(client):
+    result = invoke("turns", "nowhere")
+    assert (result.exit_code, result.output) == (2, "parley: no room 'nowhere'\n")
+
+
+def test_turns_of_a_room_without_turns_says_so(client, store):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    assert invoke("turns", ROOM).output == f"room {ROOM} has no turns yet\n"
+    assert json.loads(invoke("turns", ROOM, "--json").output) == {
+        "room": ROOM, "turns": [], "open_turn": None}
