@@ -1,5 +1,5 @@
 """Following a room as it changes: its messages and the ends of its runs, read by blocking
-on the room's log and events streams together (never by polling its state)."""
+on the room's log and events streams together rather than by polling its state."""
 
 from __future__ import annotations
 

@@ -34,11 +34,24 @@ and interleave with the coordinator's as they arrive. A room that failed with
 ``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
 last run's number.
 
-Adding an event type: a member of ``EventType``; a model below with its fields (its
-docstring says who writes it), listed in ``EVENT_MODELS``; one ``XADD ... MAXLEN ~`` in the
-script (or pipeline) that makes the change it describes, after every check, with the
-events cap passed in like the others; a row in the table above; and a test of its order.
-Readers keep the fields of a type or field they do not know (``Event`` allows extras).
+Adding an event type:
+
+1. a member of ``EventType`` and a model below with its fields (its docstring says who
+   writes it), listed in ``EVENT_MODELS``; a row in the table above;
+2. one XADD in the script (or pipeline) that makes the change it describes, after every
+   check. The events key reaches a script through KEYS and the cap through ARGV or its
+   payload, as the others' do (``RoomIO.events_maxlen`` on the coordinator, the store's
+   ``events_maxlen`` on the workers and clients)::
+
+       local time = redis.call('TIME')
+       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'type', 'queue_changed',
+         'queue', queue, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+
+3. a test of where it falls among the others (tests/support/events.py checks the order of
+   every room the tests run).
+
+Readers keep the fields of a type or a field they do not know (``Event`` allows extras), so
+followers built before a new type still read the stream.
 """
 
 from __future__ import annotations
