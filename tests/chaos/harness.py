@@ -283,7 +283,8 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
         assert expected_stop is None or state.stop_reason is expected_stop, (
             room, state.stop_reason, expected_stop)
     check_no_call_twice(store, room, records, asked_again)
-    check_event_order(store.read_events(room), messages)
+    # Answers are not checked against their turn's opening: a Redis restart may lose it.
+    check_event_order(store.read_events(room), messages, answers_after_opening=False)
     if is_selector_room(spec):
         check_selector_rules(spec, messages, records, state.stop_reason)
     return RoomCheck(

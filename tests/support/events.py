@@ -14,12 +14,15 @@ from shared.events import (
 from shared.models import Message
 
 
-def check_event_order(events: list[Event], messages: list[Message]) -> None:
+def check_event_order(events: list[Event], messages: list[Message],
+                      answers_after_opening: bool = True) -> None:
     """Assert that ``events`` (the whole stream, nothing trimmed) tell the story of the log
     ``messages``: one message_committed per message, in seq order and with its sender, run
     and turn; each run's run_started before its first message and its run_ended after its
     last; each turn opened once, decided once after it opened (its message just before its
-    decision), and its answers after it opened."""
+    decision); and, with ``answers_after_opening``, each answer after its turn opened. (A
+    Redis restart that lost a turn's opening breaks that last rule: a worker's answer,
+    written again once Redis is back, may land before the turn opens again.)"""
     committed = [e for e in events if isinstance(e, MessageCommitted)]
     assert [(e.seq, e.sender, e.run, e.turn) for e in committed] == [
         (m.seq, m.sender, m.run, m.turn) for m in messages]
@@ -41,5 +44,5 @@ def check_event_order(events: list[Event], messages: list[Message]) -> None:
             after = events[where[id(event)] + 1]
             assert isinstance(after, TurnDecided) and after.turn == event.turn, (event, after)
     for event in events:
-        if isinstance(event, AnswerArrived):
+        if answers_after_opening and isinstance(event, AnswerArrived):
             assert opened[event.turn] < where[id(event)], event
