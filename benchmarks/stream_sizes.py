@@ -1,13 +1,14 @@
-"""How much Redis memory one turn costs in a room's capped streams, to size their caps.
+"""How much Redis memory a message and a turn cost in a room's streams, to size their caps.
 
     .venv/bin/python -m benchmarks.stream_sizes --agents 4,16 --chars 200,600,1500
 
-Writes turn records, bids and events exactly as the coordinator and the workers encode them
-(``turn_record_fields``, ``bid_fields``, ``answer_event_fields`` and the scripts' event
-fields) into the Redis at ``PARLEY_REDIS_URL`` under a private prefix, reads ``MEMORY
-USAGE`` of each stream and prints bytes per entry. In a bid room every agent drafts its
-message with its bid, so a turn record holds N messages; the message length is the knob
-(600 characters is about 100 words). Events hold no message, only a run's end its answer.
+Writes log entries, turn records, bids and events exactly as the coordinator and the
+workers encode them (``agent_message_fields``, ``turn_record_fields``, ``bid_fields``,
+``answer_event_fields`` and the scripts' event fields) into the Redis at
+``PARLEY_REDIS_URL`` under a private prefix, reads ``MEMORY USAGE`` of each stream and
+prints bytes per entry. In a bid room every agent drafts its message with its bid, so a
+turn record holds N messages; the message length is the knob (600 characters is about 100
+words). Events hold no message, only a run's end its answer.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import redis
 
 from shared.events import answer_event_fields
 from shared.keys import Keys
-from shared.models import Bid, TurnRecord
-from shared.records import bid_fields, turn_record_fields
+from shared.models import Bid, RoomSpec, TurnRecord
+from shared.records import agent_message_fields, bid_fields, turn_record_fields
 from shared.settings import Settings
+from shared.store import RoomStore
 
 ENTRIES = 500
 
@@ -68,6 +70,43 @@ def measure(client: redis.Redis, keys: Keys, agents: int, chars: int) -> dict[st
             "bid_bytes": round(per_bid), "bids_per_turn_bytes": round(per_bid * agents)}
 
 
+def measure_log(client: redis.Redis, keys: Keys, chars: int) -> dict[str, int]:
+    """Bytes per log entry: an agent's message of ``chars`` characters as commit.lua writes
+    it (seq, sender, content, score, turn, run, epoch, ts), id ``<seq>-0``."""
+    room = f"size-log-{chars}"
+    words = "the agents weigh the launch against what fails first and what it costs. "
+    content = (words * (chars // len(words) + 1))[:chars]
+    pipe = client.pipeline(transaction=False)
+    for seq in range(1, ENTRIES + 1):
+        fields = agent_message_fields(f"agent{seq % 4}", content, 0.8123456789, seq, 1, 3,
+                                      1764500000.123456 + seq)
+        pipe.xadd(keys.log(room), {"seq": str(seq), **fields}, id=f"{seq}-0")
+    pipe.execute()
+    return {"chars": chars, "log_entry_bytes": round(bytes_per_entry(client, keys.log(room)))}
+
+
+def measure_room(client: redis.Redis, keys: Keys, agents: int) -> dict[str, int]:
+    """Bytes of a room's spec and state hashes once its agents have spoken: the spec of
+    ``examples/rooms/demo.yaml``'s shape, and the state with every agent's totals."""
+    room = f"size-room-{agents}"
+    spec = RoomSpec.model_validate({
+        "name": "launch-panel", "policy": {"kind": "bid"},
+        "agents": [{"name": f"Agent{i}", "role": "argues one side of the launch",
+                    "system_prompt": "You are a thoughtful panelist. " * 4,
+                    "model": "openai/gpt-4o-mini"} for i in range(agents)]})
+    RoomStore(client, keys).create_room(room, spec)
+    totals = {f"agent:Agent{i}:{name}": "1234.5" for i in range(agents)
+              for name in ("calls", "prompt_tokens", "completion_tokens", "cost_usd")}
+    client.hset(keys.state(room), mapping={
+        "status": "idle", "run": 3, "last_seq": 120, "messages_in_run": 12, "turn": 130,
+        "run_turns": 12, "recent": '["Agent1"]', "stop_reason": "lull", "stop_detail": "",
+        "answer": "x" * 600, "inbox_last_id": "1764500000123-0", "prompt_tokens": 123456,
+        "completion_tokens": 23456, "cost_usd": "0.123456", **totals})
+    usage = [int(client.memory_usage(key, samples=0) or 0) for key in
+             (keys.spec(room), keys.state(room))]
+    return {"agents": agents, "spec_bytes": usage[0], "state_bytes": usage[1]}
+
+
 def worst_dead_letter(settings: Settings) -> dict[str, str]:
     """The biggest dead letter drain.lua writes: 16 fields, names and values at the cut."""
     cut = settings.dead_letter_value_max_bytes
@@ -92,7 +131,8 @@ def turn_events(agents: int, turn: int, chars: int) -> list[dict[str, str]]:
     ts = f"{1764500000.123456 + turn:.6f}"
     events = [{"type": "turn_opened", "turn": str(turn), "run": "1", "phase": "0",
                "deadline": f"{1764500030.123456 + turn:.6f}", "ts": ts}]
-    events += [answer_event_fields(sample_bid(i, turn, 0)) for i in range(agents)]
+    events += [{"type": "answer_arrived", **answer_event_fields(sample_bid(i, turn, 0)),
+                "ts": ts} for i in range(agents)]
     events += [{"type": "message_committed", "seq": str(turn + 1), "sender": "agent1",
                 "run": "1", "turn": str(turn), "ts": ts},
                {"type": "turn_decided", "turn": str(turn), "run": "1", "winner": "agent1",
@@ -139,6 +179,14 @@ def main() -> None:
     keys = Keys(f"parley-size-{uuid.uuid4().hex[:8]}")
     rows = []
     try:
+        for chars in sorted({100, *map(int, args.chars.split(",")), 4000}):
+            row = measure_log(client, keys, chars)
+            print(f"log entry: chars={row['chars']} bytes={row['log_entry_bytes']} "
+                  f"(overhead {row['log_entry_bytes'] - row['chars']})", flush=True)
+        for agents in map(int, args.agents.split(",")):
+            row = measure_room(client, keys, agents)
+            print(f"room: agents={agents} spec={row['spec_bytes']} bytes "
+                  f"state={row['state_bytes']} bytes", flush=True)
         for agents in map(int, args.agents.split(",")):
             for chars in map(int, args.chars.split(",")):
                 rows.append({**measure(client, keys, agents, chars),

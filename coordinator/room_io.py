@@ -22,6 +22,7 @@ from shared.records import (
     agent_total_field,
     bid_from_fields,
     decode,
+    run_total_field,
     turn_record_fields,
 )
 from shared.scripts import Scripts
@@ -33,17 +34,19 @@ _FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
 
 @dataclass(frozen=True)
 class InboxLimits:
-    """What drain accepts from a room's inbox, and how much it keeps of what it sets aside."""
+    """What drain accepts from a room's inbox, how much it keeps of what it sets aside, and
+    the log's cap (0: never trimmed) for drain and commit."""
 
     message_max_bytes: int
     dead_letter_maxlen: int
     dead_letter_value_max_bytes: int
+    log_maxlen: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> InboxLimits:
         """The limits configured in ``settings``."""
         return cls(settings.message_max_bytes, settings.dead_letter_stream_maxlen,
-                   settings.dead_letter_value_max_bytes)
+                   settings.dead_letter_value_max_bytes, settings.log_stream_maxlen)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class RoomIO:
         limits = self.limits
         args = [lease.token, lease.epoch, self.drain_batch, limits.dead_letter_maxlen,
                 SENDER_MAX_BYTES, limits.message_max_bytes, limits.dead_letter_value_max_bytes,
-                self.events_maxlen]
+                limits.log_maxlen, self.events_maxlen]
         try:
             moved, fields, set_aside = await self.scripts.drain(keys=keys, args=args)
         except ResponseError as error:
@@ -112,8 +115,9 @@ class RoomIO:
         return Drained(int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True))),
                        list(zip(pairs[::2], pairs[1::2], strict=True)))
 
-    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn:
-        """Open the next turn with a deadline ``timeout_s`` from now."""
+    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn | None:
+        """Open the next turn with a deadline ``timeout_s`` from now; None when the room was
+        paused meanwhile (no turn opens: the caller looks at the room again)."""
         room = lease.room
         opened_at = time.time()
         deadline = opened_at + timeout_s
@@ -124,6 +128,8 @@ class RoomIO:
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
                                  self.events_maxlen])
         except ResponseError as error:
+            if str(error).startswith("PAUSED"):
+                return None
             raise _fence(error) from error
         return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)
 
@@ -147,7 +153,8 @@ class RoomIO:
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room), self.keys.events(room)]
-        payload = commit_payload(record, decision, turns_maxlen, self.events_maxlen)
+        payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
+                                 self.events_maxlen)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             return int(await self.scripts.commit(keys=keys, args=args))
@@ -194,8 +201,9 @@ class RoomIO:
         return bool(await self.scripts.unschedule(keys=[self.keys.runnable], args=[room, expected]))
 
     async def touch(self, room: str) -> None:
-        """Mark the room active now, for dashboards ordering rooms by activity."""
-        await self.redis.zadd(self.keys.rooms, {room: now_ms()})
+        """Mark the room active now, for dashboards ordering rooms by activity and for idle
+        expiry (only if it is listed: a room deleted meanwhile stays gone)."""
+        await self.redis.zadd(self.keys.rooms, {room: now_ms()}, xx=True)
 
 
 def without_scripts(spec: RoomSpec) -> RoomSpec:
@@ -206,9 +214,7 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
     return spec.model_copy(update={"agents": agents})
 
 
-
-
-def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
+def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, log_maxlen: int,
                    events_maxlen: int) -> dict[str, Any]:
     """commit.lua's payload (its header describes each part). The message is stamped with
     the turn's decision time."""
@@ -217,6 +223,7 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
         "usage": usage_increments(record.bids),
         "record": turn_record_fields(record),
         "turns_maxlen": str(turns_maxlen),
+        "log_maxlen": str(log_maxlen),
         "events_maxlen": str(events_maxlen),
     }
     if decision.winner is not None:
@@ -241,8 +248,8 @@ def state_updates(decision: Decision) -> dict[str, str]:
 
 
 def usage_increments(bids: list[Bid]) -> dict[str, str]:
-    """Increments of the room's and each agent's running totals: every call counts, and
-    its tokens and cost."""
+    """Increments of the room's, the run's and each agent's running totals: every call
+    counts, and its tokens and cost."""
     increments: dict[str, float] = {}
 
     def add(field_name: str, amount: float) -> None:
@@ -254,5 +261,6 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
             amount = float(getattr(bid, total))
             if amount:
                 add(total, amount)
+                add(run_total_field(total), amount)
                 add(agent_total_field(bid.agent, total), amount)
     return {field_name: repr(amount) for field_name, amount in increments.items()}

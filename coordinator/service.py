@@ -22,6 +22,7 @@ from coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, con
 from coordinator.lease import Lease, LeaseLost, Leases
 from coordinator.lease_keeper import LeaseKeeper, ServedRooms
 from coordinator.outages import OutageClock
+from coordinator.retention import IdleRooms
 from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
@@ -71,6 +72,8 @@ class Coordinator:
                              events_maxlen=settings.events_stream_maxlen)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
+        self.idle_rooms = IdleRooms(self.control, self.keys, Scripts(self.control),
+                                    settings.room_idle_expiry_s)
         self.rooms: ServedRooms = {}
         self.outages = OutageClock()
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
@@ -108,8 +111,10 @@ class Coordinator:
             log.exception("scan_failed")
 
     async def scan(self) -> None:
-        """Heartbeat, then lease due runnable rooms while there is capacity."""
+        """Heartbeat, expire idle rooms when a sweep is due, then lease due runnable rooms
+        while there is capacity."""
         await self.heartbeat()
+        await self.idle_rooms.maybe_sweep()
         free = self.settings.coordinator_capacity - len(self.rooms)
         if free <= 0:
             return
@@ -213,6 +218,9 @@ class Coordinator:
             released = await asyncio.wait_for(self.leases.release(lease), self.renew_every_s)
             if released and reschedule:
                 await asyncio.wait_for(self.io.set_runnable(lease.room, True), self.renew_every_s)
+            if released:
+                # Idle expiry counts from when the room was let go, not from its last post.
+                await asyncio.wait_for(self.io.touch(lease.room), self.renew_every_s)
         except (RedisError, TimeoutError) as error:
             # The lease expires by itself; the room is due at its expiry.
             self.outages.note_unreachable(error)

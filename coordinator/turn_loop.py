@@ -101,14 +101,16 @@ class RoomRunner:
     spec_version: int = field(init=False)
 
     async def run(self) -> None:
-        """Take turns until the room goes idle. LeaseLost propagates to the caller."""
+        """Take turns until the room goes idle or is paused (a turn already open is
+        finished first). LeaseLost propagates to the caller: a cancelled or deleted room
+        fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         while True:
             state = (await self.drain()).state
             if state.turn_open:
                 await self.take_turn(state, self.resume_turn(state))
                 continue
-            if state.status is not RoomStatus.RUNNING:
+            if state.status is not RoomStatus.RUNNING or state.paused:
                 if await self.go_idle():
                     return
                 continue
@@ -117,7 +119,8 @@ class RoomRunner:
                 await self.io.end_run(self.lease, first.status, first.stop or "", first.detail)
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
-            await self.take_turn(state, turn)
+            if turn is not None:  # None: paused since the drain; look again
+                await self.take_turn(state, turn)
 
     async def drain(self) -> Drained:
         """Commit what people posted; log each inbox entry set aside as unreadable."""
@@ -218,13 +221,17 @@ class RoomRunner:
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
                      decision: Decision) -> None:
-        """Write the decision with the fenced commit script and log the turn."""
+        """Write the decision with the fenced commit script and log the turn (and the
+        warnings the decision asks for: logged once, as the turn is committed once)."""
         record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
         seq = await self.io.commit(self.lease, record, decision, self.options.turns_maxlen)
         log_turn(record, decision, seq)
+        for line in decision.log_lines:
+            log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
 
     async def go_idle(self) -> bool:
-        """Leave the runnable set unless someone posted meanwhile (then keep serving).
+        """Leave the runnable set unless someone posted or resumed the room meanwhile (then
+        keep serving). A paused room goes the same way: its posts wait in the inbox.
 
         The due time is read before the last look at the inbox and the room leaves the set
         only if it is unchanged: a post moves it to now, so a post racing with this step
@@ -238,7 +245,7 @@ class RoomRunner:
             self.lease.idling = False
             return False
         await self.io.touch(room)
-        log.info("room_idle", room=room)
+        log.info("room_paused" if drained.state.paused else "room_idle", room=room)
         return True
 
 
@@ -248,7 +255,7 @@ def view_of(state: RoomState, turn: int) -> TurnView:
     return TurnView(
         turn=turn, run=state.run, run_turns=run_turns, messages_in_run=state.messages_in_run,
         recent=tuple(state.recent), snapshot_seq=state.last_seq,
-        policy_state=state.policy_state,
+        policy_state=state.policy_state, run_usage=state.run_usage, room_usage=state.usage,
     )
 
 

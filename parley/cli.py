@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +18,6 @@ import redis
 import typer
 import yaml
 from pydantic import ValidationError
-from rich.console import Console
 
 from parley import output
 from parley.client import Client, RunTimeout, load_spec
@@ -25,13 +25,20 @@ from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
-from shared.settings import get_settings, redact_url
+from shared.records import ZERO_TOTALS
+from shared.settings import Settings, get_settings, redact_url, variable_name
 from shared.spec_limits import SpecTooLarge
 from shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
-console = Console()
+# Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
+# its stop reason), 1 a run ended failed, 2 bad input or a Redis that cannot be used,
+# 3 a run that did not start or end in time.
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_TIMEOUT = 3
+console = output.make_console()
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
@@ -48,7 +55,29 @@ def describe_validation(error: ValidationError) -> str:
         if loc[:1] == ["policy"] and len(loc) > 2 and loc[1] in POLICY_KINDS:
             del loc[1]  # the union's tag: the user wrote policy.threshold, not policy.bid...
         where = ".".join(str(part) for part in loc) or "spec"
-        problems.append(f"{where}: {item['msg']}")
+        # pydantic prefixes our own rules' messages; the field already says where.
+        problems.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+    return "; ".join(problems)
+
+
+def describe_invalid(error: ValidationError) -> str:
+    """A validation error as one line: a bad setting names its ``PARLEY_*`` variable."""
+    if error.title == Settings.__name__:
+        return describe_settings(error)
+    return f"invalid {error.title}: {describe_validation(error)}"
+
+
+def describe_settings(error: ValidationError) -> str:
+    """Each bad setting as ``invalid setting PARLEY_<FIELD>: message``, joined into one
+    line. The value is not shown: it may hold a password."""
+    problems = []
+    for item in error.errors():
+        message = item["msg"].removeprefix("Value error, ")
+        if not item["loc"]:  # a rule over several settings names them itself
+            problems.append(f"invalid settings: {message}")
+            continue
+        variable = variable_name(str(item["loc"][0]))
+        problems.append(f"invalid setting {variable}: {message.removeprefix(f'{variable}: ')}")
     return "; ".join(problems)
 
 
@@ -91,35 +120,62 @@ def settings_that_work() -> Iterator[None]:
     try:
         yield
     except ValidationError as error:
-        message = f"invalid {error.title}: {describe_validation(error)}"
+        message = describe_invalid(error)
     except ValueError as error:  # RedisTlsError and the settings' own checks
         message = str(error)
     else:
         return
     print(f"parley: {one_line(message)}", file=sys.stderr)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_BAD_INPUT)
 
 
 def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected failures into one clear line on stderr and exit code 2."""
+    """Turn expected failures into one clear line on stderr: exit code 3 for a run that
+    timed out, 2 for everything else (bad input, a Redis that cannot be used)."""
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        code = EXIT_BAD_INPUT
         try:
             get_settings()
             return command(*args, **kwargs)
+        except RunTimeout as error:
+            message, code = str(error), EXIT_TIMEOUT
         # A hung server and a TLS mismatch are as much "cannot reach" as a closed port.
         except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
             message = unreachable_redis(get_settings().redis_url, error)
         except ValidationError as error:
-            message = f"invalid {error.title}: {describe_validation(error)}"
-        except (CliError, RunTimeout, RoomNotFound, RoomExists, ValueError) as error:
+            message = describe_invalid(error)
+        except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
         print(f"parley: {message}", file=sys.stderr)
-        raise typer.Exit(2)
+        raise typer.Exit(code)
 
     return wrapper
+
+
+def package_version() -> str:
+    """The installed parley package's version."""
+    try:
+        return metadata.version("parley")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def print_version(asked: bool) -> None:
+    """``--version``: print the version and exit before any command runs."""
+    if asked:
+        print(f"parley {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[bool, typer.Option("--version", callback=print_version, is_eager=True,
+                                          help="Print parley's version and exit")] = False,
+) -> None:
+    """Group chats of LLM agents: one speaker per turn, across processes."""
 
 
 def read_spec(path: Path):  # noqa: ANN201
@@ -156,7 +212,10 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
 ) -> None:
-    """Run TASK in a new room built from SPEC and print the conversation."""
+    """Run TASK in a new room built from SPEC and print the conversation.
+
+    Exits 1 when the run ends failed (the conversation or JSON object is printed first),
+    2 on bad input, 3 when the run does not end within --timeout."""
     room_spec = read_spec(spec)
     configure_logging("console", "WARNING")
     client = Client()
@@ -167,6 +226,8 @@ def run(
         print(json.dumps(output.run_json(result), ensure_ascii=False))
     else:
         output.print_run(console, result, printed=True)
+    if result.status is RoomStatus.FAILED:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 @app.command()
@@ -256,14 +317,20 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     ttl = client.settings.lease_ttl_s
     if room is not None:
         state = client.state(room)
-        console.print_json(json.dumps({**state.raw, "lease": store.lease_holder(room),
+        # The totals are shown from zero, also for rooms stored before they were kept.
+        console.print_json(json.dumps({**ZERO_TOTALS, **state.raw,
+                                       "lease": store.lease_holder(room),
                                        "streams": stream_report(client, room)}))
         return
     rows = []
     failures = []
     for room_id in store.list_rooms(limit):
-        state = store.read_state(room_id)
-        rows.append({"room": room_id, "status": state.status.value, "run": state.run,
+        try:
+            state = store.read_state(room_id)
+        except RoomNotFound:  # deleted or expired since it was listed
+            continue
+        rows.append({"room": room_id, "status": output.status_text(state.status, state.paused),
+                     "run": state.run,
                      "turn": state.turn, "last_seq": state.last_seq,
                      "stop_reason": state.stop_reason or "-",
                      "lease": store.lease_holder(room_id) or "-"})
@@ -283,12 +350,201 @@ def stream_report(client: Client, room: str) -> dict[str, dict[str, Any]]:
     """Each of the room's streams: its length and its cap (``None``: never trimmed; the
     caps are this process's settings, which should match the coordinators' and workers')."""
     settings = client.settings
-    caps = {"log": None, "inbox": None, "bids": settings.bids_stream_maxlen,
+    caps = {"log": settings.log_stream_maxlen or None, "inbox": None,
+            "bids": settings.bids_stream_maxlen,
             "turns": settings.turns_stream_maxlen,
             "dead_letters": settings.dead_letter_stream_maxlen,
             "events": settings.events_stream_maxlen}
     lengths = client.store.stream_lengths(room)
     return {name: {"length": lengths[name], "max_length": cap} for name, cap in caps.items()}
+
+
+rooms_app = typer.Typer(no_args_is_help=True, help="Create, list, pause, cancel, delete, "
+                        "archive and import rooms.")
+app.add_typer(rooms_app, name="rooms")
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
+
+
+def print_json(value: Any) -> None:
+    """One JSON object on one line."""
+    print(json.dumps(value, ensure_ascii=False))
+
+
+@rooms_app.command("create")
+@friendly
+def rooms_create(
+    spec: Annotated[Path, typer.Argument(help="Room spec (YAML or JSON)")],
+    room: Annotated[str | None, typer.Option("--id", help="The room id (default: the "
+                                             "spec's name and a random suffix)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Create a room from SPEC without posting into it; print its id."""
+    room_spec = read_spec(spec)
+    room_id = Client().create_room(room_spec, room)
+    if as_json:
+        print_json({"room": room_id, "name": room_spec.name, "policy": room_spec.policy.kind,
+                    "agents": [agent.name for agent in room_spec.agents]})
+    else:
+        print(room_id)
+
+
+@rooms_app.command("list")
+@friendly
+def rooms_list(limit: Annotated[int, typer.Option(help="Most rooms to list")] = 100,
+               as_json: JsonFlag = False) -> None:
+    """Rooms, most recent first: status, policy, last activity, holder, messages, cost."""
+    rooms = Client().rooms(limit)
+    if as_json:
+        print_json({"rooms": [summary.model_dump(mode="json") for summary in rooms]})
+    else:
+        console.print(output.room_list_table(rooms))
+
+
+@rooms_app.command("show")
+@friendly
+def rooms_show(room: Annotated[str, typer.Argument(help="Room id")],
+               as_json: JsonFlag = False) -> None:
+    """One room: status, run, holder, usage, streams and their caps."""
+    details = Client().show(room)
+    if as_json:
+        print_json(details.model_dump(mode="json"))
+    else:
+        output.print_room(console, details)
+
+
+def report_change(room: str, as_json: bool, changed: bool, key: str, done: str, unchanged: str
+                  ) -> None:
+    """A pause or resume's one line (or JSON object)."""
+    if as_json:
+        print_json({"room": room, key: True, "changed": changed})
+    else:
+        print(f"room {room} {done if changed else unchanged}")
+
+
+@rooms_app.command("pause")
+@friendly
+def rooms_pause(room: Annotated[str, typer.Argument(help="Room id")],
+                as_json: JsonFlag = False) -> None:
+    """Pause a room: it keeps taking posts but starts no turn (a turn in flight finishes)."""
+    changed = Client().pause(room)
+    report_change(room, as_json, changed, "paused",
+                  "paused: posts wait and no turn starts until it is resumed",
+                  "was already paused")
+
+
+@rooms_app.command("resume")
+@friendly
+def rooms_resume(room: Annotated[str, typer.Argument(help="Room id")],
+                 as_json: JsonFlag = False) -> None:
+    """Resume a paused room where it was, the posts that waited included."""
+    changed = Client().resume(room)
+    report_change(room, as_json, changed, "resumed", "resumed", "was not paused")
+
+
+@rooms_app.command("cancel")
+@friendly
+def rooms_cancel(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    reason: Annotated[str, typer.Option(help="The stop detail")] = "cancelled by request",
+    as_json: JsonFlag = False,
+) -> None:
+    """End the room's run now (stop reason cancelled); a turn in flight is dropped.
+
+    Nothing of that turn is written, and the coordinator holding the room stops."""
+    result = Client().cancel(room, reason)
+    if as_json:
+        print_json({"room": room, "cancelled": result.cancelled, "run": result.run,
+                    "posts_waiting": result.waiting})
+    elif result.cancelled:
+        waiting = (f"; {result.waiting} post(s) waiting start the next run" if result.waiting
+                   else "")
+        print(f"room {room}: run {result.run} cancelled{waiting}")
+    else:
+        print(f"room {room} has no run in progress")
+
+
+@rooms_app.command("delete")
+@friendly
+def rooms_delete(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    force: Annotated[bool, typer.Option("--force", help="Even while a coordinator holds "
+                                        "it: fence the coordinator out first")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Remove a room and everything it holds from Redis."""
+    removed = Client().delete(room, force)
+    if as_json:
+        print_json({"room": room, "deleted": True, "keys": removed})
+    else:
+        print(f"room {room} deleted ({removed} keys)")
+
+
+@rooms_app.command("archive")
+@friendly
+def rooms_archive(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    out: Annotated[Path, typer.Option("--out", help="The archive to write (a new file)")],
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the room in Redis")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a room to a file as JSON lines, then remove it from Redis (unless --keep).
+
+    The file holds the spec, the state, the log, the turn records, the posts waiting and
+    the dead letters; `parley rooms import FILE` brings the same room back."""
+    try:
+        result = Client().archive(room, out, keep)
+    except FileExistsError as error:
+        raise CliError(str(error)) from error
+    except OSError as error:
+        raise CliError(f"cannot write {out}: {error.strerror or error}") from error
+    if as_json:
+        print_json({"room": room, "path": result.path, "counts": result.counts,
+                    "removed": result.removed})
+        return
+    counts = result.counts
+    where = "removed from Redis" if result.removed else "kept in Redis"
+    print(f"room {room} archived to {result.path}: {counts['log']} messages, "
+          f"{counts['turn']} turn records, {counts['inbox']} posts waiting; {where}")
+
+
+@rooms_app.command("import")
+@friendly
+def rooms_import(
+    file: Annotated[Path, typer.Argument(help="An archive written by `parley rooms archive`")],
+    room: Annotated[str | None, typer.Option("--id", help="Import under this id (default: "
+                                             "the archived room's)")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Bring an archived room back into Redis; print its id."""
+    client = Client()
+    try:
+        room_id = client.import_room(file, room)
+    except OSError as error:
+        raise CliError(f"cannot read {file}: {error.strerror or error}") from error
+    if as_json:
+        print_json(client.show(room_id).model_dump(mode="json"))
+    else:
+        print(room_id)
+
+
+@app.command()
+@friendly
+def transcript(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    output_type: Annotated[str, typer.Option(
+        "--output-type", "-o", help="text (the whole conversation, one message a line), or "
+        "one of GroupChat's output types: str, json, list, dict, final, yaml ...")] = "text",
+    as_json: JsonFlag = False,
+) -> None:
+    """Print a room's conversation."""
+    client = Client()
+    if as_json:
+        client.state(room)  # RoomNotFound for a room that is not there
+        print_json({"room": room,
+                    "messages": [output.message_json(m) for m in client.messages(room)]})
+        return
+    formatted = client.transcript(room, output_type)
+    print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
 
 
 @app.command()
@@ -315,6 +571,11 @@ def worker(
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
+    hostname: Annotated[str | None, typer.Option(
+        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
+    events: Annotated[bool, typer.Option(
+        "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
+    ] = False,
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool)."""
@@ -323,10 +584,14 @@ def worker(
         configure_logging(settings.log_format, settings.log_level)
         from workers.app import app as celery_app
 
+    # Event heartbeats only with task events: without them Flower shows a worker whose
+    # tasks it sees as offline a couple of minutes after it started.
+    monitoring = ["--hostname", hostname] if hostname else []
+    monitoring += ["--task-events"] if events else ["--without-heartbeat"]
     celery_app.worker_main([
         "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency),
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
     ])
 
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel
 
 from parley import live
+from shared.archive import ArchiveResult, archive_room, import_room
 from shared.connections import redis_kwargs
 from shared.events import Event, RunEnded
 from shared.keys import Keys
@@ -22,7 +23,7 @@ from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason
 from shared.records import RoomState
 from shared.settings import Settings, get_settings, redact_url
 from shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
-from shared.store import RoomStore
+from shared.store import CancelResult, RoomStore, RoomSummary
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
 # XREAD BLOCK, which waits up to FOLLOW_BLOCK_MS: the read timeout must outlast it. A URL
@@ -47,6 +48,33 @@ class RunResult(BaseModel):
 
 class RunTimeout(TimeoutError):
     """The run did not finish (or never started) in time."""
+
+
+class StreamReport(BaseModel):
+    """One of a room's streams: its length, its cap (None: never trimmed) and, for the log,
+    its first seq still kept (above 1 once a cap trimmed it)."""
+
+    length: int
+    max_length: int | None
+    first_seq: int | None = None
+
+
+class RoomDetails(RoomSummary):
+    """One room as ``parley rooms show`` shows it: its summary and what it is made of."""
+
+    agents: list[str]
+    turn: int
+    turn_open: bool
+    run_turns: int
+    stop_detail: str
+    answer: str | None
+    paused_at: float | None
+    posts_waiting: int
+    prompt_tokens: int
+    completion_tokens: int
+    failed_takes: int
+    last_error: str
+    streams: dict[str, StreamReport]
 
 
 def load_spec(path: str | Path) -> RoomSpec:
@@ -184,6 +212,85 @@ class Client:
         return RunResult(room=room, status=end.status, stop_reason=end.stop_reason,
                          stop_detail=end.stop_detail, answer=end.answer, messages=messages)
 
+    def rooms(self, limit: int = 100) -> list[RoomSummary]:
+        """The most recently active rooms, most recent first."""
+        return self.store.summaries(limit, self.settings.room_idle_expiry_s)
+
+    def show(self, room: str) -> RoomDetails:
+        """One room: its summary, agents, run, usage and streams."""
+        summary = self.store.summary(room, self.settings.room_idle_expiry_s)
+        state = self.store.read_state(room)
+        lengths = self.store.stream_lengths(room)
+        return RoomDetails(
+            **summary.model_dump(), agents=self.store.agent_names(room), turn=state.turn,
+            turn_open=state.turn_open, run_turns=state.run_turns, stop_detail=state.stop_detail,
+            answer=state.answer, paused_at=state.paused_at or None,
+            posts_waiting=lengths["inbox"],
+            prompt_tokens=int(float(state.raw.get("prompt_tokens") or 0)),
+            completion_tokens=int(float(state.raw.get("completion_tokens") or 0)),
+            failed_takes=state.failed_takes, last_error=state.last_error,
+            streams=self.stream_report(room, lengths))
+
+    def stream_report(self, room: str, lengths: dict[str, int] | None = None
+                      ) -> dict[str, StreamReport]:
+        """Each of the room's streams beside its cap (this process's settings, which should
+        match the coordinators' and workers')."""
+        settings = self.settings
+        caps = {"log": settings.log_stream_maxlen or None, "inbox": None,
+                "bids": settings.bids_stream_maxlen, "turns": settings.turns_stream_maxlen,
+                "dead_letters": settings.dead_letter_stream_maxlen,
+                "events": settings.events_stream_maxlen}
+        lengths = lengths or self.store.stream_lengths(room)
+        first = self.store.read_messages_from(room, count=1)
+        report = {name: StreamReport(length=lengths[name], max_length=cap)
+                  for name, cap in caps.items()}
+        report["log"].first_seq = first[0].seq if first else None
+        return report
+
+    def pause(self, room: str) -> bool:
+        """Pause the room: no new turn opens (a turn in flight finishes) and posts wait in
+        its inbox. False when it was paused already."""
+        return self.store.pause(room)
+
+    def resume(self, room: str) -> bool:
+        """Resume a paused room where it was: its run goes on, posts that waited included.
+        False when it was not paused."""
+        return self.store.resume(room)
+
+    def cancel(self, room: str, detail: str = "cancelled by request") -> CancelResult:
+        """End the room's current run now (stop_reason cancelled): a turn in flight is
+        abandoned, nothing of it written, and its coordinator stops."""
+        return self.store.cancel(room, detail)
+
+    def delete(self, room: str, force: bool = False) -> int:
+        """Remove the room from Redis; returns how many keys went. Refused while a
+        coordinator holds it unless ``force`` (which fences the coordinator out first)."""
+        return self.store.delete(room, force=force)
+
+    def archive(self, room: str, path: str | Path, keep: bool = False) -> ArchiveResult:
+        """Write the room to ``path`` as JSON lines (spec, state, log, turn records, posts
+        waiting, dead letters), then remove it from Redis unless ``keep``."""
+        return archive_room(self.store, room, path, keep)
+
+    def import_room(self, path: str | Path, room: str | None = None) -> str:
+        """Bring an archived room back (as ``room``, or under its own id); returns its id."""
+        return import_room(self.store, path, room)
+
+    def transcript(self, room: str, output_type: str = "text") -> Any:
+        """The room's conversation: ``text``, the whole of it one message a line, or one of
+        GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
+        exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
+        from parley.output import HISTORY_OUTPUT_TYPES, format_history, transcript_text
+
+        if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:
+            raise ValueError(f"output type {output_type!r} is not one of text, "
+                             f"{', '.join(HISTORY_OUTPUT_TYPES)}")
+        self.store.read_state(room)
+        messages = self.messages(room)
+        if output_type == "text":
+            return transcript_text(messages)
+        return format_history(messages, output_type)
+
     def run(self, spec: RoomSpec, task: str, timeout_s: float | None = None,
             on_message=None) -> RunResult:  # noqa: ANN001
         """Run ``task`` in a new room (as swarms gives each task a fresh conversation)."""
@@ -212,6 +319,9 @@ class Client:
             raise RunTimeout(f"room {waiter.room} did not finish within {timeout_s:g}s")
 
     def _not_started_hint(self, room: str, waited_s: float, state: RoomState) -> str:
+        if state.paused:
+            return (f"room {room} is paused: its posts wait until `parley rooms resume "
+                    f"{room}`")
         if state.failed_takes:
             # A post resets the count: these failures came after it.
             return (f"room {room} did not start within {waited_s:g}s: {state.failed_takes} "

@@ -1,70 +1,123 @@
-"""swarms' ``GroupChat`` interface over parley: the same constructor, ``run`` and
-``run_batch``, with each run in its own distributed room.
+"""swarms' ``GroupChat`` interface over parley: the same constructor, ``run``, ``run_batch``
+and ``conversation``, with each run in its own distributed room.
 
-Code written against ``swarms.GroupChat`` moves over by swapping the import and passing
-agents as parley agent specs (or any object with ``agent_name``, ``system_prompt`` and
-``model_name``). ``idle_timeout`` and ``auto_equip`` are accepted for compatibility:
-parley never ends a run on a wall clock, and always forces the ``respond`` tool.
+Code written against ``swarms.GroupChat`` (16.x) moves over by swapping the import. Agents
+may be parley agent specs, dicts, or swarms-style objects: ``agent_name``,
+``system_prompt``, ``model_name``, ``agent_description`` (the role), ``temperature`` and
+``max_tokens`` are carried. ``run`` returns exactly what swarms' ``history_output_formatter``
+returns for the same conversation, for every ``output_type``. ``idle_timeout`` and
+``auto_equip`` are accepted for compatibility: parley never ends a run on a wall clock, and
+always forces the ``respond`` tool.
+
+The one deliberate difference: a run that ends ``failed`` (every agent failed on the first
+turn, no worker answered, the room kept erroring) logs swarms' warning and raises
+``RunFailed``; swarms logs the warning and returns. ``raise_on_failure=False`` returns.
 """
 
 from __future__ import annotations
 
-import json
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-import yaml
+import structlog
+from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
 
-from parley.client import Client
-from shared.models import AgentSpec, BidPolicy, Message, RoomSpec
+from parley.client import Client, RunResult
+from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from shared.logs import one_line
+from shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+
+__all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
+           "format_history", "stream_message"]
+
+log = structlog.get_logger(__name__)
 
 StreamingCallback = Callable[[str, str, bool], None]
+Deliver = Callable[[Callable[[], None]], None]
 
-OUTPUT_TYPES = (
-    "list", "dict", "dictionary", "str", "string", "all", "final", "last", "json", "yaml",
-    "dict-all-except-first", "list-final", "str-all-except-first", "dict-final",
+OUTPUT_TYPES = HISTORY_OUTPUT_TYPES
+# swarms' warning when no agent replies on the first turn, word for word.
+FIRST_TURN_SILENT = (
+    "No agent produced a reply on the first turn. The chat will end immediately. Likely "
+    "causes: an invalid model_name, a missing/invalid API key, a model without "
+    "function-calling support, or replies that are not a parseable respond() tool call. Run "
+    "with verbose=True to see each agent's bid."
 )
+RUN_FAILED = "The run failed and the chat ended early: see stop_reason and stop_detail."
+# A swarms agent's attributes, by the AgentSpec field each one fills.
+AGENT_ATTRIBUTES = {
+    "name": "agent_name", "role": "agent_description", "system_prompt": "system_prompt",
+    "model": "model_name", "temperature": "temperature", "max_tokens": "max_tokens",
+}
+
+
+class RunFailed(RuntimeError):
+    """A run ended ``failed``: why (``stop_reason``, ``stop_detail``), its room, the whole
+    ``result``, and ``output``, what swarms would have returned."""
+
+    def __init__(self, result: RunResult, output: Any) -> None:
+        self.result = result
+        self.room = result.room
+        self.stop_reason = result.stop_reason
+        self.stop_detail = result.stop_detail
+        self.output = output
+        reason = result.stop_reason.value if result.stop_reason else "unknown"
+        super().__init__(f"run in room {result.room} failed ({reason})"
+                         + (f": {result.stop_detail}" if result.stop_detail else ""))
+
+
+class Conversation:
+    """A run's conversation as swarms' ``Conversation`` holds it: ``conversation_history``
+    is a list of ``{role, content}`` dicts, with ``metadata: {score}`` (the speaker's raw
+    bid) on agent messages only."""
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self.messages = list(messages)
+        self.conversation_history = conversation_rows(self.messages)
+
+    def format(self, output_type: str) -> Any:
+        """The conversation in one of swarms' output types."""
+        return format_rows(self.conversation_history, output_type)
 
 
 def as_agent_spec(agent: Any) -> AgentSpec:
-    """An AgentSpec from a spec, a dict, or a swarms-style agent object."""
+    """An AgentSpec from a spec, a dict, or a swarms-style agent object.
+
+    Raises ValueError with one line naming the agent, the field and the rule it breaks.
+    """
     if isinstance(agent, AgentSpec):
         return agent
     if isinstance(agent, dict):
-        return AgentSpec.model_validate(agent)
-    return AgentSpec(name=agent.agent_name, system_prompt=getattr(agent, "system_prompt", "") or "",
-                     model=agent.model_name)
+        return _validated_agent(agent, agent.get("name"), {})
+    fields = {field: getattr(agent, attribute, None) for field, attribute in AGENT_ATTRIBUTES.items()}
+    fields = {field: value for field, value in fields.items() if value is not None}
+    return _validated_agent(fields, fields.get("name"), AGENT_ATTRIBUTES)
 
 
-def format_history(messages: list[Message], output_type: str) -> Any:
-    """The conversation in one of swarms' output types."""
-    rows = [_row(message) for message in messages]
-    plain = [{"role": row["role"], "content": row["content"]} for row in rows]
-    formats: dict[str, Callable[[], Any]] = {
-        "list": lambda: plain,
-        "dict": lambda: rows,
-        "dictionary": lambda: rows,
-        "str": lambda: "\n\n".join(f"{r['role']}: {r['content']}" for r in rows),
-        "final": lambda: rows[-1]["content"] if rows else "",
-        "json": lambda: json.dumps(rows),
-        "yaml": lambda: yaml.safe_dump(rows, sort_keys=False),
-        "dict-all-except-first": lambda: rows[1:],
-        "list-final": lambda: [rows[-1]["content"]] if rows else [],
-        "str-all-except-first": lambda: "\n".join(r["content"] for r in rows[1:]),
-        "dict-final": lambda: rows[-1] if rows else {},
-    }
-    aliases = {"string": "str", "all": "str", "last": "final"}
-    return formats[aliases.get(output_type, output_type)]()
+def _validated_agent(fields: dict[str, Any], name: Any, spelled: dict[str, str]) -> AgentSpec:
+    try:
+        return AgentSpec.model_validate(fields)
+    except ValidationError as error:
+        raise ValueError(f"agent {name!r}: {describe(error, spelled)}") from None
 
 
-def _row(message: Message) -> dict[str, Any]:
-    row: dict[str, Any] = {"role": message.sender, "content": message.content}
-    if message.score is not None:
-        row["metadata"] = {"score": message.score}
-    return row
+def describe(error: ValidationError, spelled: dict[str, str] | None = None) -> str:
+    """Each problem as ``field: rule`` on one line, fields spelled as the caller wrote
+    them (``spelled`` maps a spec field to the caller's name for it)."""
+    problems = []
+    for item in error.errors():
+        loc = [str(part) for part in item["loc"]]
+        if loc and spelled:
+            loc[0] = spelled.get(loc[0], loc[0])
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{'.'.join(loc)}: {message}" if loc else message)
+    return one_line("; ".join(problems))
 
 
 def stream_message(message: Message, callback: StreamingCallback) -> None:
@@ -75,6 +128,50 @@ def stream_message(message: Message, callback: StreamingCallback) -> None:
         if chunk:
             callback(message.sender, chunk, False)
     callback(message.sender, "", True)
+
+
+@dataclass
+class Outcome:
+    """One finished run: how it ended, its conversation, and the formatted output."""
+
+    result: RunResult
+    conversation: Conversation
+    output: Any
+
+
+class InOrder:
+    """Callbacks of runs going on side by side, delivered one run at a time in task order:
+    the current run's as they come, a later run's held until every earlier one finished."""
+
+    def __init__(self, runs: int) -> None:
+        self._lock = threading.Lock()
+        self._current = 0
+        self._held: list[list[Callable[[], None]]] = [[] for _ in range(runs)]
+        self._finished = [False] * runs
+
+    def deliver(self, run: int, emit: Callable[[], None]) -> None:
+        """Call ``emit`` now if ``run`` is the current run, else when its turn comes."""
+        with self._lock:
+            if run == self._current:
+                emit()
+            else:
+                self._held[run].append(emit)
+
+    def finish(self, run: int) -> None:
+        """Mark ``run`` over; replay what the next unfinished runs held."""
+        with self._lock:
+            self._finished[run] = True
+            while self._current < len(self._finished) and self._finished[self._current]:
+                self._current += 1
+                if self._current < len(self._held):
+                    for emit in self._held[self._current]:
+                        emit()
+                    self._held[self._current].clear()
+
+
+def emit_now(emit: Callable[[], None]) -> None:
+    """Deliver a callback at once (a single run)."""
+    emit()
 
 
 class GroupChat:
@@ -96,49 +193,123 @@ class GroupChat:
         auto_equip: bool = True,
         bid_timeout_s: float = 30.0,
         client: Client | None = None,
+        raise_on_failure: bool = True,
     ) -> None:
         agent_specs = [as_agent_spec(agent) for agent in agents or []]
         if len(agent_specs) < 2:
             raise ValueError("GroupChat requires at least 2 agents.")
         if output_type not in OUTPUT_TYPES:
-            raise ValueError(f"output_type must be one of {', '.join(OUTPUT_TYPES)}")
+            raise ValueError(f"output_type must be one of {', '.join(OUTPUT_TYPES)}, "
+                             f"not {output_type!r}")
         self.name = name
         self.description = description
         self.output_type = output_type
         self.verbose = verbose
         self.idle_timeout = idle_timeout  # accepted, unused: runs end on a lull
         self.auto_equip = auto_equip  # accepted: the respond tool is always forced
-        self.spec = RoomSpec(
-            name=name, description=description, agents=agent_specs,
-            policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
-                             recency_window=recency_window, max_messages=max_loops,
-                             bid_timeout_s=bid_timeout_s),
-        )
+        self.raise_on_failure = raise_on_failure
+        self.spec = self._room_spec(agent_specs, max_loops, threshold, recency_penalty,
+                                    recency_window, bid_timeout_s)
         self.client = client or Client()
         self.rooms: list[str] = []
+        self.conversation = Conversation()
 
     def run(self, task: str, streaming_callback: StreamingCallback | None = None) -> Any:
         """Run ``task`` in a fresh room until a lull or ``max_loops`` messages; return the
-        conversation formatted per ``output_type``."""
-        result = self.client.run(self.spec, task, on_message=self._on_message(streaming_callback))
-        self.rooms.append(result.room)
-        return format_history(result.messages, self.output_type)
+        conversation formatted per ``output_type``.
 
-    def run_batch(self, tasks: list[str]) -> list[Any]:
-        """Run each task in its own room, side by side; outputs in task order."""
+        Raises RunFailed when the run ends ``failed`` (unless ``raise_on_failure=False``).
+        """
+        (output,) = self._settle([self._run_room(task, streaming_callback, emit_now)])
+        return output
+
+    def run_batch(self, tasks: list[str],
+                  streaming_callback: StreamingCallback | None = None) -> list[Any]:
+        """Run each task in its own room, side by side; outputs in task order.
+
+        Callbacks (``streaming_callback``, ``verbose`` panels, warnings) come one task at a
+        time in task order, never interleaved. A failed run raises RunFailed once every
+        task is over; ``conversation`` is then that run's.
+        """
+        order = InOrder(len(tasks))
+
+        def run_one(index: int, task: str) -> Outcome:
+            try:
+                return self._run_room(task, streaming_callback, partial(order.deliver, index))
+            finally:
+                order.finish(index)
+
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(tasks)))) as pool:
-            return list(pool.map(self.run, tasks))
+            futures = [pool.submit(run_one, index, task) for index, task in enumerate(tasks)]
+        return self._settle([future.result() for future in futures])
 
-    def _on_message(self, callback: StreamingCallback | None) -> Callable[[Message], None]:
-        console = Console()
+    def _run_room(self, task: str, callback: StreamingCallback | None,
+                  deliver: Deliver) -> Outcome:
+        seen = 0
 
         def on_message(message: Message) -> None:
-            if callback is not None:
-                stream_message(message, callback)
-            if self.verbose:
-                score = "" if message.score is None else f"  (score={message.score:.2f})"
-                style = "green" if message.score is None else "blue"
-                console.print(Panel(message.content, title=f"{message.sender}{score}",
-                                    border_style=style))
+            nonlocal seen
+            seen = max(seen, message.seq)
+            deliver(lambda: self._show(message, callback))
 
-        return on_message
+        result = self.client.run(self.spec, task, on_message=on_message)
+        # The wait may end before its last message reached on_message: none is ever missed.
+        for message in result.messages:
+            if message.seq > seen:
+                on_message(message)
+        conversation = Conversation(result.messages)
+        warning = self._warning(result)
+        if warning:
+            deliver(lambda: log.warning(warning, chat=self.name, room=result.room,
+                                        stop_reason=result.stop_reason,
+                                        stop_detail=result.stop_detail))
+        return Outcome(result, conversation, conversation.format(self.output_type))
+
+    def _settle(self, outcomes: list[Outcome]) -> list[Any]:
+        """Every run's room is kept, whatever failed; the first failed run raises (unless
+        ``raise_on_failure`` is off), else the outputs in task order."""
+        self.rooms.extend(outcome.result.room for outcome in outcomes)
+        failed = next((outcome for outcome in outcomes
+                       if outcome.result.status is RoomStatus.FAILED), None)
+        if failed is not None and self.raise_on_failure:
+            self.conversation = failed.conversation
+            raise RunFailed(failed.result, failed.output)
+        if outcomes:
+            self.conversation = outcomes[-1].conversation
+        return [outcome.output for outcome in outcomes]
+
+    def _warning(self, result: RunResult) -> str | None:
+        """swarms' warning for a first turn without a reply; parley's for a failed run."""
+        task_only = len(result.messages) <= 1
+        if task_only and (result.status is RoomStatus.FAILED or self._first_turn_silent(result.room)):
+            return f"[{self.name}] {FIRST_TURN_SILENT}"
+        if result.status is RoomStatus.FAILED:
+            return f"[{self.name}] {RUN_FAILED}"
+        return None
+
+    def _first_turn_silent(self, room: str) -> bool:
+        # A lull right after the task: was it no reply at all, or replies under the bar?
+        turns = self.client.turns(room)
+        return bool(turns) and not any(bid.message for bid in turns[0].bids)
+
+    def _show(self, message: Message, callback: StreamingCallback | None) -> None:
+        if callback is not None:
+            stream_message(message, callback)
+        if self.verbose:
+            score = "" if message.score is None else f"  (score={message.score:.2f})"
+            style = "bold green" if message.score is None else "bold blue"
+            Console().print(Panel(message.content, title=f"{message.sender}{score}",
+                                  border_style=style))
+
+    def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,
+                   recency_penalty: float, recency_window: int, bid_timeout_s: float) -> RoomSpec:
+        try:
+            return RoomSpec(
+                name=self.name, description=self.description, agents=agents,
+                policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
+                                 recency_window=recency_window, max_messages=max_loops,
+                                 bid_timeout_s=bid_timeout_s),
+            )
+        except ValidationError as error:
+            raise ValueError(f"GroupChat {self.name!r}: {describe(error, {'max_messages': 'max_loops'})}"
+                             ) from None

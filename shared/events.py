@@ -3,10 +3,11 @@
 
 Each event is one entry of the room's events stream (``Keys.events``) with flat fields:
 ``type``, the event's own fields (an absent value is an absent field) and ``ts`` (unix
-seconds, six decimals: Redis's clock for the scripts, the worker's for answers). An event
-is written by the same fenced Lua script as the state change it describes, after every
-check, so it is in the stream exactly when that change is in the state, and a coordinator
-that lost its lease writes none. The stream is capped near ``events_stream_maxlen``.
+seconds, six decimals, Redis's clock). An event is written by the same Lua script as the
+state change it describes, after every check, so it is in the stream exactly when that
+change is in the state: a coordinator that lost its lease writes none (its scripts are
+fenced), and nothing writes one for a room that is gone. The stream is capped near
+``events_stream_maxlen``.
 
 ======================  ==================================  ===================================
 type                    written by                          fields
@@ -17,14 +18,16 @@ type                    written by                          fields
 ``message_committed``   drain.lua (posts), commit.lua       seq, sender, run; turn (agents'
                         (the turn's winner)                 messages); inbox_id (posts)
 ``turn_opened``         open_turn.lua                       turn, run, phase, deadline
-``answer_arrived``      the worker, in the pipeline that    turn, agent, kind, phase, score,
-                        writes the answer                   status, error_kind (failed calls),
+``answer_arrived``      write_bids.lua (the worker), with   turn, agent, kind, phase, score,
+                        the answer                          status, error_kind (failed calls),
                                                             latency_ms
 ``turn_decided``        commit.lua                          turn, run; winner, score and
                                                             stop_reason when there are some
 ``run_ended``           commit.lua (the turn stopped the    run, status, stop_reason,
-                        run), end_run.lua,                  stop_detail; answer when the run
-                        count_failed_take.lua (room_error)  has one
+                        run), end_run.lua (max_messages     stop_detail; answer when the run
+                        by posts, budget),                  has one
+                        count_failed_take.lua
+                        (room_error)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -41,7 +44,8 @@ Adding an event type:
 2. one XADD in the script (or pipeline) that makes the change it describes, after every
    check. The events key reaches a script through KEYS and the cap through ARGV or its
    payload, as the others' do (``RoomIO.events_maxlen`` on the coordinator, the store's
-   ``events_maxlen`` on the workers and clients)::
+   ``events_maxlen`` on the workers and clients), and the script refuses a cap that is not
+   a count before it writes anything::
 
        local time = redis.call('TIME')
        redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'type', 'queue_changed',
@@ -56,7 +60,6 @@ followers built before a new type still read the stream.
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
 from typing import Any
 
@@ -180,12 +183,11 @@ def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
 
 
 def answer_event_fields(bid: Bid) -> dict[str, str]:
-    """The ``answer_arrived`` entry of a worker's answer, written beside it."""
-    fields = {"type": EventType.ANSWER_ARRIVED.value, "turn": str(bid.turn), "agent": bid.agent,
-              "kind": bid.kind.value, "phase": str(bid.phase), "score": repr(bid.score),
-              "status": bid.status.value}
+    """The ``answer_arrived`` fields of a worker's answer but ``type`` and ``ts``, which
+    write_bids.lua adds as it writes the event beside the answer."""
+    fields = {"turn": str(bid.turn), "agent": bid.agent, "kind": bid.kind.value,
+              "phase": str(bid.phase), "score": repr(bid.score), "status": bid.status.value}
     if bid.error_kind is not ErrorKind.NONE:
         fields["error_kind"] = bid.error_kind.value
     fields["latency_ms"] = repr(bid.latency_ms)
-    fields["ts"] = f"{time.time():.6f}"
     return fields

@@ -6,15 +6,18 @@ room's keys live in one Redis Cluster slot and its Lua scripts run unchanged the
 ========================  ======  ==========================================  ===================
 key                       type    holds                                       writers / readers
 ========================  ======  ==========================================  ===================
-``{R}:spec``              hash    ``version``, ``name``, ``policy``, ``json``   client / all
+``{R}:spec``              hash    ``version`` (when it was stored, µs),         client / all
+                                  ``name``, ``policy``, ``json``
 ``{R}:state``             hash    status, last_seq, run, messages_in_run,       coordinator (Lua) /
                                   recent (JSON list), turn, turn_open,          client, dashboards
                                   turn_deadline, turn_snapshot_seq,
                                   turn_bids_from, turn_opened_at, epoch,
                                   stop_reason, stop_detail, token/cost totals
-                                  (``prompt_tokens``, ``completion_tokens``,
-                                  ``cost_usd``, and per agent
-                                  ``agent:<name>:<same>``, and
+                                  of every call (``prompt_tokens``,
+                                  ``completion_tokens``, ``cost_usd``: 0 from
+                                  the room's creation; the current run's
+                                  ``run_<same>``, reset when a run starts;
+                                  per agent ``agent:<name>:<same>``, and
                                   ``agent:<name>:calls``, which numbers a
                                   scripted agent's calls), run_turns,
                                   spec_version, answer (the run's answer so
@@ -24,11 +27,15 @@ key                       type    holds                                       wr
                                   failed_takes (takes in a row that ended in
                                   an error; 0 after a commit, a new run or a
                                   post), last_error, failed_inbox_id (the
-                                  newest inbox id when the room failed)
+                                  newest inbox id when the room failed);
+                                  paused (``1`` while paused) and paused_at;
+                                  only ``importing`` while an import is
+                                  restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
                                   fields seq, sender, content, score (absent    workers, client
-                                  for people), turn, run, epoch, ts; never
-                                  trimmed: it is the product
+                                  for people), turn, run, epoch, ts; trimmed
+                                  to about ``log_stream_maxlen`` when that is
+                                  set, else never (the default)
 ``{R}:inbox``             stream  posted by people/apps, not yet in the log:    client / coordinator
                                   sender, content, ts; emptied by each drain
 ``{R}:dead``              stream  inbox entries drain could not read: the       coordinator (Lua) /
@@ -48,18 +55,23 @@ key                       type    holds                                       wr
                                   cuts are JSON too); trimmed to about
                                   ``turns_stream_maxlen``
 ``{R}:events``            stream  what happened in the room, for followers:     coordinator (Lua),
-                                  flat fields ``type``, the event's fields      workers (answers) /
-                                  and ``ts`` (see shared/events.py for every    client, CLI,
-                                  type and which script writes it); trimmed     dashboards
-                                  to about ``events_stream_maxlen``
+                                  flat fields ``type``, the event's fields      workers (Lua:
+                                  and ``ts`` (see shared/events.py for every    answers) /
+                                  type and which script writes it); trimmed     client, CLI,
+                                  to about ``events_stream_maxlen``             dashboards
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
-``rooms``                 zset    every room by last activity (ms)              client, coordinator
+``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
+                                  posted into, paused, resumed, cancelled,
+                                  let go by its coordinator; idle rooms
+                                  expire from here (``room_idle_expiry_s``)
 ``runnable``              zset    rooms needing a coordinator, by due time      client, coordinator
                                   (ms); the lease holder pushes it forward
 ``coordinators``          zset    live coordinator ids by last heartbeat (ms)   coordinator / ops
 ========================  ======  ==========================================  ===================
 
-Memory per room: the log grows with the conversation and is never trimmed; every other
+Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it
+(a log entry is about 195 bytes for a 100-character message, 775 for 600 characters, 2,047
+for 1,500; a room's spec and state about 5 KB at 4 agents); every other
 per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
 node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
 is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
@@ -131,6 +143,12 @@ class Keys:
     def lease(self, room: str) -> str:
         """Which coordinator serves the room, and under which epoch."""
         return self._room(room, "lease")
+
+    def room_keys(self, room: str) -> list[str]:
+        """Every key of the room: lease, state and inbox first (delete.lua's order), then
+        the rest. Deleting, archiving and expiring a room go by this list."""
+        return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
+                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room)]
 
     @property
     def rooms(self) -> str:

@@ -26,6 +26,8 @@ from pydantic_core import PydanticCustomError
 from shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from shared.protocol import DEFAULT_QUEUE
 from shared.spec_limits import (
+    MAX_BUDGET_TOKENS,
+    MAX_BUDGET_USD,
     MAX_CONTEXT_TOKENS,
     MAX_DURATION_S,
     MAX_PLAIN_INT,
@@ -313,12 +315,57 @@ def policy_kind(policy: Any) -> Any:
     return getattr(policy, "kind", None)
 
 
+class RoundtablePolicy(Strict):
+    """Seed 004: the panelists speak in spec order, ``rounds`` times over; then the
+    moderator (one of the agents, not a panelist) gives the verdict that ends the run."""
+
+    kind: Literal["roundtable"]
+    moderator: str = Field(min_length=1, max_length=64)  # an agent's name, as written
+    rounds: int = Field(default=1, ge=1, le=MAX_RUN_MESSAGES)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each panelist's or the moderator's call may take."""
+        return self.call_timeout_s
+
+
 PolicySpec = Annotated[
-    Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")],
+    Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")]
+    | Annotated[RoundtablePolicy, Tag("roundtable")],
     Discriminator(policy_kind, custom_error_type="policy_kind",
-                  custom_error_message="kind must be one of: bid, selector"),
+                  custom_error_message="kind must be one of: bid, selector, roundtable"),
 ]
-POLICY_KINDS = ("bid", "selector")
+POLICY_KINDS = ("bid", "selector", "roundtable")
+
+
+class RoomLimits(Strict):
+    """What a room's calls may spend, per run and over the room's whole life; unset, no
+    limit. Every call counts, of every kind (bids, the selector's picks, replies): its
+    prompt and completion tokens, and its cost as litellm prices it. A run stops with
+    ``budget`` before a turn once a total has reached its limit; a turn that started
+    below every limit runs to its end, so a total may end past its limit by at most one
+    turn's calls."""
+
+    max_tokens_per_run: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    max_tokens_per_room: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    max_cost_usd_per_room: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+
+
+class Usage(BaseModel):
+    """Tokens and cost of calls, summed: a run's or a room's running totals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        """Prompt and completion tokens together: what token limits count."""
+        return self.prompt_tokens + self.completion_tokens
 
 
 def repeated_names(names: list[str]) -> list[str]:
@@ -330,13 +377,43 @@ def repeated_names(names: list[str]) -> list[str]:
     return sorted({name for same in by_key.values() if len(same) > 1 for name in same})
 
 
+# An unknown moderator's error names this many of the agents it could have been.
+PANEL_NAMES_SHOWN = 8
+
+
+def check_panel(moderator: str, names: list[str], rounds: int = 1) -> None:
+    """ValueError, naming what is wrong, unless ``moderator`` is one of the agents called
+    ``names``, at least one other agent is left to be a panelist, and the debate's
+    ``rounds`` fit in a run."""
+    if moderator not in names:
+        alike = [name for name in names if name_key(name) == name_key(moderator)]
+        if alike:
+            hint = f"did you mean {alike[0]!r}? (the name as the agent is written)"
+        elif names:
+            listed = ", ".join(map(repr, names[:PANEL_NAMES_SHOWN]))
+            more = ", ..." if len(names) > PANEL_NAMES_SHOWN else ""
+            hint = f"name one of {listed}{more}, or add it to agents"
+        else:
+            hint = "add it to agents"
+        raise ValueError(f"the moderator {moderator!r} is not one of the agents: {hint}")
+    if len(names) < 2:
+        raise ValueError(f"a round-table needs at least one panelist besides the moderator "
+                         f"{moderator!r}: add an agent")
+    turns = rounds * (len(names) - 1)
+    if turns > MAX_RUN_MESSAGES:
+        raise ValueError(f"rounds x panelists is {turns:,}: a run posts at most "
+                         f"{MAX_RUN_MESSAGES:,} messages, so lower rounds")
+
+
 class RoomSpec(Strict):
-    """A room: its agents (in order: ties go to the first listed) and its floor policy."""
+    """A room: its agents (in order: ties go to the first listed), its floor policy and
+    what its calls may spend."""
 
     name: str = Field(default="room", min_length=1, max_length=100)
     description: str = ""
     policy: PolicySpec = Field(default_factory=BidPolicy)
     agents: list[AgentSpec]
+    limits: RoomLimits = Field(default_factory=RoomLimits)
 
     @model_validator(mode="before")
     @classmethod
@@ -346,7 +423,12 @@ class RoomSpec(Strict):
 
     @field_validator("agents")
     @classmethod
-    def _enough_distinct_agents(cls, agents: list[AgentSpec]) -> list[AgentSpec]:
+    def _enough_distinct_agents(cls, agents: list[AgentSpec], info: ValidationInfo
+                                ) -> list[AgentSpec]:
+        policy = info.data.get("policy")
+        if isinstance(policy, RoundtablePolicy):
+            # First: "no panelist" says more than "fewer than 2 agents".
+            check_panel(policy.moderator, [agent.name for agent in agents], policy.rounds)
         if len(agents) < 2:
             raise ValueError(f"a room needs at least 2 agents, got {len(agents)}")
         duplicates = repeated_names([agent.name for agent in agents])
@@ -409,7 +491,11 @@ class StopReason(StrEnum):
     ALL_FAILED = "all_agents_failed"  # on the run's first turn every agent's call failed
     TERMINATE = "terminate"  # the selector or a participant said TERMINATE
     MAX_TURNS = "max_turns"  # the run posted its cap of participant messages
+    VERDICT = "verdict"  # the round-table's moderator posted its verdict
+    MODERATOR_FAILED = "moderator_failed"  # the round-table's moderator could not give one
     ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
+    CANCELLED = "cancelled"  # someone cancelled the run (parley rooms cancel, Client.cancel)
+    BUDGET = "budget"  # the run's or the room's calls reached a token or cost limit (limits)
 
 
 class CallKind(StrEnum):
@@ -418,6 +504,8 @@ class CallKind(StrEnum):
     BID = "bid"  # respond(score, message): does the agent want the floor, and with what
     SELECT = "select"  # the selector: who speaks next, or TERMINATE
     SPEAK = "speak"  # one participant's reply, posted as its message
+    PANEL = "panel"  # a round-table panelist's turn in the debate, posted as its message
+    MODERATE = "moderate"  # the round-table moderator's verdict, posted as its message
 
 
 class BidStatus(StrEnum):

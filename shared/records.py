@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord, Usage
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
@@ -91,13 +91,32 @@ def _plain(value: Any) -> str:
 POLICY_FIELD_PREFIX = "policy:"
 # Each agent's running totals are the state fields ``agent:<agent>:<total>``.
 AGENT_FIELD_PREFIX = "agent:"
-# The token and cost totals kept for the room (plain names) and for each agent.
+# The token and cost totals kept for the room (plain names), for its current run
+# (``run_<total>``, reset when a run starts) and for each agent.
 USAGE_TOTALS = ("prompt_tokens", "completion_tokens", "cost_usd")
+RUN_TOTAL_PREFIX = "run_"
 
 
 def agent_total_field(agent: str, total: str) -> str:
     """The state field of ``agent``'s running total of ``total``."""
     return f"{AGENT_FIELD_PREFIX}{agent}:{total}"
+
+
+def run_total_field(total: str) -> str:
+    """The state field of the current run's running total of ``total``."""
+    return f"{RUN_TOTAL_PREFIX}{total}"
+
+
+# Every room and run total, as a new room starts them: readable before any call.
+ZERO_TOTALS = {field: "0" for total in USAGE_TOTALS for field in (total, run_total_field(total))}
+
+
+def usage_from(fields: dict[str, str], prefix: str = "") -> Usage:
+    """The totals stored under ``prefix`` (``""`` the room's, ``run_`` the run's); a
+    missing field is 0."""
+    return Usage(prompt_tokens=int(float(fields.get(f"{prefix}prompt_tokens") or 0)),
+                 completion_tokens=int(float(fields.get(f"{prefix}completion_tokens") or 0)),
+                 cost_usd=float(fields.get(f"{prefix}cost_usd") or 0))
 
 
 class RoomState:
@@ -126,11 +145,17 @@ class RoomState:
         self.answer = f.get("answer") or None
         self.policy_state = {name[len(POLICY_FIELD_PREFIX):]: value for name, value in f.items()
                              if name.startswith(POLICY_FIELD_PREFIX)}
+        # What every call so far cost: over the room's life, and in its current run.
+        self.usage = usage_from(f)
+        self.run_usage = usage_from(f, RUN_TOTAL_PREFIX)
         # Takes that failed in a row, the last one's error, and (once the room failed) the
         # newest inbox id then: posts up to it were waiting when the room failed.
         self.failed_takes = int(f.get("failed_takes") or 0)
         self.last_error = f.get("last_error") or ""
         self.failed_inbox_id = f.get("failed_inbox_id") or "0-0"
+        # A paused room opens no turn and moves no post to its log; its run keeps its status.
+        self.paused = f.get("paused") == "1"
+        self.paused_at = float(f.get("paused_at") or 0)
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""
@@ -139,8 +164,10 @@ class RoomState:
                 if field.startswith(prefix) and field.endswith(suffix)}
 
     def totals(self) -> dict[str, float]:
-        """Token and cost totals, for the room (plain names) and per agent (``agent:..``)."""
-        return {k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in USAGE_TOTALS}
+        """Token and cost totals, for the room (plain names, 0 before any call) and per
+        agent (``agent:..``)."""
+        return {**dict.fromkeys(USAGE_TOTALS, 0.0),
+                **{k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in USAGE_TOTALS}}
 
 
 def turn_record_fields(record: TurnRecord) -> dict[str, str]:

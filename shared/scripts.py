@@ -8,7 +8,8 @@ from typing import Any
 
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
-    "count_failed_take",
+    "count_failed_take", "create", "reserve", "post", "write_bids", "pause", "resume",
+    "cancel", "delete",
 )
 
 
@@ -38,3 +39,11 @@ class Scripts:
     end_run: Any
     unschedule: Any
     count_failed_take: Any
+    create: Any
+    reserve: Any
+    post: Any
+    write_bids: Any
+    pause: Any
+    resume: Any
+    cancel: Any
+    delete: Any

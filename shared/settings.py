@@ -25,12 +25,25 @@ DEFAULT_WORKER_KEY_ENVS = (
     "XAI_API_KEY", "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY",
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_PREFIX = "PARLEY_"
+# Read from the directory a process starts in, when there is one. Variables set in the
+# environment win over the file's; the file sets PARLEY_* settings only (a provider key
+# written there is not lent to agents: workers read keys from their environment).
+ENV_FILE = ".env"
+
+
+def variable_name(field: str) -> str:
+    """The environment variable that sets the setting ``field``: ``PARLEY_<FIELD>``."""
+    return f"{ENV_PREFIX}{field.upper()}"
 
 
 class Settings(BaseSettings):
-    """Process-wide configuration. Units are in the names; defaults live only here."""
+    """Process-wide configuration, from ``PARLEY_*`` environment variables and the
+    ``.env`` file of the working directory. Units are in the names; defaults live only
+    here."""
 
-    model_config = SettingsConfigDict(env_prefix="PARLEY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_file=ENV_FILE,
+                                      env_file_encoding="utf-8")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = Field(default="", description="Celery broker; empty means redis_url")
@@ -62,6 +75,13 @@ class Settings(BaseSettings):
     # a 16-agent turn writes 19 events of about 120 bytes, so the default holds about 500
     # such turns in about 1.2 MB (python -m benchmarks.stream_sizes).
     events_stream_maxlen: int = Field(default=10_000, ge=100)
+    # The log is the conversation itself: never trimmed unless this is set (0 = never).
+    # When set, the oldest messages fall out past about this many; `parley rooms archive
+    # --keep` saves a room's log first.
+    log_stream_maxlen: int = Field(default=0, ge=0)
+    # Rooms with no run in progress, no lease and no post waiting are deleted by the
+    # coordinators this long after their last activity (0 = never).
+    room_idle_expiry_s: float = Field(default=0.0, ge=0)
     # A dead letter keeps at most 16 of the entry's fields, each cut to this many bytes.
     dead_letter_value_max_bytes: int = Field(default=1024, ge=64)
     # Posts longer than this are refused by the client and set aside by the coordinator.
@@ -116,6 +136,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"PARLEY_WORKER_ALLOWED_API_BASES: {error}") from None
         return bases
 
+    @field_validator("log_stream_maxlen")
+    @classmethod
+    def _log_cap(cls, cap: int) -> int:
+        if 0 < cap < 100:
+            raise ValueError("must be 0 (never trimmed) or at least 100: trimming is by "
+                             "stream node, about 100 entries")
+        return cap
+
     @model_validator(mode="after")
     def _default_broker(self) -> Settings:
         if not self.broker_url:
@@ -125,7 +153,8 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _renew_well_within_ttl(self) -> Settings:
         if self.lease_renew_s * 2 >= self.lease_ttl_s:
-            raise ValueError("lease_renew_s must be under half of lease_ttl_s (0 means ttl/3)")
+            raise ValueError(f"{variable_name('lease_renew_s')} must be under half of "
+                             f"{variable_name('lease_ttl_s')} (0 means a third of it)")
         return self
 
     @property

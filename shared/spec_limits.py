@@ -15,7 +15,10 @@ bound                    limit         what it bounds
                                        ``sleep``
 ``MAX_REPLY_TOKENS``     1,000,000     an agent's ``max_tokens``
 ``MAX_CONTEXT_TOKENS``   10,000,000    an agent's ``max_context_tokens``
-``MAX_RUN_MESSAGES``     1,000,000     ``max_messages`` and ``recency_window``
+``MAX_RUN_MESSAGES``     1,000,000     ``max_messages``, ``recency_window``, ``max_turns``, a
+                                       round-table's ``rounds`` x panelists
+``MAX_BUDGET_TOKENS``    10**12        a token limit of ``limits`` (per run or per room)
+``MAX_BUDGET_USD``       10**9         a cost limit of ``limits``, in US dollars
 ``MAX_PLAIN_INT``        2**63 - 1     integers in free-form values (script scores and
                                        messages, ``litellm_kwargs``)
 =======================  ============  ==========================================================
@@ -40,6 +43,9 @@ MAX_DURATION_S = 3600.0
 MAX_REPLY_TOKENS = 1_000_000
 MAX_CONTEXT_TOKENS = 10_000_000
 MAX_RUN_MESSAGES = 1_000_000
+# Totals are kept as Redis floats: up to 2**53 they count tokens exactly.
+MAX_BUDGET_TOKENS = 10**12
+MAX_BUDGET_USD = 1e9
 MAX_PLAIN_INT = 2**63 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

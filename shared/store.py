@@ -2,21 +2,41 @@
 
 Posting a message is ``XADD inbox`` and then ``ZADD runnable``, in that order: a coordinator
 going idle removes the room from ``runnable`` before its last look at the inbox, so a post
-that races with it always leaves the room runnable (no lost wake-up).
+that races with it always leaves the room runnable (no lost wake-up). Resuming a room makes
+it due the same way, after its state says it is no longer paused.
+
+Every change to a room's own keys is one Lua script (``shared/lua/``) that checks before it
+writes; the global sorted sets (``rooms``, ``runnable``) are separate commands, so that each
+script touches one room's hash slot only (Redis Cluster). A lifecycle change marks the room
+active in ``rooms`` *before* its script runs: an expiry sweep that reads the changed state
+then also sees the new activity time.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import redis
+from pydantic import BaseModel
 
 from shared.events import Event, answer_event_fields, event_from_entry
 from shared.keys import Keys, check_room_id
-from shared.models import Bid, Message, RoomSpec, TurnRecord, check_person_name, name_key
+from shared.models import (
+    Bid,
+    Message,
+    RoomSpec,
+    RoomStatus,
+    StopReason,
+    TurnRecord,
+    check_person_name,
+    name_key,
+)
 from shared.records import (
+    ZERO_TOTALS,
     RoomState,
     bid_fields,
     bid_from_fields,
@@ -25,7 +45,13 @@ from shared.records import (
     message_from_fields,
     turn_record_from_fields,
 )
+from shared.scripts import Scripts
 from shared.settings import Settings
+
+# The state fields an archive's delete checks are unchanged since it read the room: any
+# post drained, turn opened or committed, run started or ended, pause or resume moves one.
+ARCHIVE_GUARD_FIELDS = ("last_seq", "turn", "turn_open", "run", "status", "inbox_last_id",
+                        "paused")
 
 
 class RoomNotFound(LookupError):
@@ -34,6 +60,84 @@ class RoomNotFound(LookupError):
 
 class RoomExists(ValueError):
     """A room with that id already exists."""
+
+
+class RoomHeld(ValueError):
+    """A coordinator holds the room (a run is going on): the operation needs it let go."""
+
+
+class RoomChanged(ValueError):
+    """The room moved on (a post, a turn) between reading it and the change that relied on
+    the read: nothing was changed."""
+
+
+def holder_of(lease: str | None) -> str | None:
+    """The coordinator id in a lease value ``<coordinator id>:<epoch>``."""
+    return lease.rsplit(":", 1)[0] if lease else None
+
+
+def script_error(error: redis.ResponseError, room: str) -> Exception:
+    """A lifecycle script's refusal as the exception the front door reports in one line."""
+    code, _, detail = str(error).partition(" ")
+    if code == "NOROOM":
+        return RoomNotFound(f"no room {room!r}")
+    if code == "EXISTS":
+        return RoomExists(f"room {room!r} already exists")
+    if code == "HELD":
+        return RoomHeld(f"room {room} is held by coordinator {holder_of(detail)} (a run is "
+                        "going on): pause or cancel it first, or use --force")
+    if code == "CHANGED":
+        return RoomChanged(f"room {room} changed meanwhile ({detail}): nothing was removed")
+    return error
+
+
+class RoomSummary(BaseModel):
+    """One room as ``parley rooms list`` shows it."""
+
+    room: str
+    name: str
+    policy: str
+    status: RoomStatus
+    paused: bool
+    run: int
+    messages: int  # the log's last seq: every message the room ever had
+    stop_reason: StopReason | None
+    cost_usd: float
+    last_activity: float | None  # unix s
+    holder: str | None  # the coordinator serving it
+    expires_at: float | None  # unix s, when idle rooms expire and this one would
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    """What cancelling did: whether a run was in progress (and ended), its number, and how
+    many posts wait in the inbox (they start the next run)."""
+
+    cancelled: bool
+    run: int
+    waiting: int
+
+
+@dataclass(frozen=True)
+class RoomHead:
+    """An archive's start: the room's spec and state hashes, its inbox and dead letters,
+    read at one moment, and what its delete must find unchanged."""
+
+    spec: dict[bytes, bytes]
+    state: dict[bytes, bytes]
+    inbox: list[tuple[bytes, dict[bytes, bytes]]]
+    dead_letters: list[tuple[bytes, dict[bytes, bytes]]]
+    holder: str | None
+
+    def read_state(self) -> RoomState:
+        """The state hash as read."""
+        return RoomState(self.state)
+
+    def guard(self) -> tuple[dict[str, str], str]:
+        """The state fields and the inbox's newest id delete.lua must still find."""
+        state = {decode(k): decode(v) for k, v in self.state.items()}
+        fields = {name: state.get(name, "") for name in ARCHIVE_GUARD_FIELDS}
+        return fields, decode(self.inbox[-1][0]) if self.inbox else "0-0"
 
 
 def now_ms() -> int:
@@ -54,21 +158,30 @@ class RoomStore:
         self.keys = keys
         self.message_max_bytes = message_max_bytes
         self.events_maxlen = events_maxlen
+        self.scripts = Scripts(client)
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
-        """Store a new room's spec and idle state; raise RoomExists if the id is taken."""
+        """Store a new room's spec and idle state (its totals at 0), in one script; raise
+        RoomExists if the id is taken."""
         check_room_id(room)
-        if not self.redis.hsetnx(self.keys.state(room), "status", "idle"):
-            raise RoomExists(f"room {room!r} already exists")
-        spec_json = spec.model_dump_json(exclude_defaults=False)
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(
-            self.keys.spec(room),
-            mapping={"version": 1, "name": spec.name, "policy": spec.policy.kind, "json": spec_json},
-        )
-        pipe.hset(self.keys.state(room), mapping={"last_seq": 0, "epoch": 0, "spec_version": 1})
-        pipe.zadd(self.keys.rooms, {room: now_ms()})
-        pipe.execute()
+        # The version is when the spec was stored (µs), not 1: a room deleted and created
+        # again under the same id must not match a worker's cached spec of the old one.
+        version = str(time.time_ns() // 1000)
+        spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
+                       "json": spec.model_dump_json(exclude_defaults=False)}
+        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version,
+                 **ZERO_TOTALS}
+        self._create(room, "new", spec_fields, state)
+        self.redis.zadd(self.keys.rooms, {room: now_ms()})
+
+    def _create(self, room: str, mode: str, spec: dict[Any, Any], state: dict[Any, Any]) -> None:
+        pairs = [*_pairs(spec), *_pairs(state)]
+        try:
+            self.scripts.create(keys=[self.keys.state(room), self.keys.spec(room),
+                                      self.keys.log(room)],
+                                args=[mode, len(spec), *pairs])
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
 
     def post(self, room: str, sender: str, content: str) -> str:
         """Queue a message from a person or app into the room; return its inbox id.
@@ -81,14 +194,18 @@ class RoomStore:
         if name_key(sender) in {name_key(name) for name in self.agent_names(room)}:
             raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
                              "their own names")
+        try:
+            inbox_id, paused = self.scripts.post(
+                keys=[self.keys.spec(room), self.keys.state(room), self.keys.inbox(room)],
+                args=[sender, content, f"{time.time():.6f}"])
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
         pipe = self.redis.pipeline(transaction=False)
-        pipe.xadd(self.keys.inbox(room), {"sender": sender, "content": content,
-                                           "ts": f"{time.time():.6f}"})
-        pipe.hset(self.keys.state(room), "failed_takes", 0)
-        pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
+        if not paused:  # a paused room's posts wait for resume, which makes it due
+            pipe.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
         pipe.zadd(self.keys.rooms, {room: now_ms()})
-        inbox_id, *_ = pipe.execute()
-        return inbox_id.decode() if isinstance(inbox_id, bytes) else inbox_id
+        pipe.execute()
+        return decode(inbox_id)
 
     def agent_names(self, room: str) -> list[str]:
         """The names of the room's agents (its selector too), read without validating the
@@ -124,6 +241,12 @@ class RoomStore:
         """Log messages with ``after_seq < seq <= upto_seq``."""
         end = f"{upto_seq}-0" if upto_seq is not None else "+"
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", end)
+        return [message_from_fields(fields) for _, fields in entries]
+
+    def read_messages_from(self, room: str, after_seq: int = 0, count: int = 1000
+                           ) -> list[Message]:
+        """At most ``count`` log messages after ``after_seq``, oldest first."""
+        entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", "+", count=count)
         return [message_from_fields(fields) for _, fields in entries]
 
     def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Bid]]:
@@ -178,15 +301,17 @@ class RoomStore:
         """Append a worker's bid to the room's bids stream."""
         self.write_bids(room, [bid], maxlen)
 
-    def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> None:
+    def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> int:
         """Append bids to the room's bids stream, each with its ``answer_arrived`` event,
-        in one round trip."""
-        pipe = self.redis.pipeline(transaction=False)
+        in one round trip; returns how many were written: none when the room is gone
+        (deleted, archived or expired meanwhile)."""
+        args: list[Any] = [maxlen, self.events_maxlen]
         for bid in bids:
-            pipe.xadd(self.keys.bids(room), bid_fields(bid), maxlen=maxlen, approximate=True)
-            pipe.xadd(self.keys.events(room), answer_event_fields(bid),
-                      maxlen=self.events_maxlen, approximate=True)
-        pipe.execute()
+            fields, event = bid_fields(bid), answer_event_fields(bid)
+            args += [len(fields), *_pairs(fields), len(event), *_pairs(event)]
+        return int(self.scripts.write_bids(
+            keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
+            args=args))
 
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
@@ -204,6 +329,160 @@ class RoomStore:
         """Room ids, most recently active first."""
         return [decode(r) for r in self.redis.zrevrange(self.keys.rooms, 0, limit - 1)]
 
+    def summaries(self, limit: int = 100, idle_expiry_s: float = 0.0) -> list[RoomSummary]:
+        """The most recently active rooms, most recent first, in two round trips; rooms
+        that are gone (or still being imported) are left out."""
+        active = self.redis.zrevrange(self.keys.rooms, 0, limit - 1, withscores=True)
+        pipe = self.redis.pipeline(transaction=False)
+        for member, _ in active:
+            room = decode(member)
+            pipe.hgetall(self.keys.state(room))
+            pipe.hmget(self.keys.spec(room), "name", "policy")
+            pipe.get(self.keys.lease(room))
+        replies = pipe.execute()
+        summaries = []
+        for index, (member, score) in enumerate(active):
+            state, (name, policy), lease = replies[3 * index: 3 * index + 3]
+            if state and name is not None:
+                summaries.append(_summary(decode(member), RoomState(state), decode(name),
+                                          decode(policy or b""), score / 1000,
+                                          decode(lease) if lease else None, idle_expiry_s))
+        return summaries
+
+    def summary(self, room: str, idle_expiry_s: float = 0.0) -> RoomSummary:
+        """One room's summary."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hgetall(self.keys.state(room))
+        pipe.hmget(self.keys.spec(room), "name", "policy")
+        pipe.get(self.keys.lease(room))
+        pipe.zscore(self.keys.rooms, room)
+        state, (name, policy), lease, score = pipe.execute()
+        if not state or name is None:
+            raise RoomNotFound(f"no room {room!r}")
+        return _summary(room, RoomState(state), decode(name), decode(policy or b""),
+                        score / 1000 if score is not None else None,
+                        decode(lease) if lease else None, idle_expiry_s)
+
+    def touch(self, room: str) -> None:
+        """Mark the room active now (only if it is listed: a room that is gone stays gone)."""
+        self.redis.zadd(self.keys.rooms, {room: now_ms()}, xx=True)
+
+    def pause(self, room: str) -> bool:
+        """Pause the room: no new turn opens and posts wait in the inbox (a turn already
+        open is finished). False when it was paused already."""
+        self.touch(room)
+        try:
+            return bool(self.scripts.pause(keys=[self.keys.state(room)],
+                                           args=[f"{time.time():.6f}"]))
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+
+    def resume(self, room: str) -> bool:
+        """Resume a paused room where it was, posts included: make it due when it has a
+        run in progress or posts waiting. False when it was not paused."""
+        self.touch(room)
+        try:
+            resumed, needed = self.scripts.resume(
+                keys=[self.keys.state(room), self.keys.inbox(room)])
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+        if needed:
+            self.redis.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
+        return bool(resumed)
+
+    def cancel(self, room: str, detail: str = "cancelled") -> CancelResult:
+        """End the room's current run now (stop_reason cancelled), abandoning a turn in
+        flight whole and fencing its coordinator out. Not an error when no run is in
+        progress: ``cancelled`` is False then."""
+        self.touch(room)
+        try:
+            cancelled, run, waiting = self.scripts.cancel(
+                keys=[self.keys.lease(room), self.keys.state(room), self.keys.inbox(room)],
+                args=[detail])
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+        if cancelled:
+            # Due now: a coordinator lets the room settle (or starts the posts waiting)
+            # without waiting for the removed lease's expiry.
+            self.redis.zadd(self.keys.runnable, {room: now_ms()}, lt=True)
+        return CancelResult(bool(cancelled), int(run), int(waiting))
+
+    def delete(self, room: str, force: bool = False, expect: dict[str, str] | None = None,
+               inbox_newest: str = "") -> int:
+        """Remove every key of the room; returns how many. Refused (RoomHeld) while a
+        coordinator holds it unless ``force``, which fences the holder out first; refused
+        (RoomChanged) when ``expect``'s state fields or ``inbox_newest`` moved on."""
+        try:
+            deleted = int(self.scripts.delete(
+                keys=self.keys.room_keys(room),
+                args=["1" if force else "0", "0", orjson.dumps(expect or {}), inbox_newest]))
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+        if not deleted:
+            raise RoomNotFound(f"no room {room!r}")
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(self.keys.rooms, room)
+        pipe.zrem(self.keys.runnable, room)
+        pipe.execute()
+        return deleted
+
+    def read_head(self, room: str) -> RoomHead:
+        """The room's spec, state, inbox and dead letters at one moment (one MULTI: the
+        room's keys share a slot), for an archive."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.spec(room))
+        pipe.hgetall(self.keys.state(room))
+        pipe.xrange(self.keys.inbox(room))
+        pipe.xrange(self.keys.dead_letters(room))
+        pipe.get(self.keys.lease(room))
+        spec, state, inbox, dead, lease = pipe.execute()
+        if not spec or not state:
+            raise RoomNotFound(f"no room {room!r}")
+        return RoomHead(spec, state, inbox, dead, holder_of(decode(lease) if lease else None))
+
+    def iter_entries(self, key: str, page: int = 1000, end: str = "+"
+                     ) -> Iterator[tuple[bytes, dict[bytes, bytes]]]:
+        """Every entry of a stream up to ``end``, oldest first, ``page`` at a time."""
+        start = "-"
+        while True:
+            entries = self.redis.xrange(key, start, end, count=page)
+            yield from entries
+            if len(entries) < page:
+                return
+            start = f"({decode(entries[-1][0])}"
+
+    def reserve(self, room: str) -> None:
+        """Take a free room id for an import (none of its keys may exist)."""
+        check_room_id(room)
+        try:
+            self.scripts.reserve(keys=self.keys.room_keys(room))
+        except redis.ResponseError as error:
+            if self.redis.hgetall(self.keys.state(room)) == {b"importing": b"1"}:
+                raise RoomExists(f"room {room!r} is being imported, or an import of it "
+                                 f"stopped halfway: parley rooms delete {room} --force "
+                                 "removes what it left") from error
+            raise RoomExists(f"room {room!r} already exists") from error
+
+    def restore_entries(self, key: str, entries: list[tuple[str, dict[Any, Any]]]) -> None:
+        """Append entries with their own ids to a stream of a reserved room, in one round
+        trip (ids must be increasing: Redis refuses any other)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for entry_id, fields in entries:
+            pipe.xadd(key, fields, id=entry_id)
+        pipe.execute()
+
+    def finish_import(self, room: str, spec: dict[Any, Any], state: dict[Any, Any]) -> None:
+        """Complete a reserved room with its spec and state (one script; its log must end
+        at the state's last_seq), list it and, when it has work, make it due."""
+        self._create(room, "import", spec, state)
+        restored = RoomState(state)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zadd(self.keys.rooms, {room: now_ms()})
+        if not restored.paused and (restored.status is RoomStatus.RUNNING
+                                    or restored.turn_open or self.redis.xlen(self.keys.inbox(room))):
+            pipe.zadd(self.keys.runnable, {room: now_ms()})
+        pipe.execute()
+
     def coordinators(self) -> list[tuple[str, float]]:
         """Coordinator ids with the age of their last heartbeat in seconds."""
         now = now_ms()
@@ -214,3 +493,21 @@ class RoomStore:
         """``<coordinator id>:<epoch>`` of the room's lease, or None."""
         token = self.redis.get(self.keys.lease(room))
         return decode(token) if token is not None else None
+
+
+def _pairs(fields: dict[Any, Any]) -> list[Any]:
+    """A mapping as a flat field, value, field, value ... list (a script's ARGV)."""
+    return [item for pair in fields.items() for item in pair]
+
+
+def _summary(room: str, state: RoomState, name: str, policy: str, last_activity: float | None,
+             lease: str | None, idle_expiry_s: float) -> RoomSummary:
+    expires_at = None
+    if (idle_expiry_s and last_activity is not None and lease is None
+            and state.status is not RoomStatus.RUNNING and not state.turn_open):
+        expires_at = last_activity + idle_expiry_s
+    return RoomSummary(
+        room=room, name=name, policy=policy, status=state.status, paused=state.paused,
+        run=state.run, messages=state.last_seq, stop_reason=state.stop_reason,
+        cost_usd=float(state.raw.get("cost_usd") or 0), last_activity=last_activity,
+        holder=holder_of(lease), expires_at=expires_at)

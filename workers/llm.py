@@ -36,6 +36,8 @@ from workers.credentials import (
 from workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
+    build_moderate_prompt,
+    build_panel_prompt,
     build_prompt,
     build_select_prompt,
     build_speak_prompt,
@@ -77,13 +79,15 @@ class DeadlinePassed(TimeoutError):
 
 # Each call kind's prompt; only a bid forces the respond tool.
 PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
-           CallKind.SPEAK: build_speak_prompt}
+           CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
+           CallKind.MODERATE: build_moderate_prompt}
 
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
-    (bid), a name (select) or its message (speak).
+    (bid), a name (select), its message (speak), its turn in a round-table (panel) or
+    the verdict (moderate).
 
     Returns the provider's raw response and the answer's usage fields (prompt_tokens,
     completion_tokens, cost_usd, dropped_messages). Raises whatever the call raised.

@@ -232,16 +232,48 @@ def build_speak_prompt(agent: AgentSpec, participants: Sequence[AgentSpec],
                        transcript: Sequence[Message], budget: int | None,
                        count: TokenCounter) -> Prompt:
     """Seed 002's Participant prompt: the agent's role, the task and the whole thread."""
-    system = system_message(agent)
-    others = ", ".join(describe_agent(other) for other in participants if other.name != agent.name)
-    speakers = participant_names((other.name for other in participants), transcript)
+    return thread_prompt("speak", [system_message(agent)], agent, participants, transcript,
+                         budget, count, role=agent.role or "participant")
+
+
+def build_panel_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                       transcript: Sequence[Message], budget: int | None,
+                       count: TokenCounter) -> Prompt:
+    """A round-table panelist's turn (seed 004): its perspective and system prompt, the
+    question (the run's task), the others at the table and the transcript so far."""
+    return thread_prompt("panel", own_system(agent), agent, room_agents, transcript, budget,
+                         count, role=agent.role or "the one your instructions give you")
+
+
+def build_moderate_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                          transcript: Sequence[Message], budget: int | None,
+                          count: TokenCounter) -> Prompt:
+    """A round-table moderator's verdict (seed 004): the question, the panelists (every
+    other agent) and the whole debate, to be weighed into one verdict with its reasons."""
+    return thread_prompt("moderate", own_system(agent), agent, room_agents, transcript,
+                         budget, count)
+
+
+def own_system(agent: AgentSpec) -> list[ChatMessage]:
+    """The agent's system prompt as the first message, or none when it has none (the
+    template says who the agent is)."""
+    return [system_message(agent)] if agent.system_prompt.strip() else []
+
+
+def thread_prompt(kind: str, system: list[ChatMessage], agent: AgentSpec,
+                  room_agents: Sequence[AgentSpec], transcript: Sequence[Message],
+                  budget: int | None, count: TokenCounter, **values: str) -> Prompt:
+    """``kind``'s template filled with the agent's name, the others in the room, the run's
+    task and the thread (fitted into ``budget``, the task always kept), after ``system``;
+    ``values`` fill the template's other placeholders."""
+    others = ", ".join(describe_agent(other) for other in room_agents if other.name != agent.name)
+    speakers = participant_names((other.name for other in room_agents), transcript)
     task = transcript[task_index(transcript)].content if transcript else ""
-    task = quote_speaker_lines(task, speakers)
-    values = {"name": agent.name, "role": agent.role or "participant",
-              "others": others or "nobody else", "task": task}
-    frame = render(template("speak"), thread="", **values)
-    thread, dropped = fit_thread(transcript, speakers, [system, _user(frame)], budget, count)
-    return Prompt([system, _user(render(template("speak"), thread=thread, **values))], dropped)
+    values = {"name": agent.name, "others": others or "nobody else",
+              "task": quote_speaker_lines(task, speakers), **values}
+    frame = render(template(kind), thread="", **values)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
+    return Prompt([*system, _user(render(template(kind), thread=thread, **values))], dropped)
 
 
 def _user(content: str) -> ChatMessage:

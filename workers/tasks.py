@@ -52,8 +52,10 @@ def _redis() -> redis.Redis:
     return redis.Redis(connection_pool=pool)
 
 
+@cache
 def store_for(prefix: str) -> RoomStore:
-    """The room store under the request's key prefix."""
+    """The room store under the request's key prefix (one per prefix: it registers the
+    scripts once)."""
     settings = get_settings()
     return RoomStore(_redis(), Keys(prefix), settings.message_max_bytes,
                      settings.events_stream_maxlen)
@@ -88,7 +90,10 @@ class TranscriptCache:
     messages committed since its room's last task here, not the whole conversation.
 
     A log only grows and a seq never changes once written; a room deleted and created
-    again under the same id is noticed by its last known message no longer matching.
+    again under the same id is noticed by its last known message no longer matching. A
+    log capped by ``log_stream_maxlen`` loses its oldest messages: with ``keep`` set, the
+    cache and every transcript it gives hold the last ``keep`` messages up to the snapshot
+    (Redis keeps at least that many), so a warm worker and a cold one build the same prompt.
     """
 
     def __init__(self, rooms: int = 256) -> None:
@@ -96,25 +101,37 @@ class TranscriptCache:
         self.logs: OrderedDict[tuple[str, str], list[Message]] = OrderedDict()
         self.lock = Lock()
 
-    def upto(self, store: RoomStore, prefix: str, room: str, seq: int) -> list[Message]:
-        """The room's messages with seq up to ``seq``."""
+    def upto(self, store: RoomStore, prefix: str, room: str, seq: int, keep: int = 0
+             ) -> list[Message]:
+        """The room's messages with seq up to ``seq`` (only the last ``keep``, if set)."""
         key = (prefix, room)
         with self.lock:
             known = self.logs.get(key, [])
         if known and known[-1].seq >= seq:
-            return known[:seq]
+            # Seqs are contiguous from the first one cached (a capped log drops the oldest).
+            earlier = last(known[: max(0, seq - known[0].seq + 1)], keep)
+            if not keep or len(earlier) == keep or known[0].seq == 1:
+                return earlier
+            # An earlier snapshot than the cache keeps enough of: Redis still has them.
+            return store.read_messages(room, after_seq=max(0, seq - keep), upto_seq=seq)
         # Read again from the last known message, to check that it is still there.
-        fresh = store.read_messages(room, after_seq=max(0, len(known) - 1), upto_seq=seq)
+        after = known[-1].seq - 1 if known else 0
+        fresh = store.read_messages(room, after_seq=after, upto_seq=seq)
         if known and fresh[:1] == known[-1:]:
-            messages = known + fresh[1:]
+            messages = last(known + fresh[1:], keep)
         else:
-            messages = fresh if not known else store.read_messages(room, upto_seq=seq)
+            messages = last(fresh if not known else store.read_messages(room, upto_seq=seq), keep)
         with self.lock:
             self.logs[key] = messages
             self.logs.move_to_end(key)
             if len(self.logs) > self.rooms:
                 self.logs.popitem(last=False)
         return messages
+
+
+def last(messages: list[Message], keep: int) -> list[Message]:
+    """The last ``keep`` messages (all when ``keep`` is 0)."""
+    return messages[-keep:] if keep else messages
 
 
 _specs = SpecCache()
@@ -158,7 +175,8 @@ def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
     def transcript() -> list[Message]:
         with lock:
             if not cached:
-                cached.append(_transcripts.upto(store, req.prefix, req.room, req.snapshot_seq))
+                cached.append(_transcripts.upto(store, req.prefix, req.room, req.snapshot_seq,
+                                                get_settings().log_stream_maxlen))
             return cached[0]
 
     return transcript

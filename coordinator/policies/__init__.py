@@ -9,9 +9,11 @@ Each policy module offers two functions:
   outcome. It is a function of all the answers, so a coordinator taking over a turn
   replays the phases that already have their answers, and a recorded turn replays.
 
-This module picks the room's policy and adds the rules every policy shares: the
-impersonation cut (coordinator.policies.impersonation) before any policy sees a reply,
-and the stops when nobody could answer.
+This module picks the room's policy and adds the rules every policy shares: the spending
+limits (coordinator.policies.budget) before a turn starts, the impersonation cut
+(coordinator.policies.impersonation) before any policy sees a reply, and the stops when
+nobody could answer (save for policies with their own rules for failed calls,
+OWN_FAILURE_RULES).
 """
 
 from __future__ import annotations
@@ -19,18 +21,23 @@ from __future__ import annotations
 from dataclasses import replace
 from types import ModuleType
 
-from coordinator.policies import bid, selector
-from coordinator.policies.base import Calls, Decision, TurnView
+from coordinator.policies import bid, roundtable, selector
+from coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from coordinator.policies.budget import budget_stop
 from coordinator.policies.common import failure_stop, nobody_answered
 from coordinator.policies.impersonation import cut_bids
 from shared.models import Bid, RoomSpec, TurnRecord
 
-POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector}
+POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable}
+# Policies that rule on failed calls themselves: the shared no_bids and all_agents_failed
+# stops do not apply (a round-table posts a panelist's failure and debates on).
+OWN_FAILURE_RULES = frozenset({"roundtable"})
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
-    """The calls a new turn starts with, or a stop decided before any call."""
-    return POLICIES[spec.policy.kind].first_calls(spec, view)
+    """The calls a new turn starts with, or a stop decided before any call: a spending
+    limit reached (for every policy), or the policy's own."""
+    return budget_stop(spec.limits, view) or POLICIES[spec.policy.kind].first_calls(spec, view)
 
 
 def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
@@ -38,10 +45,12 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     calls as timeouts), each reply first cut where it starts speaking for another
     participant."""
     answers, cuts = cut_bids(spec, answers)
+    policy = POLICIES[spec.policy.kind]
+    if spec.policy.kind in OWN_FAILURE_RULES:
+        return replace(policy.decide(spec, view, answers), cuts=cuts)
     queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
     timeout_s = spec.policy.call_timeout
-    decision = None if nobody_answered(answers) else POLICIES[spec.policy.kind].decide(
-        spec, view, answers)
+    decision = None if nobody_answered(answers) else policy.decide(spec, view, answers)
     if decision is None or decision.next is None:
         decision = failure_stop(view, answers, timeout_s, queues) or decision
     assert decision is not None  # nobody answered: failure_stop always stops the run
@@ -63,4 +72,4 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
     return decide(spec, view, record.bids)
 
 
-__all__ = ["Calls", "Decision", "TurnView", "decide", "first_calls", "replay"]
+__all__ = ["Calls", "Decision", "LogLine", "TurnView", "decide", "first_calls", "replay"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.models import Bid, CallKind, RoomStatus, StopReason
+from shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,8 @@ class TurnView:
     recent: tuple[str, ...]  # recent speakers, oldest first
     snapshot_seq: int
     policy_state: Mapping[str, str] = field(default_factory=dict)  # the policy's own fields
+    run_usage: Usage = field(default_factory=Usage)  # every committed call of this run: tokens and cost
+    room_usage: Usage = field(default_factory=Usage)  # every committed call of the room, all runs
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,20 @@ class Calls:
 
     kind: CallKind
     agents: tuple[str, ...]
+
+
+# Stops that mean the room cannot work as configured: the run ends failed.
+FAILED_STOPS = frozenset({StopReason.NO_BIDS, StopReason.ALL_FAILED,
+                          StopReason.MODERATOR_FAILED})
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A warning a decision asks the turn loop to log once its turn is committed (a
+    policy logs nothing itself)."""
+
+    event: str
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,13 +61,14 @@ class Decision:
     next: Calls | None = None
     policy_state: dict[str, str] = field(default_factory=dict)  # fields to update
     answer: str | None = None  # the run's answer so far, when this turn changes it
+    log_lines: tuple[LogLine, ...] = ()  # warnings to log once the turn is committed
 
     @property
     def status(self) -> RoomStatus:
         """The room's status after this decision: a room nobody could bid in has failed."""
         if self.stop is None:
             return RoomStatus.RUNNING
-        if self.stop in (StopReason.NO_BIDS, StopReason.ALL_FAILED):
+        if self.stop in FAILED_STOPS:
             return RoomStatus.FAILED
         return RoomStatus.IDLE
 

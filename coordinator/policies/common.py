@@ -59,9 +59,10 @@ FIXES: dict[ErrorKind, str] = {
     ErrorKind.CONTEXT_WINDOW: "set the agent's max_context_tokens to the model's real context window",
     ErrorKind.RATE_LIMIT: "lower the request rate or raise the provider's quota",
     ErrorKind.TIMEOUT: ("raise the agent's timeout_s or the policy's bid_timeout_s "
-                        "(call_timeout_s in a selector room)"),
+                        "(call_timeout_s in a selector or round-table room)"),
     ErrorKind.NO_ANSWER: ("check that a worker consumes the agent's queue, or raise the "
-                          "policy's bid_timeout_s (call_timeout_s in a selector room)"),
+                          "policy's bid_timeout_s (call_timeout_s in a selector or "
+                          "round-table room)"),
     ErrorKind.CONNECTION: "check the agent's api_base and that the workers can reach it",
     ErrorKind.PROVIDER_ERROR: "the provider failed: check its status, or use another model",
 }
@@ -132,9 +133,28 @@ def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str)
 
 def all_failed_detail(bids: list[Bid]) -> str:
     """One ``agent: error (likely fix: ...)`` entry per agent, joined by semicolons."""
-    lines = []
-    for bid in bids:
-        fix = likely_fix(bid.error_kind, bid.error)
-        lines.append(f"{bid.agent}: {bid.error or bid.status}"
-                     + (f" (likely fix: {fix})" if fix else ""))
-    return "; ".join(lines)
+    return "; ".join(failure_line(bid) for bid in bids)
+
+
+def failure_line(answer: Bid) -> str:
+    """``agent: error (likely fix: ...)``: what failed, and what to do about it."""
+    fix = likely_fix(answer.error_kind, answer.error)
+    return f"{answer.agent}: {failure_reason(answer)}" + (f" (likely fix: {fix})" if fix else "")
+
+
+def usable(answer: Bid) -> bool:
+    """True when the answer holds text to post: the call worked and said something."""
+    return answer.status is BidStatus.OK and bool(answer.message.strip())
+
+
+def failure_reason(answer: Bid) -> str:
+    """Why an answer that is not usable has nothing to post: its error, or that it was
+    empty (a reply cut to nothing, or only whitespace)."""
+    if answer.error:
+        return answer.error
+    return "an empty reply" if answer.status is BidStatus.OK else answer.status.value
+
+
+def could_not_respond(answer: Bid) -> str:
+    """The note posted for an agent whose call failed or said nothing."""
+    return f"({answer.agent} could not respond: {failure_reason(answer)})"

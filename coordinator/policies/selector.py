@@ -27,6 +27,7 @@ import re
 from typing import cast
 
 from coordinator.policies.base import Calls, Decision, TurnView, stopped
+from coordinator.policies.common import could_not_respond, usable
 from shared.models import (
     SELECTOR_NAME,
     Bid,
@@ -120,25 +121,19 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
 
 def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
     """Post the participant's reply and check the stop rules."""
-    usable = reply.status is BidStatus.OK and bool(reply.message.strip())
-    message = reply.message if usable else could_not_respond(reply)
+    worked = usable(reply)
+    message = reply.message if worked else could_not_respond(reply)
     count = spoken(view) + 1
     stop = None
-    if usable and ends_with_terminate(message):
+    if worked and ends_with_terminate(message):
         stop = StopReason.TERMINATE
     elif count >= settings(spec).max_turns:
         stop = StopReason.MAX_TURNS
-    answer = without_terminate(message) if usable else ""
+    answer = without_terminate(message) if worked else ""
     return Decision(
         winner=reply.agent, message=message, recent=(reply.agent,), stop=stop,
         policy_state={SPOKEN: str(count)}, answer=answer or None,
     )
-
-
-def could_not_respond(reply: Bid) -> str:
-    """The note posted for a participant whose call failed or said nothing."""
-    reason = reply.error or ("an empty reply" if reply.status is BidStatus.OK else reply.status.value)
-    return f"({reply.agent} could not respond: {reason})"
 
 
 def spoken(view: TurnView) -> int:

@@ -6,9 +6,11 @@
 --            empty), or absent for no winner
 --   fields:  {state field: value} to set: recent speakers, the policy's own fields, answer
 --   stop:    {status (idle or failed), reason, detail} when the run ends with this turn
---   usage:   {state field: increment} token and cost totals (finite numbers)
+--   usage:   {state field: increment} token and cost totals (finite numbers): the room's,
+--            the run's (run_*) and each agent's
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
+--   log_maxlen: approximate cap on the log ('0': never trimmed)
 --   events_maxlen: approximate cap on the events stream
 -- A commit also resets failed_takes: the room got past whatever failed before.
 -- Its events, in order: message_committed (seq, sender, run, turn) when there is a winner,
@@ -89,7 +91,7 @@ local function payload_problem(payload)
   if problem then
     return problem
   end
-  for _, name in ipairs({'turns_maxlen', 'events_maxlen'}) do
+  for _, name in ipairs({'turns_maxlen', 'log_maxlen', 'events_maxlen'}) do
     local maxlen = payload[name]
     if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
       return name .. ' is not a count'
@@ -159,7 +161,11 @@ if payload['message'] then
     table.insert(fields, name)
     table.insert(fields, value)
   end
-  redis.call('XADD', KEYS[3], seq .. '-0', unpack(fields))
+  if tonumber(payload['log_maxlen']) > 0 then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', payload['log_maxlen'], seq .. '-0', unpack(fields))
+  else
+    redis.call('XADD', KEYS[3], seq .. '-0', unpack(fields))
+  end
   redis.call('HSET', KEYS[2], 'last_seq', seq)
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end

@@ -1,6 +1,8 @@
 -- Move posted messages from the inbox into the log, in arrival order, unless a turn is
--- open (its transcript snapshot must stay the end of the log). If the room was not
--- running, the first of them starts a new run.
+-- open (its transcript snapshot must stay the end of the log) or the room is paused (its
+-- posts wait until it is resumed). If the room was not running, the first of them starts a
+-- new run: the run's own fields are reset (its turn count, recent speakers, stop, answer,
+-- token and cost totals run_*, policy:* fields).
 -- An entry that cannot become a message (no sender or content, a blank one, a sender with
 -- control characters, a field too long or not UTF-8, a ts that is not a unix time) is moved
 -- to the dead-letter stream instead: its fields (at most 16, each cut to ARGV[7] bytes),
@@ -13,7 +15,7 @@
 -- ARGV[1] lease token   ARGV[2] epoch   ARGV[3] most entries to move (1..1000)
 -- ARGV[4] dead-letter stream cap   ARGV[5] most bytes of a sender
 -- ARGV[6] most bytes of a content   ARGV[7] most bytes of a value kept in a dead letter
--- ARGV[8] events stream cap
+-- ARGV[8] approximate cap of the log (0: never trimmed)   ARGV[9] events stream cap
 -- Returns {number of messages moved, the state hash afterwards as a flat field/value list,
 -- {inbox id, reason, ...} of the entries set aside}, so that the top of the coordinator's
 -- turn loop is one round trip.
@@ -162,12 +164,13 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local epoch, batch, dead_cap = count(ARGV[2]), count(ARGV[3]), count(ARGV[4])
 local sender_max, content_max, value_max = count(ARGV[5]), count(ARGV[6]), count(ARGV[7])
-local events_cap = count(ARGV[8])
-if not (epoch and batch and dead_cap and sender_max and content_max and value_max and events_cap)
-    or batch < 1 or batch > 1000 then
-  return redis.error_reply('BADARG drain needs a token and seven counts (batch 1..1000)')
+local log_cap, events_cap = count(ARGV[8]), count(ARGV[9])
+if not (epoch and batch and dead_cap and sender_max and content_max and value_max and log_cap
+    and events_cap) or batch < 1 or batch > 1000 then
+  return redis.error_reply('BADARG drain needs a token and eight counts (batch 1..1000)')
 end
-if redis.call('HGET', KEYS[2], 'turn_open') == '1' then
+local held = redis.call('HMGET', KEYS[2], 'turn_open', 'paused')
+if held[1] == '1' or held[2] == '1' then
   return {0, redis.call('HGETALL', KEYS[2]), {}}
 end
 local entries = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', batch)
@@ -215,12 +218,18 @@ if #good > 0 then
   for _, message in ipairs(good) do
     seq = seq + 1
     message.seq = seq
-    redis.call('XADD', KEYS[4], seq .. '-0', 'seq', seq, 'sender', message.sender,
-      'content', message.content, 'run', run, 'epoch', epoch, 'ts', message.ts)
+    local entry = {'seq', seq, 'sender', message.sender, 'content', message.content,
+      'run', run, 'epoch', epoch, 'ts', message.ts}
+    if log_cap > 0 then
+      redis.call('XADD', KEYS[4], 'MAXLEN', '~', log_cap, seq .. '-0', unpack(entry))
+    else
+      redis.call('XADD', KEYS[4], seq .. '-0', unpack(entry))
+    end
   end
   if new_run then
     redis.call('HSET', KEYS[2], 'status', 'running', 'run_turns', 0, 'recent', '[]',
-      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0)
+      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0,
+      'run_prompt_tokens', 0, 'run_completion_tokens', 0, 'run_cost_usd', 0)
     -- The policy's own fields (policy:*) belong to the run that ends here.
     for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
       if string.sub(field, 1, 7) == 'policy:' then

@@ -6,8 +6,9 @@
 -- ARGV[4] events stream cap
 -- Returns {turn, snapshot seq, bids stream id the turn's bids come after}.
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), TURNOPEN
--- (a turn is already open: resume it instead), BADARG (a time is not a finite number, the
--- cap not a count) or BADSTATE (turn, run_turns or last_seq is not a count).
+-- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
+-- BADARG (a time is not a finite number, the cap not a count) or BADSTATE (turn, run_turns
+-- or last_seq is not a count).
 local function finite(value)
   local number = tonumber(value)
   if number == nil or number ~= number or number == math.huge or number == -math.huge then
@@ -19,9 +20,13 @@ end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')
 end
-local state = redis.call('HMGET', KEYS[2], 'turn_open', 'turn', 'run_turns', 'last_seq', 'run')
+local state = redis.call('HMGET', KEYS[2], 'turn_open', 'turn', 'run_turns', 'last_seq', 'run',
+  'paused')
 if state[1] == '1' then
   return redis.error_reply('TURNOPEN a turn is already open')
+end
+if state[6] == '1' then
+  return redis.error_reply('PAUSED the room is paused')
 end
 if finite(ARGV[2]) == nil then
   return redis.error_reply('BADARG deadline is not a unix time')

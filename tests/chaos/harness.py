@@ -40,6 +40,7 @@ from shared.protocol import CALL_TASK
 from shared.records import bid_from_fields
 from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.chaos.roundtable_rooms import check_roundtable_rules, is_roundtable_room
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
 from tests.support.events import check_event_order
 from tests.support.local_worker import LocalWorkerTransport
@@ -263,11 +264,14 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     stop, cuts and posted message; the transcript (and, if ``expected_stop`` is given, the
     stop reason) equals the failure-free run's up to the first turn in which a call timed
     out (all of it when none did); no call ran twice (``asked_again``: the turns a
-    coordinator logged as asked once more); a selector room kept the selector's rules; and
+    coordinator logged as asked once more); a selector or round-table room kept its
+    policy's rules, and only a round-table whose moderator failed may end ``failed``; and
     the room's events tell its log in order, whoever held the room.
     """
     state = store.read_state(room)
-    assert state.status is RoomStatus.IDLE and not state.turn_open, (room, state.raw)
+    status = (RoomStatus.FAILED if state.stop_reason is StopReason.MODERATOR_FAILED
+              else RoomStatus.IDLE)
+    assert state.status is status and not state.turn_open, (room, state.raw)
     messages = store.read_messages(room)
     assert [m.seq for m in messages] == list(range(1, len(messages) + 1)), room
     records = store.read_turns(room)
@@ -287,6 +291,8 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     check_event_order(store.read_events(room), messages, answers_after_opening=False)
     if is_selector_room(spec):
         check_selector_rules(spec, messages, records, state.stop_reason)
+    if is_roundtable_room(spec):
+        check_roundtable_rules(spec, messages, records, state.stop_reason)
     return RoomCheck(
         turns=len(records), takeovers=state.epoch - 1,
         reused_bids=sum(1 for r in records for b in r.bids if 0 < b.attempt < r.epoch),

@@ -1,11 +1,11 @@
 """Rooms keep their invariants while coordinators and workers are killed at random.
 
-Three coordinators and two workers serve scripted rooms, bid and selector rooms mixed, on
-a redis-server of the test's own; for a bounded time a random coordinator (and now and
+Three coordinators and two workers serve scripted rooms, bid, selector and round-table
+rooms mixed, on a redis-server of the test's own; for a bounded time a random coordinator (and now and
 then a worker) gets ``kill -9`` at a random moment and a replacement starts. Every room
 must then finish its run with seqs contiguous, nothing written twice, every turn
 replaying (all its phases' answers) to its decision, the failure-free transcript and
-stop, and a selector room the selector's rules (see harness.check_room).
+stop, and a selector or round-table room its policy's rules (see harness.check_room).
 
 ``PARLEY_SOAK_S=<seconds>`` runs a longer soak; ``PARLEY_CHAOS_SEED=<n>`` replays the
 choices of an earlier run (its seed is printed).
@@ -40,6 +40,7 @@ from tests.chaos.harness import (
     tasks_run_twice,
     turns_asked_again,
 )
+from tests.chaos.roundtable_rooms import random_roundtable_room
 from tests.chaos.selector_rooms import random_selector_room
 from tests.support.polling import wait_until
 
@@ -90,13 +91,21 @@ class Cast:
 
 
 def plan_rooms(rng: random.Random, queue: str, count: int) -> list[RoomSpec]:
-    """Rooms of 3 agents (about 2-6 s each without failures): every third a selector room
-    of 6-20 participant turns (each turn asks the selector once or twice, then one
-    participant), the others bid rooms of 15-40 turns."""
-    return [random_selector_room(rng, queue, turns=rng.randint(6, 20),
-                                 call_timeout_s=BID_TIMEOUT_S) if i % 3 == 1
-            else random_room(rng, queue, turns=rng.randint(15, 40), bid_timeout_s=BID_TIMEOUT_S)
-            for i in range(count)]
+    """``count`` rooms of 3 agents (about 2-6 s each without failures): every third a
+    selector room of 6-20 participant turns (each turn asks the selector once or twice,
+    then one participant), the others bid rooms of 15-40 turns; and after every third a
+    round-table of 2-4 panelists over 1-3 rounds (one call a turn, 3-13 turns, about 1-4 s)."""
+    rooms = []
+    for i in range(count):
+        if i % 3 == 1:
+            rooms.append(random_selector_room(rng, queue, turns=rng.randint(6, 20),
+                                              call_timeout_s=BID_TIMEOUT_S))
+        else:
+            rooms.append(random_room(rng, queue, turns=rng.randint(15, 40),
+                                     bid_timeout_s=BID_TIMEOUT_S))
+        if i % 3 == 2:
+            rooms.append(random_roundtable_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
+    return rooms
 
 
 @pytest.mark.timeout(CHAOS_S + 240)
@@ -161,13 +170,18 @@ def report(seed: int, checks: list[RoomCheck], kills: Counter[str], dropped: int
     timed_out = [check for check in checks if check.timed_out]
     selector = [check for check in checks if check.policy == "selector"]
     stops = Counter(str(check.stop_reason) for check in selector)
+    tables = [check for check in checks if check.policy == "roundtable"]
+    verdicts = Counter(str(check.stop_reason) for check in tables)
     print(
         f"\nchaos (seed {seed}, {CHAOS_S:g}s): {len(checks)} rooms, "
         f"{sum(c.turns for c in checks)} turns, of which {len(selector)} selector rooms "
         f"({sum(c.turns for c in selector)} turns, {sum(c.selector_retries for c in selector)} "
         f"asking the selector twice, {sum(c.takeovers for c in selector)} takeovers, "
         f"{sum(c.reused_bids for c in selector)} answers reused, stops "
-        f"{dict(sorted(stops.items()))}); "
+        f"{dict(sorted(stops.items()))}), {len(tables)} round-tables "
+        f"({sum(c.turns for c in tables)} turns, {sum(c.takeovers for c in tables)} "
+        f"takeovers, {sum(c.reused_bids for c in tables)} answers reused, stops "
+        f"{dict(sorted(verdicts.items()))}); "
         f"{kills['coordinator']} coordinator kills, "
         f"{kills['worker']} worker kills, {sum(c.takeovers for c in checks)} takeovers, "
         f"{sum(c.reused_bids for c in checks)} bids reused by a new holder, {dropped} "

@@ -19,6 +19,7 @@ DEAD_CAP = 100
 SENDER_MAX = 128
 CONTENT_MAX = 1000
 VALUE_MAX = 64
+LOG_CAP = 0  # never trimmed
 EVENTS_CAP = 1000
 
 
@@ -41,7 +42,7 @@ def drain(scripts: Scripts, keys: Keys, dead_cap: int = DEAD_CAP, batch: int = 1
     return scripts.drain(
         keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.log(ROOM),
               keys.dead_letters(ROOM), keys.events(ROOM)],
-        args=[TOKEN, 1, batch, dead_cap, SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP])
+        args=[TOKEN, 1, batch, dead_cap, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, EVENTS_CAP])
 
 
 def set_aside(reply: list) -> list[tuple[str, str]]:
@@ -202,9 +203,10 @@ def test_drain_after_the_logs_top_entry_was_deleted_writes_nothing(store, script
 @pytest.mark.parametrize("args", [
     [TOKEN, 1, "lots", DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP],
     [TOKEN, 1, 100, "", SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP],
-    [TOKEN, "x", 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP],
-    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, "all"],
-    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX],
+    [TOKEN, "x", 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, EVENTS_CAP],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, "all"],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, "~100", EVENTS_CAP],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP],
 ])
 def test_drain_with_a_bad_argument_writes_nothing(store, scripts, keys, args):
     raw_post(store, keys, {"content": "no sender"})
@@ -233,6 +235,7 @@ def good_payload() -> dict:
         "stop": {"status": "idle", "reason": "lull", "detail": ""},
         "record": {"turn": "1", "winner": "A"},
         "turns_maxlen": "1000",
+        "log_maxlen": "0",
         "events_maxlen": "1000",
     }
 
@@ -262,6 +265,8 @@ BAD_PAYLOADS = [
     (with_payload(usage={"cost_usd": "inf"}), "usage cost_usd"),
     (with_payload(turns_maxlen="many"), "turns_maxlen"),
     (with_payload(turns_maxlen=...), "turns_maxlen"),
+    (with_payload(log_maxlen="-1"), "log_maxlen"),
+    (with_payload(log_maxlen=...), "log_maxlen"),
     (with_payload(events_maxlen="1e9"), "events_maxlen"),
     (with_payload(events_maxlen=...), "events_maxlen"),
     (with_payload(fields=None), "fields"),
@@ -381,3 +386,15 @@ def test_open_turn_end_run_and_count_failed_take_with_a_bad_events_cap_write_not
         scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
                                         keys.events(ROOM)], args=[TOKEN, 1, "boom", cap])
     assert snapshot(store, keys) == before
+
+
+@pytest.mark.parametrize("args", [
+    [100, 100, 1, "agent", "A"],  # no count of the event's pairs
+    [100, 100, 1, "agent", "A", 2, "agent", "A"],  # fewer pairs than counted
+    [100, 100, 0, 0],  # an answer without fields
+])
+def test_answers_that_are_not_counted_pairs_write_nothing(store, keys, any_redis, args):
+    with pytest.raises(redis.ResponseError, match="BADARG an answer needs"):
+        Scripts(any_redis).write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+                                      args=args)
+    assert any_redis.xlen(keys.bids(ROOM)) == any_redis.xlen(keys.events(ROOM)) == 0

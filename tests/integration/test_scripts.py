@@ -6,8 +6,9 @@ import orjson
 import pytest
 import redis
 
+from coordinator.room_io import usage_increments
 from shared.keys import Keys
-from shared.models import RoomSpec
+from shared.models import Bid, RoomSpec, Usage
 from shared.records import RoomState
 from shared.scripts import Scripts
 from shared.store import RoomStore
@@ -36,7 +37,9 @@ def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
                                args=[owner, TTL_MS, 1000]))
 
 
-DRAIN_LIMITS = [100, 128, 65536, 1024, 1000]  # the last: the events stream's cap
+# dead-letter cap, sender, message and dead-letter value limits, log cap (0: never
+# trimmed), events cap
+DRAIN_LIMITS = [100, 128, 65536, 1024, 0, 1000]
 
 
 def drain(scripts: Scripts, keys: Keys, token: str) -> int:
@@ -60,6 +63,7 @@ def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: in
         "usage": {"prompt_tokens": "10", f"agent:{sender}:prompt_tokens": "10"},
         "record": {"turn": str(turn), "winner": sender},
         "turns_maxlen": "1000",
+        "log_maxlen": "0",
         "events_maxlen": "1000",
     }
     return int(scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
@@ -155,8 +159,34 @@ def test_commit_appends_the_winner_and_closes_the_turn(store, scripts, keys):
     state = store.read_state(ROOM)
     assert (state.last_seq, state.turn_open, state.recent, state.messages_in_run) == (
         2, False, ["A"], 2)
-    assert state.totals() == {"prompt_tokens": 10.0, "agent:A:prompt_tokens": 10.0}
+    assert state.totals() == {"prompt_tokens": 10.0, "completion_tokens": 0.0, "cost_usd": 0.0,
+                              "agent:A:prompt_tokens": 10.0}
+    assert state.usage == Usage(prompt_tokens=10)
     assert [m.seq for m in store.read_messages(ROOM)] == [1, 2]
+
+
+def test_a_new_run_starts_its_totals_from_zero_and_the_rooms_carry_on(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys, "c1:1")
+    open_turn(scripts, keys, "c1:1")
+    usage = usage_increments([Bid(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
+                                  cost_usd=0.25)])
+    payload = {"fields": {}, "usage": usage, "record": {"turn": "1"}, "turns_maxlen": "1000",
+               "log_maxlen": "0", "events_maxlen": "1000",
+               "stop": {"status": "idle", "reason": "lull", "detail": ""}}
+    scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM), keys.turns(ROOM),
+                         keys.events(ROOM)], args=["c1:1", 1, 1, orjson.dumps(payload)])
+    ended = store.read_state(ROOM)
+    assert ended.run_usage == ended.usage == Usage(prompt_tokens=7, completion_tokens=3,
+                                                   cost_usd=0.25)
+
+    store.post(ROOM, "User", "again")
+    drain(scripts, keys, "c1:1")
+
+    state = store.read_state(ROOM)
+    assert (state.run, state.run_usage) == (2, Usage())
+    assert state.usage == Usage(prompt_tokens=7, completion_tokens=3, cost_usd=0.25)
 
 
 def test_commit_with_a_stale_epoch_is_refused(store, scripts, keys):

@@ -12,11 +12,15 @@ from workers.bidding import call_in, make_bid
 
 
 class LocalWorkerTransport:
-    """Bids for every request as it is sent (optionally only for some agents)."""
+    """Bids for every request as it is sent (optionally only for some agents). Scripted
+    answers cost nothing; ``usage`` (Bid fields: prompt_tokens, completion_tokens,
+    cost_usd) is what every answer reports instead, as a priced model's would."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, answering: set[str] | None = None):
+    def __init__(self, client: redis.Redis, keys: Keys, answering: set[str] | None = None,
+                 usage: dict[str, float] | None = None):
         self.store = RoomStore(client, keys)
         self.answering = answering
+        self.usage = usage or {}
         self.sent: list[tuple[str, BidRequest]] = []
 
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
@@ -29,4 +33,4 @@ class LocalWorkerTransport:
                     continue
                 bid = make_bid(spec.agent(name), spec.agents, call_in(request, name),
                                lambda: [], request.deadline)
-                self.store.write_bid(request.room, bid, 1000)
+                self.store.write_bid(request.room, bid.model_copy(update=self.usage), 1000)

@@ -43,7 +43,7 @@ def with_policy(**policy: object) -> dict:
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({**GOOD, "agents": GOOD["agents"][:1]}, "agents: Value error, a room needs at least 2 agents"),
+        ({**GOOD, "agents": GOOD["agents"][:1]}, "agents: a room needs at least 2 agents"),
         ({**GOOD, "agents": [GOOD["agents"][0]] * 2}, "agent names must be unique, repeated: A"),
         (with_policy(threshold=1.5), "policy.threshold: Input should be less than or equal to 1"),
         (with_policy(threshold=-0.1), "policy.threshold: Input should be greater than or equal to 0"),
@@ -55,10 +55,10 @@ def with_policy(**policy: object) -> dict:
         ({**GOOD, "agents": [{**GOOD["agents"][0], "temp": 1}, GOOD["agents"][1]]},
          "agents.0.temp: Extra inputs are not permitted"),
         ({**GOOD, "agents": [{"name": "A", "model": "scripted"}, GOOD["agents"][1]]},
-         "agents.0: Value error, a scripted agent needs a script"),
+         "agents.0: a scripted agent needs a script"),
         ({**GOOD, "agents": [{"name": "A", "model": "scripted", "script": [{"score": 1, "error": "x"}]},
                              GOOD["agents"][1]]},
-         "agents.0.script.0: Value error, a script entry is exactly one of"),
+         "agents.0.script.0: a script entry is exactly one of"),
     ],
 )
 def test_an_invalid_spec_is_one_line_naming_the_field(tmp_path, spec, expected):
@@ -214,7 +214,8 @@ def test_a_url_may_set_its_own_client_timeouts():
 def test_an_invalid_setting_is_one_line_naming_it(monkeypatch):
     code, output = cli_with_env(monkeypatch, ["status"], PARLEY_LEASE_TTL_S="soon")
     assert code == 2
-    assert output.startswith("parley: invalid Settings: lease_ttl_s: Input should be a valid number")
+    assert output.startswith("parley: invalid setting PARLEY_LEASE_TTL_S: Input should be a "
+                             "valid number")
     assert len(output.splitlines()) == 1
 
 
@@ -230,4 +231,5 @@ def test_a_coordinator_with_a_tls_file_it_cannot_read_says_so_in_one_line(monkey
 def test_a_bad_setting_stops_the_coordinator_with_one_line(monkeypatch):
     code, output = cli_with_env(monkeypatch, ["coordinator"], PARLEY_LEASE_TTL_S="-1")
     assert code == 2
-    assert output.startswith("parley: invalid Settings: lease_ttl_s") and output.count("\n") == 1
+    assert output.startswith("parley: invalid setting PARLEY_LEASE_TTL_S: ")
+    assert output.count("\n") == 1

@@ -12,6 +12,8 @@ from shared.models import AgentSpec, BidStatus, CallKind, Message
 from workers import llm
 from workers.bidding import Call, make_bid
 from workers.prompts import (
+    build_moderate_prompt,
+    build_panel_prompt,
     build_prompt,
     build_select_prompt,
     build_speak_prompt,
@@ -30,7 +32,13 @@ SELECTOR = AgentSpec(name="selector", model="openai/gpt-4o-mini")
 BUILDERS = {"select": lambda transcript, budget, count: build_select_prompt(
                 SELECTOR, PARTICIPANTS, transcript, budget, count),
             "speak": lambda transcript, budget, count: build_speak_prompt(
+                PLANNER, PARTICIPANTS, transcript, budget, count),
+            "panel": lambda transcript, budget, count: build_panel_prompt(
+                PLANNER, PARTICIPANTS, transcript, budget, count),
+            "moderate": lambda transcript, budget, count: build_moderate_prompt(
                 PLANNER, PARTICIPANTS, transcript, budget, count)}
+# The builders that quote the run's task on its own, before the thread.
+TASK_TAGS = {"speak": "task", "panel": "question", "moderate": "question"}
 
 
 def word_count(messages: list[dict]) -> int:
@@ -110,20 +118,24 @@ def test_a_later_runs_task_is_kept_and_the_earlier_runs_go_first(kind):
     assert word_count(prompt.messages) <= 330
 
 
-def test_the_participant_prompts_task_is_the_latest_runs():
-    prompt = build_speak_prompt(PLANNER, PARTICIPANTS, TWO_RUNS, None, word_count)
-    assert "<task>Now plan Kyoto.</task>" in prompt.messages[-1]["content"]
-    trimmed = build_speak_prompt(PLANNER, PARTICIPANTS, TWO_RUNS, 200, word_count)
-    assert "<task>Now plan Kyoto.</task>" in trimmed.messages[-1]["content"]
+@pytest.mark.parametrize("kind", TASK_TAGS)
+def test_the_participant_panelist_and_moderator_prompts_task_is_the_latest_runs(kind):
+    tag = TASK_TAGS[kind]
+    prompt = BUILDERS[kind](TWO_RUNS, None, word_count)
+    assert f"<{tag}>Now plan Kyoto.</{tag}>" in prompt.messages[-1]["content"]
+    trimmed = BUILDERS[kind](TWO_RUNS, 200, word_count)
+    assert f"<{tag}>Now plan Kyoto.</{tag}>" in trimmed.messages[-1]["content"]
 
 
-def test_a_person_posting_mid_run_is_not_the_task():
+@pytest.mark.parametrize("kind", TASK_TAGS)
+def test_a_person_posting_mid_run_is_not_the_task(kind):
     lines = [task(1, 1, "Plan Tokyo."), *replies(1, 2, 10),
              Message(seq=12, sender="Ann", content="Also a day in Nikko?", run=1),
              *replies(1, 13, 10)]
-    prompt = build_speak_prompt(PLANNER, PARTICIPANTS, lines, 300, word_count)
+    prompt = BUILDERS[kind](lines, 300, word_count)
     content = prompt.messages[-1]["content"]
-    assert "<task>Plan Tokyo.</task>" in content
+    tag = TASK_TAGS[kind]
+    assert f"<{tag}>Plan Tokyo.</{tag}>" in content
     assert kept_thread(content)[0] == "User: Plan Tokyo."
 
 
@@ -153,12 +165,15 @@ def mocked(name: str, answer: str) -> AgentSpec:
 @pytest.mark.parametrize(("kind", "agent"), [
     (CallKind.SELECT, mocked("selector", "planner")),
     (CallKind.SPEAK, mocked("planner", "Day 1: Fushimi Inari.")),
+    (CallKind.PANEL, mocked("planner", "Fushimi Inari at dawn beats the crowds.")),
+    (CallKind.MODERATE, mocked("planner", "Verdict: start with Fushimi Inari.")),
 ])
-def test_selector_and_participant_calls_fit_litellms_count_keeping_the_runs_task(kind, agent):
+def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keeping_the_task(
+        kind, agent):
     participants = [agent if agent.name == "planner" else PLANNER, *PARTICIPANTS[1:]]
     count = llm.token_counter(agent.model, with_respond_tool=False)
     budget = input_budget(1024, 100)
-    builder = build_select_prompt if kind is CallKind.SELECT else build_speak_prompt
+    builder = llm.PROMPTS[kind]
 
     prompt = builder(agent, participants, LONG_TWO_RUNS, budget, count)
     answer = make_bid(agent, participants, Call(1, 0, kind, 0, 1), lambda: LONG_TWO_RUNS,

@@ -208,26 +208,40 @@ def test_the_events_stream_is_capped_by_the_scripts_and_the_workers(sync_redis, 
     assert 100 <= sync_redis.xlen(keys.events(ROOM)) <= 200
 
 
-def test_every_event_type_has_a_model_and_a_writer():
+def test_every_event_type_has_a_model_and_a_script_that_writes_it():
     writers = "\n".join(path.read_text() for path in LUA.glob("*.lua"))
     for kind in EventType:
         assert EVENT_MODELS[kind].__doc__
-        if kind is EventType.ANSWER_ARRIVED:
-            continue  # written by the worker: answer_event_fields
         assert f"'{kind.value}'" in writers, kind
 
 
-def test_an_answer_event_reads_back_as_it_was_written():
+def test_an_answer_event_reads_back_as_it_was_written(sync_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
     bid = Bid(agent="B", turn=4, kind=CallKind.SPEAK, phase=1, score=0.25,
               status=BidStatus.ERROR, error_kind=ErrorKind.AUTH, latency_ms=12.5)
-    event = event_from_entry(b"1-0", answer_event_fields(bid))
+
+    assert store.write_bids(ROOM, [bid, Bid(agent="A", turn=4)], 1000) == 2
+
+    event, quiet = store.read_events(ROOM)
     assert isinstance(event, AnswerArrived)
-    assert (event.id, event.turn, event.agent, event.kind, event.phase, event.score,
-            event.status, event.error_kind, event.latency_ms) == (
-        "1-0", 4, "B", CallKind.SPEAK, 1, 0.25, BidStatus.ERROR, ErrorKind.AUTH, 12.5)
-    quiet = answer_event_fields(Bid(agent="A", turn=1))
-    assert "error_kind" not in quiet
-    assert event_from_entry("2-0", quiet).error_kind is ErrorKind.NONE
+    assert (event.turn, event.agent, event.kind, event.phase, event.score, event.status,
+            event.error_kind, event.latency_ms) == (
+        4, "B", CallKind.SPEAK, 1, 0.25, BidStatus.ERROR, ErrorKind.AUTH, 12.5)
+    assert event.ts > 1e9
+    assert "error_kind" not in answer_event_fields(Bid(agent="A", turn=4))
+    assert (quiet.agent, quiet.error_kind) == ("A", ErrorKind.NONE)
+    assert sync_redis.xlen(keys.bids(ROOM)) == 2
+
+
+def test_answers_for_a_room_that_is_gone_write_no_event(sync_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    store.delete(ROOM)
+
+    assert store.write_bids(ROOM, [Bid(agent="A", turn=1)], 1000) == 0
+
+    assert not sync_redis.exists(keys.events(ROOM))
 
 
 def test_an_event_of_a_type_this_version_does_not_know_keeps_its_fields():

@@ -162,7 +162,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
     assert "(likely fix: set OPENAI_API_KEY" in entries[2]
     assert entries[3] == ("D: no answer before the deadline (likely fix: check that a worker "
                           "consumes the agent's queue, or raise the policy's bid_timeout_s "
-                          "(call_timeout_s in a selector room))")
+                          "(call_timeout_s in a selector or round-table room))")
 
 
 def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():

@@ -155,7 +155,7 @@ def test_the_demo_spec_itself_loads_and_round_trips(spec_path):
     ("name: x\x01\n", "is not valid YAML: unacceptable character #x0001"),
     (b"name: \xff\n", "is not valid YAML: "),
     ("agents: " + "[" * 3000, "room spec too large: nested too deeply to read"),
-    ("agents:\n- {name: \"A\\n\", model: scripted, script: []}\n", "agents.0.name: Value error"),
+    ("agents:\n- {name: \"A\\n\", model: scripted, script: []}\n", "agents.0.name: must be 1-64 letters"),
     ('description: "\\ud83d alone"\n', "text holds a lone surrogate (half of a \\uXXXX\\uXXXX "
                                          "pair) (line 1, column 14)"),
 ])

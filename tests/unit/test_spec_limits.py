@@ -211,7 +211,7 @@ def test_shared_python_objects_are_measured_once_and_refused_when_they_expand():
         node = [node] * 10  # 10**31 strings once expanded; 31 distinct lists
     with pytest.raises(ValidationError, match="room spec too large"):
         AgentSpec(name="A", model="openai/gpt-4o-mini", litellm_kwargs={"stop": node})
-    with pytest.raises(ValidationError, match="room spec too large"):
+    with pytest.raises(ValueError, match="^agent 'A': room spec too large"):
         GroupChat(agents=[{"name": "A", "model": "openai/x", "litellm_kwargs": {"stop": node}},
                           {"name": "B", "model": "openai/x"}], client=object())  # type: ignore[arg-type]
 

@@ -1,4 +1,5 @@
-"""The worker's transcript cache: each task reads only what was committed since."""
+"""The worker's transcript and spec caches: each task reads only what was committed since,
+and never a spec or transcript of another room that had the same id."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 
 from shared.keys import Keys
 from shared.store import RoomStore
-from workers.tasks import TranscriptCache
+from tests.support.rooms import scripted_spec
+from workers.tasks import SpecCache, TranscriptCache
 
 ROOM = "room-1"
 
@@ -68,3 +70,41 @@ def test_a_room_created_again_under_the_same_id_is_read_whole(store):
 
     assert [m.content for m in cache.upto(store, "t", ROOM, 3)] == [
         "new task", "new reply", "new answer"]
+
+
+def test_a_capped_log_gives_warm_and_cold_workers_the_same_last_messages(store):
+    warm, cold = TranscriptCache(), TranscriptCache()
+    for seq in range(1, 6):
+        append(store, seq, f"m{seq}")
+    warm.upto(store, "t", ROOM, 5, keep=3)
+    for seq in range(6, 9):
+        append(store, seq, f"m{seq}")
+    # The cap drops the oldest messages from Redis; a cold worker reads what is left.
+    store.redis.xtrim(store.keys.log(ROOM), maxlen=5, approximate=False)  # 4..8 are left
+
+    assert [m.seq for m in warm.upto(store, "t", ROOM, 8, keep=3)] == [6, 7, 8]
+    assert [m.seq for m in cold.upto(store, "t", ROOM, 8, keep=3)] == [6, 7, 8]
+    assert [m.seq for m in warm.upto(store, "t", ROOM, 7, keep=3)] == [5, 6, 7]
+
+
+def test_an_earlier_snapshot_of_a_trimmed_log_is_sliced_by_seq(store):
+    cache = TranscriptCache()
+    for seq in range(1, 11):
+        append(store, seq, f"m{seq}")
+    store.redis.xtrim(store.keys.log(ROOM), maxlen=5, approximate=False)  # 6..10 are left
+
+    assert [m.seq for m in cache.upto(store, "t", ROOM, 10)] == [6, 7, 8, 9, 10]
+    assert [m.seq for m in cache.upto(store, "t", ROOM, 7)] == [6, 7]
+
+
+def test_a_room_deleted_and_created_again_under_its_id_is_not_served_its_old_spec(store):
+    specs = SpecCache()
+    store.create_room(ROOM, scripted_spec({"Old": [], "Older": []}))
+    old_version, _ = store.read_spec(ROOM)
+    assert [a.name for a in specs.get(store, "t", ROOM, old_version).agents] == ["Old", "Older"]
+    store.delete(ROOM)
+    store.create_room(ROOM, scripted_spec({"New": [], "Newer": []}))
+    new_version, _ = store.read_spec(ROOM)
+
+    assert new_version != old_version
+    assert [a.name for a in specs.get(store, "t", ROOM, new_version).agents] == ["New", "Newer"]

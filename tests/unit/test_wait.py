@@ -150,12 +150,12 @@ def test_wait_reports_its_runs_end_even_when_the_next_run_started_before_it_look
     lease = [keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)]
     drain = dict(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.log(ROOM),
                        keys.dead_letters(ROOM), keys.events(ROOM)],
-                 args=["c1:1", 1, 100, 100, 128, 65536, 1024, 1000])
+                 args=["c1:1", 1, 100, 100, 128, 65536, 1024, 0, 1000])
     last_turn = {"message": {"sender": "agent0", "content": "done", "score": "0.9",
                              "turn": "1", "run": "1"},
                  "fields": {"answer": "done"}, "usage": {}, "record": {"turn": "1"},
                  "stop": {"status": "idle", "reason": "lull", "detail": ""},
-                 "turns_maxlen": "1000", "events_maxlen": "1000"}
+                 "turns_maxlen": "1000", "log_maxlen": "0", "events_maxlen": "1000"}
 
     def coordinator() -> None:
         time.sleep(0.2)  # the waiter is blocked on the streams by then

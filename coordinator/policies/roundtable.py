@@ -1,0 +1,123 @@
+"""The ``roundtable`` floor policy: a fixed panel debates, then a moderator gives the
+verdict (seed 004).
+
+=====================  =================================================================
+rule                   behaviour
+=====================  =================================================================
+panel                  every agent but the moderator, in spec order
+turn                   one call: the next panelist (``panel``); once each panelist has
+                       spoken ``rounds`` times, the moderator (``moderate``)
+position               ``policy:spoken``, the panelist turns posted in this run: panelist
+                       number ``spoken mod panel size`` speaks next
+panelist reply         posted under its name (cut where it speaks for someone else)
+failed panelist        an error, a timeout, an empty or unreadable reply: posted as
+                       ``(<name> could not respond: <error>)`` and a ``panelist_failed``
+                       line logged with the error's kind (``empty_reply`` when the call
+                       worked but left nothing); the debate goes on
+verdict                the moderator's reply is posted under its name and is the run's
+                       answer; the run ends, ``verdict``
+failed moderator       nothing posted; the run ends ``failed``, ``moderator_failed``,
+                       the error and its likely fix as the detail
+people posting         their messages join the transcript at the next turn boundary; the
+                       panel order does not change
+shared stops           none: a panelist's failure never ends the run (``no_bids`` and
+                       ``all_agents_failed`` do not apply), the moderator's always does
+=====================  =================================================================
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from coordinator.policies.common import (
+    could_not_respond,
+    failure_line,
+    failure_reason,
+    usable,
+)
+from shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    ErrorKind,
+    RoomSpec,
+    RoundtablePolicy,
+    StopReason,
+)
+
+SPOKEN = "spoken"  # policy state: panelist turns posted in this run
+PANELIST_FAILED = "panelist_failed"  # the event logged for a panelist's failed call
+EMPTY_REPLY = "empty_reply"  # its error kind when the call worked but left nothing to post
+
+
+def settings(spec: RoomSpec) -> RoundtablePolicy:
+    """The room's round-table policy settings."""
+    return cast(RoundtablePolicy, spec.policy)  # the policy table dispatches on the kind
+
+
+def panelists(spec: RoomSpec) -> tuple[str, ...]:
+    """The panel in speaking order: every agent except the moderator."""
+    moderator = settings(spec).moderator
+    return tuple(name for name in spec.agent_names if name != moderator)
+
+
+def spoken(view: TurnView) -> int:
+    """Panelist turns posted so far in this run."""
+    return int(view.policy_state.get(SPOKEN, "0") or 0)
+
+
+def turn_calls(spec: RoomSpec, view: TurnView) -> Calls:
+    """The one call this turn makes: the next panelist's, or the moderator's."""
+    panel = panelists(spec)
+    done = spoken(view)
+    if done < settings(spec).rounds * len(panel):
+        return Calls(CallKind.PANEL, (panel[done % len(panel)],))
+    return Calls(CallKind.MODERATE, (settings(spec).moderator,))
+
+
+def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
+    """Every turn is one call: a run ends with its verdict, so there is always a next."""
+    return turn_calls(spec, view)
+
+
+def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+    """Post the panelist's turn, or the moderator's verdict; a failed moderator ends the
+    run failed."""
+    calls = turn_calls(spec, view)
+    answer = next((found for found in answers
+                   if found.kind is calls.kind and found.agent == calls.agents[0]), None)
+    if answer is None:  # only a record without the turn's call: make it
+        return Decision(recent=view.recent, next=calls)
+    if calls.kind is CallKind.MODERATE:
+        return verdict(answer, view)
+    return panel_turn(answer, view)
+
+
+def panel_turn(answer: Bid, view: TurnView) -> Decision:
+    """The panelist's turn as posted: its reply, or a note saying why it has none."""
+    state = {SPOKEN: str(spoken(view) + 1)}
+    if usable(answer):
+        return Decision(winner=answer.agent, message=answer.message, recent=(answer.agent,),
+                        policy_state=state)
+    failed = LogLine(PANELIST_FAILED, {"agent": answer.agent, "error": failure_reason(answer),
+                                       "error_kind": failure_kind(answer)})
+    return Decision(winner=answer.agent, message=could_not_respond(answer),
+                    recent=(answer.agent,), policy_state=state, log_lines=(failed,))
+
+
+def verdict(answer: Bid, view: TurnView) -> Decision:
+    """The moderator's verdict ends the run; without one the run ends failed."""
+    if not usable(answer):
+        return Decision(recent=view.recent, stop=StopReason.MODERATOR_FAILED,
+                        detail=failure_line(answer))
+    return Decision(winner=answer.agent, message=answer.message, recent=(answer.agent,),
+                    stop=StopReason.VERDICT, answer=answer.message)
+
+
+def failure_kind(answer: Bid) -> str:
+    """The failure's kind as logged: the answer's ``ErrorKind``, or ``empty_reply`` for a
+    call that worked but left nothing to post."""
+    if answer.error_kind is not ErrorKind.NONE:
+        return answer.error_kind.value
+    return EMPTY_REPLY if answer.status is BidStatus.OK else ErrorKind.OTHER.value

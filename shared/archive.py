@@ -1,0 +1,328 @@
+"""A room as a file of JSON lines, and back: ``parley rooms archive`` and ``rooms import``.
+
+One JSON object per line, in this order::
+
+    {"kind": "room", "format": 1, "room": "<id>", "archived_at": <unix s>}
+    {"kind": "spec", "fields": {...}}            the spec hash (version, name, policy, json)
+    {"kind": "state", "fields": {...}}           the state hash, every field
+    {"kind": "log", "id": "1-0", "fields": {...}}    each message, oldest first
+    {"kind": "turn", "id": "...", "fields": {...}}   each turn record still kept
+    {"kind": "inbox", "id": "...", "fields": {...}}  each post not yet in the log
+    {"kind": "dead", "id": "...", "fields": {...}}   each dead letter
+    {"kind": "end", "counts": {"log": n, "turn": n, "inbox": n, "dead": n}}
+
+Entries keep their stream ids and their fields in order, so an import gives back the same
+room: the same transcript, turn records, state and usage totals. An entry whose field names
+or values are not UTF-8 (a dead letter can hold any bytes) is written as ``"raw": [[name,
+value], ...]`` in base64 instead of ``"fields"``. The answers stream is not archived: each
+turn record holds every answer its turn was decided from. The ``end`` line tells a complete
+file from a cut one; an import checks the whole file before it writes anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from shared.models import RoomSpec
+from shared.records import RoomState, message_from_fields
+from shared.store import RoomChanged, RoomHead, RoomHeld, RoomStore
+
+ARCHIVE_FORMAT = 1
+# Entry kinds in file order, each with the Keys method naming its stream.
+ENTRY_KINDS = {"log": "log", "turn": "turns", "inbox": "inbox", "dead": "dead_letters"}
+RESTORE_BATCH = 500
+
+
+class ArchiveError(ValueError):
+    """A file that is not a complete parley room archive; the message names the line."""
+
+
+@dataclass
+class ArchiveResult:
+    """What an archive wrote, and whether the room was removed from Redis after."""
+
+    room: str
+    path: str
+    counts: dict[str, int]
+    removed: bool
+
+
+@dataclass
+class ArchiveContents:
+    """A checked archive: the room it holds, its hashes, and how many entries of each kind."""
+
+    room: str
+    spec: dict[Any, Any]
+    state: dict[Any, Any]
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def encode_entry(fields: dict[Any, Any]) -> dict[str, Any]:
+    """``{"fields": {...}}`` when every name and value is UTF-8, else ``{"raw": [...]}``."""
+    try:
+        return {"fields": {_text(name): _text(value) for name, value in fields.items()}}
+    except UnicodeDecodeError:
+        return {"raw": [[_b64(name), _b64(value)] for name, value in fields.items()]}
+
+
+def decode_entry(line: dict[str, Any]) -> dict[Any, Any]:
+    """The fields of an entry line as written to Redis; ValueError when malformed."""
+    if "raw" in line:
+        raw = line["raw"]
+        if not isinstance(raw, list) or not all(
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+                for pair in raw):
+            raise ValueError("raw is not a list of [name, value] base64 pairs")
+        return {base64.b64decode(name, validate=True): base64.b64decode(value, validate=True)
+                for name, value in raw}
+    fields = line.get("fields")
+    if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
+        raise ValueError("fields is not an object of text values")
+    return dict(fields)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _b64(value: bytes | str) -> str:
+    raw = value.encode() if isinstance(value, str) else value
+    return base64.b64encode(raw).decode()
+
+
+def write_archive(store: RoomStore, room: str, out: IO[str], head: RoomHead | None = None
+                  ) -> dict[str, int]:
+    """Write the room as JSON lines to ``out`` (from ``head`` when the caller read it
+    already); returns how many entries of each kind."""
+    head = head or store.read_head(room)
+    write = _line_writer(out)
+    write({"kind": "room", "format": ARCHIVE_FORMAT, "room": room, "archived_at": time.time()})
+    write({"kind": "spec", **encode_entry(head.spec)})
+    write({"kind": "state", **encode_entry(head.state)})
+    counts = dict.fromkeys(ENTRY_KINDS, 0)
+    # The streams are read after the head: a room that goes on meanwhile (archived with
+    # --keep) is written as the head saw it, its later messages and turn records left out.
+    state = head.read_state()
+    streamed = {"log": store.iter_entries(store.keys.log(room), end=f"{state.last_seq}-0"),
+                "turn": (entry for entry in store.iter_entries(store.keys.turns(room))
+                         if decided_by(entry[1], state)),
+                "inbox": iter(head.inbox), "dead": iter(head.dead_letters)}
+    for kind, entries in streamed.items():
+        for entry_id, fields in entries:
+            write({"kind": kind, "id": _text(entry_id), **encode_entry(fields)})
+            counts[kind] += 1
+    write({"kind": "end", "counts": counts})
+    return counts
+
+
+def decided_by(record: dict[Any, Any], state: RoomState) -> bool:
+    """True when the turn record was committed by the time ``state`` was read: its turn is
+    an earlier one, or the state's own and closed."""
+    turn = int(record.get(b"turn") or record.get("turn") or 0)
+    return turn < state.turn or (turn == state.turn and not state.turn_open)
+
+
+def _line_writer(out: IO[str]) -> Any:
+    def write(line: dict[str, Any]) -> None:
+        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    return write
+
+
+def archive_room(store: RoomStore, room: str, path: str | Path, keep: bool = False
+                 ) -> ArchiveResult:
+    """Archive the room to ``path`` (a new file), then remove it from Redis unless
+    ``keep``. The file appears whole or not at all. The room is removed only if it is not
+    held by a coordinator and did not move on while it was written (RoomHeld,
+    RoomChanged); the file is then taken away again, so a failure changes nothing."""
+    target = Path(path)
+    if target.exists():
+        raise FileExistsError(f"{target} exists: archives are never overwritten; choose "
+                              "another --out")
+    head = store.read_head(room)
+    if head.holder and not keep:
+        raise RoomHeld(f"room {room} is held by coordinator {head.holder} (a run is going "
+                       "on): pause or cancel it first, or archive it with --keep")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        with partial.open("w", encoding="utf-8", newline="\n") as out:
+            counts = write_archive(store, room, out, head)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(partial, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+    if keep:
+        return ArchiveResult(room, str(target), counts, removed=False)
+    expect, inbox_newest = head.guard()
+    try:
+        store.delete(room, expect=expect, inbox_newest=inbox_newest)
+    except (RoomHeld, RoomChanged) as error:
+        target.unlink()
+        raise type(error)(f"{error}; no archive was written: try again") from error
+    return ArchiveResult(room, str(target), counts, removed=True)
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line of the file as (line number, JSON object)."""
+    with Path(path).open(encoding="utf-8") as lines:
+        for number, text in enumerate(lines, 1):
+            try:
+                line = json.loads(text)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise ArchiveError(f"{path} line {number}: not JSON ({error})") from None
+            if not isinstance(line, dict):
+                raise ArchiveError(f"{path} line {number}: not a JSON object")
+            yield number, line
+
+
+def check_archive(path: str | Path) -> ArchiveContents:
+    """Read the whole file and check it is one complete room archive, before anything
+    is written; ArchiveError names the first line that is not."""
+    checker = _ArchiveChecker()
+    for number, line in read_lines(path):
+        try:
+            checker.check(number, line)
+        except (ValueError, KeyError, TypeError) as error:
+            raise ArchiveError(f"{path} line {number}: {_reason(error)}") from None
+    if checker.contents is None or not checker.ended:
+        raise ArchiveError(f"{path}: the archive is cut short (no end line)")
+    return checker.contents
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        # pydantic prefixes the spec's own rules' messages; the field already says where.
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: "
+                         f"{e['msg'].removeprefix('Value error, ')}" for e in error.errors())
+    if isinstance(error, KeyError):
+        return f"{error.args[0]} is missing"
+    return str(error)
+
+
+class _ArchiveChecker:
+    """Checks an archive line by line: the order of its lines, each one's content, ids
+    increasing per kind, and the end line's counts."""
+
+    def __init__(self) -> None:
+        self.contents: ArchiveContents | None = None
+        self.last_ids: dict[str, tuple[int, int]] = {}
+        self.last_message_seq = 0
+        self.ended = False
+
+    def check(self, number: int, line: dict[str, Any]) -> None:
+        """Check one line; ValueError (or KeyError, TypeError) says what is wrong."""
+        kind = line.get("kind")
+        expected = {1: "room", 2: "spec", 3: "state"}.get(number)
+        if self.ended:
+            raise ValueError("a line after the end line")
+        if expected and kind != expected:
+            raise ValueError(f"expected the {expected} line, found {kind!r}"
+                             + (": not a parley room archive" if number == 1 else ""))
+        if kind == "room":
+            if line.get("format") != ARCHIVE_FORMAT:
+                raise ValueError(f"archive format {line.get('format')!r}; this parley reads "
+                                 f"format {ARCHIVE_FORMAT}")
+            self.contents = ArchiveContents(room=str(line["room"]), spec={}, state={})
+            return
+        contents = self.contents
+        assert contents is not None  # line 1 was the room line
+        if kind == "spec":
+            contents.spec = decode_entry(line)
+            RoomSpec.model_validate_json(contents.spec["json"])
+        elif kind == "state":
+            contents.state = decode_entry(line)
+            if not RoomState(contents.state).raw.get("status"):
+                raise ValueError("the state has no status")
+        elif kind in ENTRY_KINDS:
+            self.check_entry(str(kind), line)
+            contents.counts[str(kind)] = contents.counts.get(str(kind), 0) + 1
+        elif kind == "end":
+            self.check_end(line, contents)
+        else:
+            raise ValueError(f"unknown line kind {kind!r}")
+
+    def check_entry(self, kind: str, line: dict[str, Any]) -> None:
+        """An entry's id comes after the one before of its kind; a message's seq is its id
+        and follows the one before (a capped log may start past 1, but has no gap)."""
+        entry_id = parse_stream_id(line.get("id"))
+        if entry_id <= self.last_ids.get(kind, (0, 0)):
+            raise ValueError(f"{kind} id {line['id']} is not after the one before")
+        self.last_ids[kind] = entry_id
+        fields = decode_entry(line)
+        if kind == "log":
+            message = message_from_fields(fields)
+            if (message.seq, 0) != entry_id:
+                raise ValueError(f"log entry {line['id']} holds seq {message.seq}")
+            if self.last_message_seq and message.seq != self.last_message_seq + 1:
+                raise ValueError(f"log entry {line['id']} does not follow seq "
+                                 f"{self.last_message_seq}: a log's seqs have no gap")
+            self.last_message_seq = message.seq
+
+    def check_end(self, line: dict[str, Any], contents: ArchiveContents) -> None:
+        """The end line counts what the file holds; the log ends at the state's last_seq."""
+        counts = {kind: contents.counts.get(kind, 0) for kind in ENTRY_KINDS}
+        if line.get("counts") != counts:
+            raise ValueError(f"the end line counts {line.get('counts')}, the file holds {counts}")
+        last_seq = RoomState(contents.state).last_seq
+        if self.last_message_seq != last_seq:
+            raise ValueError(f"the log ends at seq {self.last_message_seq}, the state's "
+                             f"last_seq is {last_seq}")
+        contents.counts = counts
+        self.ended = True
+
+
+def parse_stream_id(value: Any) -> tuple[int, int]:
+    """A stream id ``<ms>-<seq>`` as a pair of counts; ValueError when it is not one."""
+    if not isinstance(value, str):
+        raise ValueError(f"id {value!r} is not a stream id")
+    millis, dash, sequence = value.partition("-")
+    if not (dash and millis.isdigit() and sequence.isdigit()
+            and (int(millis), int(sequence)) > (0, 0)):
+        raise ValueError(f"id {value!r} is not a stream id")
+    return int(millis), int(sequence)
+
+
+def import_room(store: RoomStore, path: str | Path, room: str | None = None) -> str:
+    """Bring an archived room back into Redis (under ``room``, or the id it was archived
+    under); returns its id. The whole file is checked first; the id must be free. Until the
+    last step nothing is visible: the id is reserved, the streams are restored, and one
+    script then adds the spec and the state. A failure on the way removes what it wrote."""
+    contents = check_archive(path)
+    room = room or contents.room
+    store.reserve(room)
+    try:
+        for kind, entries in _entry_batches(path):
+            store.restore_entries(getattr(store.keys, ENTRY_KINDS[kind])(room), entries)
+        store.finish_import(room, contents.spec, contents.state)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            store.delete(room, force=True)
+        raise
+    return room
+
+
+def _entry_batches(path: str | Path) -> Iterator[tuple[str, list[tuple[str, dict[Any, Any]]]]]:
+    """The file's entries, in batches of one kind."""
+    kind, batch = "", list[tuple[str, dict[Any, Any]]]()
+    for _, line in read_lines(path):
+        if line.get("kind") not in ENTRY_KINDS:
+            continue
+        if batch and (line["kind"] != kind or len(batch) >= RESTORE_BATCH):
+            yield kind, batch
+            batch = []
+        kind = line["kind"]
+        batch.append((line["id"], decode_entry(line)))
+    if batch:
+        yield kind, batch
