@@ -195,10 +195,13 @@ class Client:
 
         ``on_message`` is called with each message of the room as it is committed, each
         once and in seq order, and with every message before this returns. The wait blocks
-        on the room's log and events: the run's end is seen as it is committed. A room
-        that failed on its errors (room_error) while the post was waiting ends the wait as
-        that run's failure; a failure from before the post does not. Raises RunTimeout when
-        no coordinator picks the post up within ``start_timeout_s`` or the run is not over
+        on the room's log and events: the run's end is seen as it is committed, whatever
+        ended it (a turn, a budget, a cancel: status idle, stop_reason cancelled). A run
+        cancelled while the post still waited in the inbox is not the post's: the post
+        starts the next run. A room that failed on its errors (room_error) while the post
+        was waiting ends the wait as that run's failure; a failure from before the post
+        does not. Raises RunTimeout when no coordinator picks the post up within
+        ``start_timeout_s`` (saying so when the room is paused) or the run is not over
         within ``timeout_s``.
         """
         started = time.monotonic()

@@ -27,7 +27,8 @@ type                    written by                          fields
                         run), end_run.lua (max_messages     stop_detail; answer when the run
                         by posts, budget),                  has one
                         count_failed_take.lua
-                        (room_error)
+                        (room_error), cancel.lua
+                        (cancelled)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -35,7 +36,8 @@ before its first ``message_committed``, every ``message_committed`` comes in seq
 run's ``run_ended`` after its last message. ``answer_arrived`` events come from the workers
 and interleave with the coordinator's as they arrive. A room that failed with
 ``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
-last run's number.
+last run's number. A cancelled run's open turn has a ``turn_opened`` and no
+``turn_decided`` (the turn is abandoned; answers may still arrive for it).
 
 Adding an event type:
 
@@ -150,7 +152,7 @@ class TurnDecided(Event):
 
 
 class RunEnded(Event):
-    """commit.lua, end_run.lua or count_failed_take.lua: run ``run`` is over."""
+    """commit.lua, end_run.lua, count_failed_take.lua or cancel.lua: run ``run`` is over."""
 
     run: int
     status: RoomStatus

@@ -397,8 +397,9 @@ class RoomStore:
         self.touch(room)
         try:
             cancelled, run, waiting = self.scripts.cancel(
-                keys=[self.keys.lease(room), self.keys.state(room), self.keys.inbox(room)],
-                args=[detail])
+                keys=[self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
+                      self.keys.events(room)],
+                args=[detail, self.events_maxlen])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         if cancelled:

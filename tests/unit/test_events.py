@@ -244,6 +244,62 @@ def test_answers_for_a_room_that_is_gone_write_no_event(sync_redis, keys):
     assert not sync_redis.exists(keys.events(ROOM))
 
 
+def test_a_cancelled_run_ends_with_a_run_ended_event_and_its_open_turn_undecided(
+        sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 4)))
+    store.post(ROOM, "User", "go")
+
+    class CancelOnTurnTwo(LocalWorkerTransport):
+        def send(self, requests):
+            if requests[0][1].turn == 2:
+                store.cancel(ROOM, "enough")  # turn 2's calls are out: answered after
+            super().send(requests)
+
+    with pytest.raises(LeaseLost):  # the commit of turn 2 is refused
+        asyncio.run(serve_once(async_redis, keys, CancelOnTurnTwo(sync_redis, keys)))
+
+    events = store.read_events(ROOM)
+    check_event_order(events, store.read_messages(ROOM))
+    assert kinds(events)[-6:] == ["message_committed", "turn_decided", "turn_opened",
+                                  "run_ended", "answer_arrived", "answer_arrived"]
+    ended = events[-3]
+    assert isinstance(ended, RunEnded)
+    assert (ended.run, ended.status, ended.stop_reason, ended.stop_detail, ended.answer) == (
+        1, RoomStatus.IDLE, StopReason.CANCELLED, "enough", "agent1 on turn 1")
+    assert not any(isinstance(e, TurnDecided) and e.turn == 2 for e in events)
+
+
+def test_a_cancel_with_no_run_in_progress_writes_no_event(sync_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+
+    assert store.cancel(ROOM).cancelled is False
+
+    assert store.read_events(ROOM) == []
+
+
+def test_a_budget_stop_ends_its_run_with_a_run_ended_event(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    spec = scripted_spec(rotating_scripts(3, 20))
+    store.create_room(ROOM, spec.model_copy(update={
+        "limits": spec.limits.model_copy(update={"max_tokens_per_run": 330})}))
+    store.post(ROOM, "User", "go")
+    transport = LocalWorkerTransport(sync_redis, keys,
+                                     usage={"prompt_tokens": 100, "completion_tokens": 10})
+
+    asyncio.run(serve_once(async_redis, keys, transport))
+
+    events = store.read_events(ROOM)
+    check_event_order(events, store.read_messages(ROOM))
+    assert kinds(events)[-3:] == ["message_committed", "turn_decided", "run_ended"]
+    ended = events[-1]
+    assert isinstance(ended, RunEnded)
+    assert (ended.run, ended.status, ended.stop_reason) == (1, RoomStatus.IDLE,
+                                                            StopReason.BUDGET)
+    assert ended.stop_detail and ended.stop_detail.startswith("limits.max_tokens_per_run")
+
+
 def test_an_event_of_a_type_this_version_does_not_know_keeps_its_fields():
     event = event_from_entry(b"5-0", {b"type": b"queue_changed", b"queue": b"[\"A\"]",
                                       b"ts": b"1700000000.5"})

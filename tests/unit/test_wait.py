@@ -184,6 +184,75 @@ def test_wait_reports_its_runs_end_even_when_the_next_run_started_before_it_look
     assert (client.state(ROOM).status, client.state(ROOM).run) == (RoomStatus.RUNNING, 2)
 
 
+def test_a_cancelled_run_ends_the_wait_even_when_the_next_run_started_before_it_looked(
+        client, store, server, keys):
+    # The run is cancelled and a post waiting starts run 2 at once: the state only ever
+    # shows run 2, the cancel's run_ended event run 1's end.
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    inbox_id = client.post(ROOM, "go")
+    drain_once(server, keys, "c1")  # run 1 started with the post; nobody takes its turns
+    scripts = Scripts(store.redis)
+
+    def cancel_then_start_the_next_run() -> None:
+        time.sleep(0.2)  # the waiter is blocked on the streams by then
+        at_once = store.redis.pipeline(transaction=True)
+        scripts.cancel(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                             keys.events(ROOM)], args=["stopped by Ann", 1000], client=at_once)
+        at_once.xadd(keys.inbox(ROOM), {"sender": "Ann", "content": "this instead"})
+        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c2", 5000, 1000], client=at_once)
+        scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                            keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)],
+                      args=["c2:2", 2, 100, 100, 128, 65536, 1024, 0, 1000], client=at_once)
+        at_once.execute()
+
+    thread = threading.Thread(target=cancel_then_start_the_next_run)
+    thread.start()
+    try:
+        result = client.wait(ROOM, inbox_id, timeout_s=3, start_timeout_s=3)
+    finally:
+        thread.join()
+
+    assert (result.status, result.stop_reason, result.stop_detail) == (
+        RoomStatus.IDLE, StopReason.CANCELLED, "stopped by Ann")
+    assert [m.content for m in result.messages][:1] == ["go"]
+    assert (client.state(ROOM).status, client.state(ROOM).run) == (RoomStatus.RUNNING, 2)
+
+
+def test_a_post_waiting_while_a_run_is_cancelled_waits_for_its_own_run(
+        client, store, server, keys):
+    # Run 1 has a turn open, so the post stays in the inbox: its cancel is not the post's
+    # end. The post starts run 2, and the wait reports that run.
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 3), max_messages=2))
+    client.post(ROOM, "first")
+    scripts = Scripts(store.redis)
+    scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                    args=["c1", 5000, 1000])
+    scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.log(ROOM),
+                        keys.dead_letters(ROOM), keys.events(ROOM)],
+                  args=["c1:1", 1, 100, 100, 128, 65536, 1024, 0, 1000])
+    scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
+                            keys.events(ROOM)], args=["c1:1", "2000000000.0", "1.0", 1000])
+    inbox_id = client.post(ROOM, "second")
+
+    def cancel_then_serve() -> None:
+        time.sleep(0.2)
+        store.cancel(ROOM)
+        time.sleep(0.2)  # the waiter has seen the cancel by then
+        serve_once(server, keys, owner="c2")
+
+    thread = threading.Thread(target=cancel_then_serve)
+    thread.start()
+    try:
+        result = client.wait(ROOM, inbox_id, timeout_s=5, start_timeout_s=5)
+    finally:
+        thread.join()
+
+    assert (result.status, result.stop_reason) == (RoomStatus.IDLE, StopReason.MAX_MESSAGES)
+    assert [(m.content, m.run) for m in result.messages] == [
+        ("first", 1), ("second", 2), ("agent1 on turn 1", 2)]
+
+
 def test_a_room_that_fails_while_the_post_waits_ends_the_wait(client, store, server, keys):
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
     inbox_id = client.post(ROOM, "go")
