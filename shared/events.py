@@ -29,6 +29,11 @@ type                    written by                          fields
                         count_failed_take.lua
                         (room_error), cancel.lua
                         (cancelled)
+``room_paused``         pause.lua                           run, status (the run's: a paused
+                                                            run is still running), turn_open
+                                                            (1: a turn is still to commit)
+``room_resumed``        resume.lua                          run, status, waiting (posts in the
+                                                            inbox, moved once it goes on)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -37,7 +42,9 @@ run's ``run_ended`` after its last message. ``answer_arrived`` events come from 
 and interleave with the coordinator's as they arrive. A room that failed with
 ``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
 last run's number. A cancelled run's open turn has a ``turn_opened`` and no
-``turn_decided`` (the turn is abandoned; answers may still arrive for it).
+``turn_decided`` (the turn is abandoned; answers may still arrive for it). Between
+``room_paused`` and ``room_resumed`` no turn opens and no post is committed, but a turn open
+at the pause is still decided.
 
 Adding an event type:
 
@@ -81,6 +88,8 @@ class EventType(StrEnum):
     ANSWER_ARRIVED = "answer_arrived"  # a worker wrote a call's answer
     TURN_DECIDED = "turn_decided"  # a turn was committed: who spoke, or why the run stops
     RUN_ENDED = "run_ended"  # the run is over: how it ended and its answer
+    ROOM_PAUSED = "room_paused"  # the room was paused: no turn opens, posts wait
+    ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
 
 
 class Event(BaseModel):
@@ -161,6 +170,23 @@ class RunEnded(Event):
     answer: str | None = None
 
 
+class RoomPaused(Event):
+    """pause.lua: the room is paused, its run ``run`` keeping its ``status``; with
+    ``turn_open`` a turn already open is still to be decided."""
+
+    run: int
+    status: RoomStatus
+    turn_open: bool = False
+
+
+class RoomResumed(Event):
+    """resume.lua: the room goes on where it was, ``waiting`` posts in its inbox."""
+
+    run: int
+    status: RoomStatus
+    waiting: int = 0
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -170,6 +196,8 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.ANSWER_ARRIVED: AnswerArrived,
     EventType.TURN_DECIDED: TurnDecided,
     EventType.RUN_ENDED: RunEnded,
+    EventType.ROOM_PAUSED: RoomPaused,
+    EventType.ROOM_RESUMED: RoomResumed,
 }
 
 

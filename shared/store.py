@@ -372,8 +372,9 @@ class RoomStore:
         open is finished). False when it was paused already."""
         self.touch(room)
         try:
-            return bool(self.scripts.pause(keys=[self.keys.state(room)],
-                                           args=[f"{time.time():.6f}"]))
+            return bool(self.scripts.pause(
+                keys=[self.keys.state(room), self.keys.events(room)],
+                args=[f"{time.time():.6f}", self.events_maxlen]))
         except redis.ResponseError as error:
             raise script_error(error, room) from error
 
@@ -383,7 +384,8 @@ class RoomStore:
         self.touch(room)
         try:
             resumed, needed = self.scripts.resume(
-                keys=[self.keys.state(room), self.keys.inbox(room)])
+                keys=[self.keys.state(room), self.keys.inbox(room), self.keys.events(room)],
+                args=[self.events_maxlen])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         if needed:

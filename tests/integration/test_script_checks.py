@@ -388,6 +388,29 @@ def test_open_turn_end_run_and_count_failed_take_with_a_bad_events_cap_write_not
     assert snapshot(store, keys) == before
 
 
+@pytest.mark.parametrize("cap", ["", "lots", "1" * 16])
+def test_cancel_pause_resume_and_answers_with_a_bad_events_cap_write_nothing(
+        store, scripts, keys, cap):
+    store.post(ROOM, "User", "go")
+    drain(scripts, keys)  # a run in progress: a cancel would end it
+    before = (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
+              store.redis.xrange(keys.bids(ROOM)))
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.cancel(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                             keys.events(ROOM)], args=["stop", cap])
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.pause(keys=[keys.state(ROOM), keys.events(ROOM)], args=["1000.0", cap])
+    store.redis.hset(keys.state(ROOM), "paused", 1)  # a resume would clear it
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.resume(keys=[keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)], args=[cap])
+    store.redis.hdel(keys.state(ROOM), "paused")
+    with pytest.raises(redis.ResponseError, match="BADARG the caps"):
+        scripts.write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+                           args=[100, cap, 1, "agent", "A", 1, "agent", "A"])
+    assert (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
+            store.redis.xrange(keys.bids(ROOM))) == before
+
+
 @pytest.mark.parametrize("args", [
     [100, 100, 1, "agent", "A"],  # no count of the event's pairs
     [100, 100, 1, "agent", "A", 2, "agent", "A"],  # fewer pairs than counted

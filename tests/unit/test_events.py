@@ -20,6 +20,8 @@ from shared.events import (
     EventType,
     LeaseTaken,
     MessageCommitted,
+    RoomPaused,
+    RoomResumed,
     RunEnded,
     RunStarted,
     TurnDecided,
@@ -277,6 +279,41 @@ def test_a_cancel_with_no_run_in_progress_writes_no_event(sync_redis, keys):
     assert store.cancel(ROOM).cancelled is False
 
     assert store.read_events(ROOM) == []
+
+
+def test_pause_and_resume_are_events_and_a_second_one_writes_none(
+        sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 4), max_messages=3))
+    store.post(ROOM, "User", "go")
+
+    class PauseOnTurnOne(LocalWorkerTransport):
+        def send(self, requests):
+            if requests[0][1].turn == 1:
+                assert store.pause(ROOM) is True
+                assert store.pause(ROOM) is False
+                store.post(ROOM, "Ann", "still there?")
+            super().send(requests)
+
+    asyncio.run(serve_once(async_redis, keys, PauseOnTurnOne(sync_redis, keys)))
+    paused_at = len(store.read_events(ROOM))
+    assert store.resume(ROOM) is True
+    assert store.resume(ROOM) is False
+    asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys),
+                           owner="c2"))
+
+    events = store.read_events(ROOM)
+    check_event_order(events, store.read_messages(ROOM))
+    paused = [e for e in events if isinstance(e, RoomPaused)]
+    resumed = [e for e in events if isinstance(e, RoomResumed)]
+    assert [(e.run, e.status, e.turn_open) for e in paused] == [(1, RoomStatus.RUNNING, True)]
+    assert [(e.run, e.status, e.waiting) for e in resumed] == [(1, RoomStatus.RUNNING, 1)]
+    # The turn open at the pause is decided; nothing opens or is committed until the resume.
+    between = kinds(events[events.index(paused[0]) + 1:events.index(resumed[0])])
+    assert "turn_opened" not in between and between.count("message_committed") == 1
+    assert kinds(events)[paused_at - 1:paused_at + 1] == ["turn_decided", "room_resumed"]
+    ann = next(e for e in events if isinstance(e, MessageCommitted) and e.sender == "Ann")
+    assert events.index(ann) > events.index(resumed[0])
 
 
 def test_a_budget_stop_ends_its_run_with_a_run_ended_event(sync_redis, async_redis, keys):
