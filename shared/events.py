@@ -7,7 +7,9 @@ seconds, six decimals, Redis's clock). An event is written by the same Lua scrip
 state change it describes, after every check, so it is in the stream exactly when that
 change is in the state: a coordinator that lost its lease writes none (its scripts are
 fenced), and nothing writes one for a room that is gone. The stream is capped near
-``events_stream_maxlen``.
+``events_stream_maxlen``. It is one of the room's keys (``Keys.room_keys``): deleting,
+archiving or expiring a room removes it. An archive leaves the events out (they tell how
+the room got where it is, not what it is), so an imported room's stream starts empty.
 
 ======================  ==================================  ===================================
 type                    written by                          fields

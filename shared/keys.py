@@ -56,9 +56,11 @@ key                       type    holds                                       wr
                                   ``turns_stream_maxlen``
 ``{R}:events``            stream  what happened in the room, for followers:     coordinator (Lua),
                                   flat fields ``type``, the event's fields      workers (Lua:
-                                  and ``ts`` (see shared/events.py for every    answers) /
-                                  type and which script writes it); trimmed     client, CLI,
-                                  to about ``events_stream_maxlen``             dashboards
+                                  and ``ts`` (see shared/events.py for every    answers), client
+                                  type and which script writes it); trimmed     (Lua: pause,
+                                  to about ``events_stream_maxlen``; not        resume, cancel) /
+                                  archived                                      client, CLI,
+                                                                                dashboards
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -148,7 +150,8 @@ class Keys:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
         the rest. Deleting, archiving and expiring a room go by this list."""
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
-                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room)]
+                self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
+                self.events(room)]
 
     @property
     def rooms(self) -> str:

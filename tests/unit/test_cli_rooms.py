@@ -137,8 +137,10 @@ def test_delete_is_refused_while_held_and_forced_fences_the_holder_out(client, r
     assert refused.startswith(f"parley: room {room} is held by coordinator c1")
     assert "--force" in refused
     assert client.state(room)
+    # lease, state, spec, log and events (the lease_taken of the hold)
     assert invoke("rooms", "delete", room, "--force", "--json") == (
-        0, json.dumps({"room": room, "deleted": True, "keys": 4}) + "\n")
+        0, json.dumps({"room": room, "deleted": True, "keys": 5}) + "\n")
+    assert not client.redis.exists(client.store.keys.events(room))
     assert invoke("rooms", "show", room) == (2, f"parley: no room {room!r}\n")
 
 

@@ -257,8 +257,10 @@ def test_a_room_idle_past_the_expiry_is_deleted(store, sync_redis, async_redis, 
 
 def test_a_paused_idle_room_expires_like_any_idle_room(store, sync_redis, async_redis, keys):
     store.pause(ROOM)
+    assert sync_redis.xlen(keys.events(ROOM)) == 1  # room_paused
     idle_since(sync_redis, keys, ROOM, 120)
     assert asyncio.run(sweeper(async_redis, keys).sweep()) == [ROOM]
+    assert [key for key in keys.room_keys(ROOM) if sync_redis.exists(key)] == []
 
 
 @pytest.mark.parametrize("busy", ["held", "running", "posts waiting"])
