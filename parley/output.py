@@ -203,6 +203,8 @@ def event_line(event: Event) -> str:
 def _field_text(name: str, value: Any) -> str:
     if name == "deadline" and isinstance(value, float):
         return _clock(value)
+    if isinstance(value, bool):
+        return json.dumps(value)  # as --json has it: true, false
     text = one_line(str(value), EVENT_VALUE_CHARS)
     return json.dumps(text, ensure_ascii=False) if not text or " " in text else text
 

@@ -298,6 +298,27 @@ def test_a_selector_asked_again_is_pending_in_the_next_phase(store, server, keys
     assert (progress.phase, progress.kind, progress.pending) == (1, CallKind.SELECT, ["selector"])
 
 
+def test_pause_resume_and_cancel_through_the_cli_are_events(client, store, server, keys):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 4)))
+    client.post(ROOM, "go")
+    open_a_turn(server, keys)  # run 1 is in its first turn
+    client.post(ROOM, "wait")
+    for command in (["pause"], ["resume"], ["cancel", "--reason", "wrong room"]):
+        assert invoke("rooms", *command, ROOM).exit_code == 0
+
+    result = invoke("events", ROOM, "--json", "--no-follow")
+    lines = [json.loads(line) for line in result.output.splitlines()][-3:]
+    human = invoke("events", ROOM, "--no-follow").output.splitlines()[-3:]
+
+    assert [{k: v for k, v in line.items() if k not in ("id", "ts")} for line in lines] == [
+        {"type": "room_paused", "run": 1, "status": "running", "turn_open": True},
+        {"type": "room_resumed", "run": 1, "status": "running", "waiting": 1},
+        {"type": "run_ended", "run": 1, "status": "idle", "stop_reason": "cancelled",
+         "stop_detail": "wrong room"}]
+    assert human[0].endswith("room_paused       run=1 status=running turn_open=true")
+    assert human[2].endswith('stop_reason=cancelled stop_detail="wrong room"')
+
+
 # --- parley follow
 
 
