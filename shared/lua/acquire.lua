@@ -4,10 +4,15 @@
 -- Returns the new epoch, or 0 when another coordinator holds the lease. A take writes a
 -- lease_taken event (coordinator, epoch).
 -- Fails, writing nothing, with NOROOM when the room has no state (it was never created,
--- or was deleted) and BADARG when the ttl is not a positive whole number of ms or the cap
+-- or was deleted) or is an import still being restored, and BADARG when the ttl is not a positive whole number of ms or the cap
 -- not a count.
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOROOM the room has no state')
+end
+-- A stale runnable entry (a renewal racing a delete) must not hand an import in progress,
+-- which has no spec yet, to a coordinator.
+if redis.call('HGET', KEYS[2], 'importing') == '1' then
+  return redis.error_reply('NOROOM the room is being imported')
 end
 if not string.match(ARGV[2] or '', '^%d+$') or tonumber(ARGV[2]) < 1 then
   return redis.error_reply('BADARG the lease ttl must be a positive whole number of ms')

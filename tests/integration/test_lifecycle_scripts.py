@@ -278,3 +278,16 @@ def test_a_commit_trims_the_log_to_its_cap_and_zero_never_trims(store, scripts, 
             assert store.redis.xlen(keys.log(ROOM)) == 400
     assert 100 <= store.redis.xlen(keys.log(ROOM)) <= 200
     assert store.read_state(ROOM).last_seq == 600
+
+
+def test_an_import_in_progress_is_never_taken_by_a_coordinator(any_redis, keys):
+    store = RoomStore(any_redis, keys)
+    store.reserve("incoming")
+    # A stale runnable entry (a renewal that raced a delete) points a scan at it.
+    any_redis.zadd(keys.runnable, {"incoming": 0})
+    with pytest.raises(redis.ResponseError, match="NOROOM the room is being imported"):
+        Scripts(any_redis).acquire(
+            keys=[keys.lease("incoming"), keys.state("incoming"), keys.events("incoming")],
+            args=["c1", TTL_MS, 1000])
+    assert any_redis.get(keys.lease("incoming")) is None
+    assert any_redis.hgetall(keys.state("incoming")) == {b"importing": b"1"}
