@@ -139,7 +139,8 @@ class Client:
                                           socket_timeout=REDIS_READ_TIMEOUT_S,
                                           **redis_kwargs(self.settings))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
-                               self.settings.message_max_bytes)
+                               self.settings.message_max_bytes,
+                               self.settings.events_stream_maxlen)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when

@@ -73,10 +73,10 @@ key                       type    holds                                       wr
 
 Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it
 (a log entry is about 195 bytes for a 100-character message, 775 for 600 characters, 2,047
-for 1,500; a room's spec and state about 5 KB at 4 agents); every other
+for 1,500; a room's spec and state about 6 KB at 4 agents); every other
 per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
 node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
-is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
+is about 3.9 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
 agents with 1,500-character drafts; a bid 0.8-1.9 KB; an event about 120-150 bytes (a
 run_ended carries the run's answer); a dead letter at most 41 KB. At the default caps
 (turns 1,000, bids 2,000, events 10,000, dead letters 100) a busy 16-agent room's capped
