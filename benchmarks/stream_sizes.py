@@ -2,12 +2,13 @@
 
     .venv/bin/python -m benchmarks.stream_sizes --agents 4,16 --chars 200,600,1500
 
-Writes log entries, turn records and bids exactly as the coordinator and the workers encode
-them (``agent_message_fields``, ``turn_record_fields``, ``bid_fields``) into the Redis at
+Writes log entries, turn records, bids and events exactly as the coordinator and the
+workers encode them (``agent_message_fields``, ``turn_record_fields``, ``bid_fields``,
+``answer_event_fields`` and the scripts' event fields) into the Redis at
 ``PARLEY_REDIS_URL`` under a private prefix, reads ``MEMORY USAGE`` of each stream and
 prints bytes per entry. In a bid room every agent drafts its message with its bid, so a
 turn record holds N messages; the message length is the knob (600 characters is about 100
-words).
+words). Events hold no message, only a run's end its answer.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import uuid
 
 import redis
 
+from shared.events import answer_event_fields
 from shared.keys import Keys
 from shared.models import Bid, RoomSpec, TurnRecord
 from shared.records import agent_message_fields, bid_fields, turn_record_fields
@@ -123,15 +125,47 @@ def measure_dead_letters(client: redis.Redis, keys: Keys, settings: Settings) ->
     return {"worst_dead_letter_bytes": round(bytes_per_entry(client, keys.dead_letters("size-dead")))}
 
 
+def turn_events(agents: int, turn: int, chars: int) -> list[dict[str, str]]:
+    """The events one decided turn of an ``agents``-agent room writes, as the scripts and
+    the workers write them; every tenth turn ends its run with a ``chars``-long answer."""
+    ts = f"{1764500000.123456 + turn:.6f}"
+    events = [{"type": "turn_opened", "turn": str(turn), "run": "1", "phase": "0",
+               "deadline": f"{1764500030.123456 + turn:.6f}", "ts": ts}]
+    events += [{"type": "answer_arrived", **answer_event_fields(sample_bid(i, turn, 0)),
+                "ts": ts} for i in range(agents)]
+    events += [{"type": "message_committed", "seq": str(turn + 1), "sender": "agent1",
+                "run": "1", "turn": str(turn), "ts": ts},
+               {"type": "turn_decided", "turn": str(turn), "run": "1", "winner": "agent1",
+                "score": "0.9", "ts": ts}]
+    if turn % 10 == 0:
+        events.append({"type": "run_ended", "run": "1", "status": "idle",
+                       "stop_reason": "max_messages", "stop_detail": "",
+                       "answer": "a" * chars, "ts": ts})
+    return events
+
+
+def measure_events(client: redis.Redis, keys: Keys, agents: int, chars: int) -> dict[str, float]:
+    """Bytes per event in the mix a busy room writes (answers make most of it)."""
+    room = f"size-events-{agents}-{chars}"
+    pipe = client.pipeline(transaction=False)
+    for turn in range(1, ENTRIES + 1):
+        for event in turn_events(agents, turn, chars):
+            pipe.xadd(keys.events(room), event)
+    pipe.execute()
+    return {"event_bytes": round(bytes_per_entry(client, keys.events(room)))}
+
+
 def room_total(rows: list[dict[str, float]], dead: dict[str, int], settings: Settings) -> None:
     """What the capped streams of one room hold at most, per room shape, at these caps."""
     dead_mb = dead["worst_dead_letter_bytes"] * settings.dead_letter_stream_maxlen / 1e6
     for row in rows:
         turns_mb = row["turn_record_bytes"] * settings.turns_stream_maxlen / 1e6
         bids_mb = row["bid_bytes"] * settings.bids_stream_maxlen / 1e6
+        events_mb = row["event_bytes"] * settings.events_stream_maxlen / 1e6
         print(f"agents={row['agents']} chars={row['chars']}: turns {turns_mb:.1f} MB + bids "
-              f"{bids_mb:.1f} MB + dead letters at most {dead_mb:.1f} MB = "
-              f"{turns_mb + bids_mb + dead_mb:.1f} MB", flush=True)
+              f"{bids_mb:.1f} MB + events {events_mb:.1f} MB + dead letters at most "
+              f"{dead_mb:.1f} MB = {turns_mb + bids_mb + events_mb + dead_mb:.1f} MB",
+              flush=True)
 
 
 def main() -> None:
@@ -155,12 +189,14 @@ def main() -> None:
                   f"state={row['state_bytes']} bytes", flush=True)
         for agents in map(int, args.agents.split(",")):
             for chars in map(int, args.chars.split(",")):
-                rows.append(measure(client, keys, agents, chars))
+                rows.append({**measure(client, keys, agents, chars),
+                             **measure_events(client, keys, agents, chars)})
                 print("  ".join(f"{name}={value}" for name, value in rows[-1].items()),
                       flush=True)
         dead = measure_dead_letters(client, keys, settings)
         print(f"worst_dead_letter_bytes={dead['worst_dead_letter_bytes']}")
         print(f"at caps turns={settings.turns_stream_maxlen} bids={settings.bids_stream_maxlen} "
+              f"events={settings.events_stream_maxlen} "
               f"dead_letters={settings.dead_letter_stream_maxlen}:")
         room_total(rows, dead, settings)
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.keys import Keys
 from shared.scripts import Scripts
+from shared.settings import Settings
 from shared.store import now_ms
 
 
@@ -65,7 +66,8 @@ class Leases:
     """Acquire, renew and release room leases for one coordinator."""
 
     def __init__(self, client: Any, keys: Keys, scripts: Scripts, owner: str, ttl_s: float,
-                 margin_s: float = 0.0):
+                 margin_s: float = 0.0,
+                 events_maxlen: int = Settings.model_fields["events_stream_maxlen"].default):
         self.redis = client
         self.keys = keys
         self.scripts = scripts
@@ -73,12 +75,14 @@ class Leases:
         self.ttl_s = ttl_s
         self.ttl_ms = int(ttl_s * 1000)
         self.margin_s = margin_s
+        self.events_maxlen = events_maxlen
 
     async def acquire(self, room: str) -> Lease | None:
         """Take the room if nobody holds it, and push its due time past our ttl."""
         sent = time.monotonic()
-        keys = [self.keys.lease(room), self.keys.state(room)]
-        epoch = int(await self.scripts.acquire(keys=keys, args=[self.owner, self.ttl_ms]))
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.events(room)]
+        epoch = int(await self.scripts.acquire(keys=keys,
+                                               args=[self.owner, self.ttl_ms, self.events_maxlen]))
         if not epoch:
             return None
         await self.redis.zadd(self.keys.runnable, {room: now_ms() + self.ttl_ms}, xx=True)

@@ -83,12 +83,14 @@ class RoomIO:
     """Room reads and the fenced writes of the turn loop, for one coordinator."""
 
     def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256,
-                 limits: InboxLimits | None = None):
+                 limits: InboxLimits | None = None, events_maxlen: int | None = None):
         self.redis = client
         self.keys = keys
         self.scripts = scripts
         self.drain_batch = drain_batch
         self.limits = limits or InboxLimits.from_settings(get_settings())
+        # Every fenced script also writes the room's events, capped near this.
+        self.events_maxlen = events_maxlen or get_settings().events_stream_maxlen
 
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""
@@ -101,11 +103,11 @@ class RoomIO:
         room's state afterwards."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
-                self.keys.log(room), self.keys.dead_letters(room)]
+                self.keys.log(room), self.keys.dead_letters(room), self.keys.events(room)]
         limits = self.limits
         args = [lease.token, lease.epoch, self.drain_batch, limits.dead_letter_maxlen,
                 SENDER_MAX_BYTES, limits.message_max_bytes, limits.dead_letter_value_max_bytes,
-                limits.log_maxlen]
+                limits.log_maxlen, self.events_maxlen]
         try:
             moved, fields, set_aside = await self.scripts.drain(keys=keys, args=args)
         except ResponseError as error:
@@ -120,10 +122,12 @@ class RoomIO:
         room = lease.room
         opened_at = time.time()
         deadline = opened_at + timeout_s
-        keys = [self.keys.lease(room), self.keys.state(room), self.keys.bids(room)]
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.bids(room),
+                self.keys.events(room)]
         try:
             turn, snapshot, bids_from = await self.scripts.open_turn(
-                keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}"])
+                keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
+                                 self.events_maxlen])
         except ResponseError as error:
             if str(error).startswith("PAUSED"):
                 return None
@@ -178,8 +182,9 @@ class RoomIO:
         turn's snapshot. Returns the new message's seq (0 for no message)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
-                self.keys.turns(room)]
-        payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen)
+                self.keys.turns(room), self.keys.events(room)]
+        payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
+                                 self.events_maxlen)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             return int(await self.scripts.commit(keys=keys, args=args))
@@ -190,11 +195,12 @@ class RoomIO:
                       fields: dict[str, str] | None = None) -> None:
         """End the run outside a turn, setting ``fields`` (a policy's room-scoped fields)
         in the same write."""
-        keys = [self.keys.lease(lease.room), self.keys.state(lease.room)]
+        keys = [self.keys.lease(lease.room), self.keys.state(lease.room),
+                self.keys.events(lease.room)]
         pairs = [item for pair in (fields or {}).items() for item in pair]
         try:
-            await self.scripts.end_run(keys=keys,
-                                       args=[lease.token, status, reason, detail, *pairs])
+            await self.scripts.end_run(keys=keys, args=[lease.token, status, reason, detail,
+                                                        self.events_maxlen, *pairs])
         except ResponseError as error:
             raise _fence(error) from error
 
@@ -202,10 +208,11 @@ class RoomIO:
         """Count a take that ended in ``error``; returns the takes failed in a row and
         whether the room now ended failed (room_error) because that reached ``most``."""
         room = lease.room
-        keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room)]
+        keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
+                self.keys.events(room)]
         try:
             failed_takes, failed = await self.scripts.count_failed_take(
-                keys=keys, args=[lease.token, most, error])
+                keys=keys, args=[lease.token, most, error, self.events_maxlen])
         except ResponseError as error_reply:
             raise _fence(error_reply) from error_reply
         return int(failed_takes), bool(failed)
@@ -240,8 +247,8 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
     return spec.model_copy(update={"agents": agents})
 
 
-def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
-                   log_maxlen: int = 0) -> dict[str, Any]:
+def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, log_maxlen: int,
+                   events_maxlen: int) -> dict[str, Any]:
     """commit.lua's payload (its header describes each part). The message is stamped with
     the turn's decision time."""
     payload: dict[str, Any] = {
@@ -250,6 +257,7 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int,
         "record": turn_record_fields(record),
         "turns_maxlen": str(turns_maxlen),
         "log_maxlen": str(log_maxlen),
+        "events_maxlen": str(events_maxlen),
     }
     if decision.winner is not None:
         payload["message"] = agent_message_fields(

@@ -61,13 +61,15 @@ class Coordinator:
         self.control = client or connect(settings, CONTROL_CONNECTIONS)
         scripts = Scripts(self.redis)
         self.io = RoomIO(self.redis, self.keys, scripts,
-                         limits=InboxLimits.from_settings(settings))
+                         limits=InboxLimits.from_settings(settings),
+                         events_maxlen=settings.events_stream_maxlen)
         self.renew_every_s = settings.lease_renew_every_s
         # Checked once per renewal period: stopping with 1.5 periods left leaves at least
         # half a period between the room's last work and the lease's expiry.
         self.leases = Leases(self.control, self.keys, Scripts(self.control), self.id,
                              settings.lease_ttl_s,
-                             margin_s=1.5 * self.renew_every_s)
+                             margin_s=1.5 * self.renew_every_s,
+                             events_maxlen=settings.events_stream_maxlen)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
                                    settings.turns_stream_maxlen)
         self.idle_rooms = IdleRooms(self.control, self.keys, Scripts(self.control),

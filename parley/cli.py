@@ -23,7 +23,7 @@ from parley import output
 from parley.client import Client, RunResult, RunTimeout, load_spec
 from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
-from shared.models import POLICY_KINDS, RoomStatus, StopReason
+from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.records import ZERO_TOTALS
 from shared.settings import Settings, get_settings, redact_url, variable_name
@@ -318,14 +318,66 @@ def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
 @friendly
 def follow(room: Annotated[str, typer.Argument(help="Room id")],
            after: Annotated[int, typer.Option(help="Start after this seq")] = 0) -> None:
-    """Print a room's messages as they are committed (Ctrl-C to stop)."""
+    """Print a room's messages as they are committed, and each run's end (Ctrl-C to
+    stop)."""
     client = Client()
     client.state(room)
     try:
-        for message in client.follow(room, after):
-            output.print_message(console, message)
+        for item in client.timeline(room, after):
+            if isinstance(item, Message):
+                output.print_message(console, item)
+            else:
+                output.print_run_end(console, item)
     except KeyboardInterrupt:
         pass
+
+
+# A stream id as Redis reads it: milliseconds, and optionally -sequence.
+_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?\Z")
+
+
+@app.command()
+@friendly
+def events(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line")] = False,
+    after: Annotated[str, typer.Option(help="Start after this event id")] = "0-0",
+    keep_following: Annotated[bool, typer.Option(
+        "--follow/--no-follow", help="Wait for new events (Ctrl-C to stop)")] = True,
+) -> None:
+    """Print a room's events (runs, messages, turns, answers, leases) as they are written,
+    from the oldest kept or after --after ID."""
+    if not _STREAM_ID.fullmatch(after):
+        raise CliError(f"--after {after!r} is not an event id (like 1764500000123-0)")
+    client = Client()
+    try:
+        for event in client.events(room, after, follow=keep_following):
+            if as_json:
+                print(json.dumps(output.event_json(event), ensure_ascii=False), flush=True)
+            else:
+                console.print(output.event_line(event), highlight=False, markup=False,
+                              soft_wrap=True)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+@friendly
+def turns(
+    room: Annotated[str, typer.Argument(help="Room id")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document")] = False,
+    last: Annotated[int | None, typer.Option(min=0, help="Only the newest N decided turns")
+                    ] = None,
+) -> None:
+    """Show each turn's answers (scores raw and adjusted, status, latency, tokens) and, for
+    the open turn, who has answered and who is still pending."""
+    from parley.turn_report import read_turn_report
+
+    report = read_turn_report(Client().store, room, last)
+    if as_json:
+        print(json.dumps(output.turns_json(report), ensure_ascii=False))
+    else:
+        output.print_turns(console, report)
 
 
 @app.command()
@@ -374,7 +426,8 @@ def stream_report(client: Client, room: str) -> dict[str, dict[str, Any]]:
     caps = {"log": settings.log_stream_maxlen or None, "inbox": None,
             "bids": settings.bids_stream_maxlen,
             "turns": settings.turns_stream_maxlen,
-            "dead_letters": settings.dead_letter_stream_maxlen}
+            "dead_letters": settings.dead_letter_stream_maxlen,
+            "events": settings.events_stream_maxlen}
     lengths = client.store.stream_lengths(room)
     return {name: {"length": lengths[name], "max_length": cap} for name, cap in caps.items()}
 

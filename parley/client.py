@@ -14,9 +14,10 @@ import redis
 import yaml
 from pydantic import BaseModel
 
-from parley import speak_queue
+from parley import live, speak_queue
 from shared.archive import ArchiveResult, archive_room, import_room
 from shared.connections import redis_kwargs
+from shared.events import Event, RunEnded
 from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from shared.records import RoomState
@@ -128,18 +129,6 @@ def new_room_id(spec: RoomSpec) -> str:
     return f"{slug.strip('-') or 'room'}-{uuid.uuid4().hex[:8]}"
 
 
-def _stream_id(value: str) -> tuple[int, int]:
-    millis, _, sequence = value.partition("-")
-    return int(millis), int(sequence or 0)
-
-
-def failed_while_waiting(state: RoomState, inbox_id: str) -> bool:
-    """True when the room ended failed on its errors with the post ``inbox_id`` still in
-    its inbox, i.e. after that post (a failure before it saw only older inbox ids)."""
-    return (state.status is RoomStatus.FAILED and state.stop_reason is StopReason.ROOM_ERROR
-            and _stream_id(state.failed_inbox_id) >= _stream_id(inbox_id))
-
-
 class Client:
     """A connection to one parley deployment (its Redis and key prefix)."""
 
@@ -150,7 +139,8 @@ class Client:
                                           socket_timeout=REDIS_READ_TIMEOUT_S,
                                           **redis_kwargs(self.settings))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
-                               self.settings.message_max_bytes)
+                               self.settings.message_max_bytes,
+                               self.settings.events_stream_maxlen)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when
@@ -202,38 +192,50 @@ class Client:
         return self.store.read_turns(room)
 
     def follow(self, room: str, after_seq: int = 0) -> Iterator[Message]:
-        """Yield the room's messages as they are committed, forever."""
-        return self.store.iter_messages(room, after_seq, block_ms=FOLLOW_BLOCK_MS)
+        """Yield the room's messages after ``after_seq``, then each as it is committed,
+        forever."""
+        for item in self.timeline(room, after_seq):
+            if isinstance(item, Message):
+                yield item
+
+    def timeline(self, room: str, after_seq: int = 0) -> Iterator[Message | RunEnded]:
+        """Yield the room's messages after ``after_seq``, then each message and each run's
+        end as they are committed, forever; a run's end comes after its last message."""
+        return live.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS)
+
+    def events(self, room: str, after: str = "0-0", follow: bool = True) -> Iterator[Event]:
+        """Yield the room's events after the stream id ``after`` (from the oldest kept by
+        default), then, with ``follow``, each as it is written, forever."""
+        self.store.read_state(room)  # no such room: RoomNotFound, not an endless wait
+        if follow:
+            return live.follow_events(self.store, room, after, block_ms=FOLLOW_BLOCK_MS)
+        return iter(self.store.read_events(room, after))
 
     def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
              start_timeout_s: float = 15.0, on_message=None) -> RunResult:  # noqa: ANN001
         """Wait until the post ``inbox_id`` is in the log and the run it joined has ended.
 
-        ``on_message`` is called with each message as it is committed. A room that failed
-        on its errors (room_error) while the post was waiting ends the wait as that run's
-        failure; a failure from before the post does not. Raises RunTimeout when no
-        coordinator picks the post up within ``start_timeout_s`` or the run is not over
+        ``on_message`` is called with each message of the room as it is committed, each
+        once and in seq order, and with every message before this returns. The wait blocks
+        on the room's log and events: the run's end is seen as it is committed, whatever
+        ended it (a turn, a budget, a cancel: status idle, stop_reason cancelled). A run
+        cancelled while the post still waited in the inbox is not the post's: the post
+        starts the next run. A room that failed on its errors (room_error) while the post
+        was waiting ends the wait as that run's failure; a failure from before the post
+        does not. Raises RunTimeout when no coordinator picks the post up within
+        ``start_timeout_s`` (saying so when the room is paused) or the run is not over
         within ``timeout_s``.
         """
         started = time.monotonic()
-        seen = 0
-        while True:
-            for message in self.store.follow(room, seen, block_ms=100):
-                seen = message.seq
-                if on_message is not None:
-                    on_message(message)
-            state = self.store.read_state(room)
-            picked_up = _stream_id(state.inbox_last_id) >= _stream_id(inbox_id)
-            ended = picked_up and state.status is not RoomStatus.RUNNING
-            if ended or failed_while_waiting(state, inbox_id):
-                return RunResult(room=room, status=state.status, stop_reason=state.stop_reason,
-                                 answer=state.answer,
-                                 stop_detail=state.stop_detail, messages=self.messages(room))
-            waited = time.monotonic() - started
-            if not picked_up and waited > start_timeout_s:
-                raise RunTimeout(self._not_started_hint(room, start_timeout_s, state))
-            if timeout_s is not None and waited > timeout_s:
-                raise RunTimeout(f"room {room} did not finish within {timeout_s:g}s")
+        waiter = live.RunWaiter(self.store, room, inbox_id, on_message)
+        while waiter.ended is None:
+            waiter.step(self._block_ms(started, timeout_s,
+                                       None if waiter.picked_up else start_timeout_s))
+            if waiter.ended is None:
+                self._check_time(waiter, time.monotonic() - started, timeout_s, start_timeout_s)
+        end, messages = waiter.ended, waiter.finish()
+        return RunResult(room=room, status=end.status, stop_reason=end.stop_reason,
+                         stop_detail=end.stop_detail, answer=end.answer, messages=messages)
 
     def rooms(self, limit: int = 100) -> list[RoomSummary]:
         """The most recently active rooms, most recent first."""
@@ -261,7 +263,8 @@ class Client:
         settings = self.settings
         caps = {"log": settings.log_stream_maxlen or None, "inbox": None,
                 "bids": settings.bids_stream_maxlen, "turns": settings.turns_stream_maxlen,
-                "dead_letters": settings.dead_letter_stream_maxlen}
+                "dead_letters": settings.dead_letter_stream_maxlen,
+                "events": settings.events_stream_maxlen}
         lengths = lengths or self.store.stream_lengths(room)
         first = self.store.read_messages_from(room, count=1)
         report = {name: StreamReport(length=lengths[name], max_length=cap)
@@ -321,6 +324,26 @@ class Client:
         inbox_id = self.post(room, task, sender)
         return self.wait(room, inbox_id, timeout_s, on_message=on_message)
 
+    def _block_ms(self, started: float, *timeouts: float | None) -> int:
+        """How long the next blocking read may wait: a second at most, and no later than
+        the nearest of ``timeouts`` (seconds from ``started``) that is set."""
+        block_s = FOLLOW_BLOCK_MS / 1000
+        for timeout in timeouts:
+            if timeout is not None:
+                block_s = min(block_s, started + timeout - time.monotonic())
+        return max(1, int(block_s * 1000) + 1)
+
+    def _check_time(self, waiter: live.RunWaiter, waited: float, timeout_s: float | None,
+                    start_timeout_s: float) -> None:
+        """Raise RunTimeout once the post waited past ``start_timeout_s`` without being
+        picked up, or the run past ``timeout_s``."""
+        if not waiter.picked_up and waited > start_timeout_s:
+            state = waiter.read_state()  # the events cannot tell of a post set aside unread
+            if not waiter.picked_up:
+                raise RunTimeout(self._not_started_hint(waiter.room, start_timeout_s, state))
+        if waiter.ended is None and timeout_s is not None and waited > timeout_s:
+            raise RunTimeout(f"room {waiter.room} did not finish within {timeout_s:g}s")
+
     def _not_started_hint(self, room: str, waited_s: float, state: RoomState) -> str:
         if state.paused:
             return (f"room {room} is paused: its posts wait until `parley rooms resume "
@@ -329,9 +352,10 @@ class Client:
             # A post resets the count: these failures came after it.
             return (f"room {room} did not start within {waited_s:g}s: {state.failed_takes} "
                     f"take(s) failed, last with {state.last_error}")
-        live = [cid for cid, age in self.store.coordinators() if age < 3 * self.settings.lease_ttl_s]
+        alive = [cid for cid, age in self.store.coordinators()
+                 if age < 3 * self.settings.lease_ttl_s]
         return (
             f"no coordinator took room {room} within {waited_s:g}s "
-            f"({len(live)} live coordinator(s) on {redact_url(self.settings.redis_url)}); "
+            f"({len(alive)} live coordinator(s) on {redact_url(self.settings.redis_url)}); "
             "start one with `parley coordinator`"
         )

@@ -15,8 +15,11 @@ Entries keep their stream ids and their fields in order, so an import gives back
 room: the same transcript, turn records, state and usage totals. An entry whose field names
 or values are not UTF-8 (a dead letter can hold any bytes) is written as ``"raw": [[name,
 value], ...]`` in base64 instead of ``"fields"``. The answers stream is not archived: each
-turn record holds every answer its turn was decided from. The ``end`` line tells a complete
-file from a cut one; an import checks the whole file before it writes anything.
+turn record holds every answer its turn was decided from. Nor is the events stream: it
+tells followers how the room got where it is, and the log, turn records and state already
+hold what it told; an imported room's events start empty, with what happens to it next.
+The ``end`` line tells a complete file from a cut one; an import checks the whole file
+before it writes anything.
 """
 
 from __future__ import annotations

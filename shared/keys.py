@@ -64,6 +64,13 @@ key                       type    holds                                       wr
                                   text, ts; applied by the policy at the next
                                   turn (``floor:ops_id``, the last applied);
                                   trimmed to about 1,000
+``{R}:events``            stream  what happened in the room, for followers:     coordinator (Lua),
+                                  flat fields ``type``, the event's fields      workers (Lua:
+                                  and ``ts`` (see shared/events.py for every    answers), client
+                                  type and which script writes it); trimmed     (Lua: pause,
+                                  to about ``events_stream_maxlen``; not        resume, cancel) /
+                                  archived                                      client, CLI,
+                                                                                dashboards
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -76,13 +83,14 @@ key                       type    holds                                       wr
 
 Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it
 (a log entry is about 195 bytes for a 100-character message, 775 for 600 characters, 2,047
-for 1,500; a room's spec and state about 5 KB at 4 agents); every other
+for 1,500; a room's spec and state about 6 KB at 4 agents); every other
 per-room stream is capped (approximate ``MAXLEN ~``, so Redis may keep up to one stream
 node, 100 entries, more). Measured with ``python -m benchmarks.stream_sizes``: a turn record
-is about 4.4 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
-agents with 1,500-character drafts; a bid 0.8-1.9 KB; a dead letter at most 41 KB. At the
-default caps (turns 1,000, bids 2,000, dead letters 100) a busy 16-agent room's capped
-streams hold at most about 37 MB (under 40 MB), a 4-agent room's about 10 MB.
+is about 3.9 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29 KB at 16
+agents with 1,500-character drafts; a bid 0.8-1.9 KB; an event about 120-150 bytes (a
+run_ended carries the run's answer); a dead letter at most 41 KB. At the default caps
+(turns 1,000, bids 2,000, events 10,000, dead letters 100) a busy 16-agent room's capped
+streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB.
 """
 
 from __future__ import annotations
@@ -144,6 +152,10 @@ class Keys:
         """Inbox entries that could not become messages, set aside with the reason."""
         return self._room(room, "dead")
 
+    def events(self, room: str) -> str:
+        """What happened in the room (runs, messages, turns, answers, leases), for followers."""
+        return self._room(room, "events")
+
     def lease(self, room: str) -> str:
         """Which coordinator serves the room, and under which epoch."""
         return self._room(room, "lease")
@@ -153,7 +165,7 @@ class Keys:
         the rest. Deleting, archiving and expiring a room go by this list."""
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
                 self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
-                self.floor_ops(room)]
+                self.floor_ops(room), self.events(room)]
 
     @property
     def rooms(self) -> str:

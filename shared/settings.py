@@ -71,6 +71,10 @@ class Settings(BaseSettings):
     bids_stream_maxlen: int = Field(default=2000, ge=100)
     turns_stream_maxlen: int = Field(default=1000, ge=100)
     dead_letter_stream_maxlen: int = Field(default=100, ge=10)
+    # Followers read the events stream as it is written and need only its recent entries:
+    # a 16-agent turn writes 19 events of about 120 bytes, so the default holds about 500
+    # such turns in about 1.2 MB (python -m benchmarks.stream_sizes).
+    events_stream_maxlen: int = Field(default=10_000, ge=100)
     # The log is the conversation itself: never trimmed unless this is set (0 = never).
     # When set, the oldest messages fall out past about this many; `parley rooms archive
     # --keep` saves a room's log first.

@@ -23,6 +23,7 @@ import orjson
 import redis
 from pydantic import BaseModel
 
+from shared.events import Event, answer_event_fields, event_from_entry
 from shared.keys import Keys, check_room_id
 from shared.models import (
     Bid,
@@ -39,6 +40,7 @@ from shared.records import (
     ZERO_TOTALS,
     RoomState,
     bid_fields,
+    bid_from_fields,
     check_post,
     decode,
     message_from_fields,
@@ -150,13 +152,15 @@ class RoomStore:
     """Rooms in one Redis under one key prefix."""
 
     def __init__(self, client: redis.Redis, keys: Keys,
-                 message_max_bytes: int = Settings.model_fields["message_max_bytes"].default
+                 message_max_bytes: int = Settings.model_fields["message_max_bytes"].default,
+                 events_maxlen: int = Settings.model_fields["events_stream_maxlen"].default
                  ) -> None:
         # redis-py types every reply as a union of what any client could return; this one
         # returns bytes, and the record functions below decode them.
         self.redis: Any = client
         self.keys = keys
         self.message_max_bytes = message_max_bytes
+        self.events_maxlen = events_maxlen
         self.scripts = Scripts(client)
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
@@ -215,8 +219,10 @@ class RoomStore:
         serve it when none is in progress); returns the change's id."""
         try:
             op_id, paused = self.scripts.floor_op(
-                keys=[self.keys.spec(room), self.keys.state(room), self.keys.floor_ops(room)],
-                args=[op, agent, text, f"{time.time():.6f}", FLOOR_OPS_MAXLEN])
+                keys=[self.keys.spec(room), self.keys.state(room), self.keys.floor_ops(room),
+                      self.keys.events(room)],
+                args=[op, agent, text, f"{time.time():.6f}", FLOOR_OPS_MAXLEN,
+                      self.events_maxlen])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         pipe = self.redis.pipeline(transaction=False)
@@ -291,19 +297,49 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", "+", count=count)
         return [message_from_fields(fields) for _, fields in entries]
 
-    def follow(self, room: str, after_seq: int = 0, block_ms: int = 1000) -> list[Message]:
-        """Messages after ``after_seq``, waiting up to ``block_ms`` for the first one."""
-        reply = self.redis.xread({self.keys.log(room): f"{after_seq}-0"}, block=block_ms)
-        return [message_from_fields(fields) for _, entries in reply for _, fields in entries]
+    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Bid]]:
+        """Answers still in the room's answers stream after the id ``after``, oldest first,
+        each with its entry id."""
+        entries = self.redis.xrange(self.keys.bids(room), f"({after}", "+")
+        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
 
-    def iter_messages(self, room: str, after_seq: int = 0, block_ms: int = 1000
-                      ) -> Iterator[Message]:
-        """Every message from ``after_seq`` on, forever (stop iterating to end), each wait
-        blocking up to ``block_ms``."""
-        while True:
-            for message in self.follow(room, after_seq, block_ms):
-                after_seq = message.seq
-                yield message
+    def read_events(self, room: str, after: str = "0-0", count: int | None = None
+                    ) -> list[Event]:
+        """Events still in the room's events stream after the id ``after``, oldest first."""
+        entries = self.redis.xrange(self.keys.events(room), f"({after}", "+", count=count)
+        return [event_from_entry(entry_id, fields) for entry_id, fields in entries]
+
+    def wait_events(self, room: str, after: str, block_ms: int, count: int = 1000
+                    ) -> list[Event]:
+        """Events after the id ``after``, waiting up to ``block_ms`` for the first."""
+        reply = self.redis.xread({self.keys.events(room): after}, count=count,
+                                 block=max(1, block_ms))
+        return [event_from_entry(entry_id, fields)
+                for _, entries in reply for entry_id, fields in entries]
+
+    def wait_room(self, room: str, after_seq: int, after_event: str, block_ms: int
+                  ) -> tuple[list[Message], list[Event]]:
+        """Messages after seq ``after_seq`` and events after the id ``after_event``, waiting
+        up to ``block_ms`` for the first of either. A script writes a message and its events
+        at once, so a reply holds both or neither."""
+        log, events = self.keys.log(room), self.keys.events(room)
+        reply = self.redis.xread({log: f"{after_seq}-0", events: after_event},
+                                 block=max(1, block_ms))
+        found = {decode(key): entries for key, entries in reply}
+        return ([message_from_fields(fields) for _, fields in found.get(log, [])],
+                [event_from_entry(entry_id, fields) for entry_id, fields in found.get(events, [])])
+
+    def state_and_last_event(self, room: str) -> tuple[RoomState, str]:
+        """The room's state and the id of the last event it has written, read together
+        (the scripts write both at once): the events after that id are what changes the
+        state from here. ``0-0`` when there is no event."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.state(room))
+        pipe.xrevrange(self.keys.events(room), "+", "-", count=1)
+        fields, last = pipe.execute()
+        if not fields:
+            raise RoomNotFound(f"no room {room!r}")
+        return RoomState(fields), decode(last[0][0]) if last else "0-0"
 
     def read_turns(self, room: str) -> list[TurnRecord]:
         """Every turn record still in the turns stream, oldest first."""
@@ -314,21 +350,24 @@ class RoomStore:
         self.write_bids(room, [bid], maxlen)
 
     def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> int:
-        """Append bids to the room's bids stream in one round trip; returns how many were
-        written: none when the room is gone (deleted, archived or expired meanwhile)."""
-        args: list[Any] = [maxlen]
+        """Append bids to the room's bids stream, each with its ``answer_arrived`` event,
+        in one round trip; returns how many were written: none when the room is gone
+        (deleted, archived or expired meanwhile)."""
+        args: list[Any] = [maxlen, self.events_maxlen]
         for bid in bids:
-            fields = bid_fields(bid)
-            args += [len(fields), *_pairs(fields)]
-        return int(self.scripts.write_bids(keys=[self.keys.state(room), self.keys.bids(room)],
-                                           args=args))
+            fields, event = bid_fields(bid), answer_event_fields(bid)
+            args += [len(fields), *_pairs(fields), len(event), *_pairs(event)]
+        return int(self.scripts.write_bids(
+            keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
+            args=args))
 
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
-        dead_letters)."""
+        dead_letters, events)."""
         streams = {"log": self.keys.log(room), "inbox": self.keys.inbox(room),
                    "bids": self.keys.bids(room), "turns": self.keys.turns(room),
-                   "dead_letters": self.keys.dead_letters(room)}
+                   "dead_letters": self.keys.dead_letters(room),
+                   "events": self.keys.events(room)}
         pipe = self.redis.pipeline(transaction=False)
         for key in streams.values():
             pipe.xlen(key)
@@ -381,8 +420,9 @@ class RoomStore:
         open is finished). False when it was paused already."""
         self.touch(room)
         try:
-            return bool(self.scripts.pause(keys=[self.keys.state(room)],
-                                           args=[f"{time.time():.6f}"]))
+            return bool(self.scripts.pause(
+                keys=[self.keys.state(room), self.keys.events(room)],
+                args=[f"{time.time():.6f}", self.events_maxlen]))
         except redis.ResponseError as error:
             raise script_error(error, room) from error
 
@@ -392,7 +432,8 @@ class RoomStore:
         self.touch(room)
         try:
             resumed, needed = self.scripts.resume(
-                keys=[self.keys.state(room), self.keys.inbox(room)])
+                keys=[self.keys.state(room), self.keys.inbox(room), self.keys.events(room)],
+                args=[self.events_maxlen])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         if needed:
@@ -406,8 +447,9 @@ class RoomStore:
         self.touch(room)
         try:
             cancelled, run, waiting = self.scripts.cancel(
-                keys=[self.keys.lease(room), self.keys.state(room), self.keys.inbox(room)],
-                args=[detail])
+                keys=[self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
+                      self.keys.events(room)],
+                args=[detail, self.events_maxlen])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         if cancelled:

@@ -57,7 +57,9 @@ def _redis() -> redis.Redis:
 def store_for(prefix: str) -> RoomStore:
     """The room store under the request's key prefix (one per prefix: it registers the
     scripts once)."""
-    return RoomStore(_redis(), Keys(prefix))
+    settings = get_settings()
+    return RoomStore(_redis(), Keys(prefix), settings.message_max_bytes,
+                     settings.events_stream_maxlen)
 
 
 class SpecCache:

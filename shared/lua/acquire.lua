@@ -1,18 +1,31 @@
 -- Take a room's lease if nobody holds it, bumping the room's epoch (the fencing token).
--- KEYS[1] lease   KEYS[2] state
--- ARGV[1] coordinator id   ARGV[2] lease ttl in ms
--- Returns the new epoch, or 0 when another coordinator holds the lease.
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] events
+-- ARGV[1] coordinator id   ARGV[2] lease ttl in ms   ARGV[3] events stream cap
+-- Returns the new epoch, or 0 when another coordinator holds the lease. A take writes a
+-- lease_taken event (coordinator, epoch).
 -- Fails, writing nothing, with NOROOM when the room has no state (it was never created,
--- or was deleted) and BADARG when the ttl is not a positive whole number of ms.
+-- or was deleted) or is an import still being restored, and BADARG when the ttl is not a positive whole number of ms or the cap
+-- not a count.
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOROOM the room has no state')
 end
+-- A stale runnable entry (a renewal racing a delete) must not hand an import in progress,
+-- which has no spec yet, to a coordinator.
+if redis.call('HGET', KEYS[2], 'importing') == '1' then
+  return redis.error_reply('NOROOM the room is being imported')
+end
 if not string.match(ARGV[2] or '', '^%d+$') or tonumber(ARGV[2]) < 1 then
   return redis.error_reply('BADARG the lease ttl must be a positive whole number of ms')
+end
+if not string.match(ARGV[3] or '', '^%d+$') or #ARGV[3] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
+local time = redis.call('TIME')
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'type', 'lease_taken',
+  'coordinator', ARGV[1], 'epoch', epoch, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
 return epoch

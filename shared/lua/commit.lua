@@ -1,6 +1,6 @@
 -- Commit a decided turn, all or nothing: append the winner's message (if any) to the log,
 -- update the room's state and usage totals, and write the turn record.
--- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns   KEYS[5] events
 -- ARGV[1] lease token   ARGV[2] turn   ARGV[3] expected last seq   ARGV[4] JSON payload:
 --   message: flat fields of the winner's message without seq (sender and content not
 --            empty), or absent for no winner
@@ -10,8 +10,12 @@
 --            the run's (run_*) and each agent's
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
---   log_maxlen: approximate cap on the log ('0' or absent: never trimmed)
+--   log_maxlen: approximate cap on the log ('0': never trimmed)
+--   events_maxlen: approximate cap on the events stream
 -- A commit also resets failed_takes: the room got past whatever failed before.
+-- Its events, in order: message_committed (seq, sender, run, turn) when there is a winner,
+-- turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
+-- status, stop_reason, stop_detail, answer if any) when the turn ends the run.
 -- Returns the new message's seq, or 0 when the turn had no winner.
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
@@ -87,11 +91,8 @@ local function payload_problem(payload)
   if problem then
     return problem
   end
-  for _, name in ipairs({'turns_maxlen', 'log_maxlen'}) do
+  for _, name in ipairs({'turns_maxlen', 'log_maxlen', 'events_maxlen'}) do
     local maxlen = payload[name]
-    if name == 'log_maxlen' and maxlen == nil then
-      maxlen = '0'
-    end
     if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
       return name .. ' is not a count'
     end
@@ -102,7 +103,8 @@ end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST commit refused')
 end
-local state = redis.call('HMGET', KEYS[2], 'turn', 'turn_open', 'last_seq', 'messages_in_run')
+local state = redis.call('HMGET', KEYS[2], 'turn', 'turn_open', 'last_seq', 'messages_in_run',
+  'run')
 if state[1] ~= ARGV[2] or state[2] ~= '1' then
   return redis.error_reply('NOTURN turn ' .. ARGV[2] .. ' is not open')
 end
@@ -159,9 +161,8 @@ if payload['message'] then
     table.insert(fields, name)
     table.insert(fields, value)
   end
-  local log_maxlen = payload['log_maxlen'] or '0'
-  if tonumber(log_maxlen) > 0 then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', log_maxlen, seq .. '-0', unpack(fields))
+  if tonumber(payload['log_maxlen']) > 0 then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', payload['log_maxlen'], seq .. '-0', unpack(fields))
   else
     redis.call('XADD', KEYS[3], seq .. '-0', unpack(fields))
   end
@@ -186,4 +187,41 @@ for name, value in pairs(payload['record']) do
   table.insert(record, value)
 end
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', payload['turns_maxlen'], '*', unpack(record))
+
+local time = redis.call('TIME')
+local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local run = state[5] or '0'
+local function add_event(fields)
+  table.insert(fields, 'ts')
+  table.insert(fields, ts)
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', payload['events_maxlen'], '*', unpack(fields))
+end
+local decided = {'type', 'turn_decided', 'turn', ARGV[2], 'run', run}
+if payload['message'] then
+  local message = payload['message']
+  add_event({'type', 'message_committed', 'seq', seq, 'sender', message['sender'], 'run', run,
+    'turn', ARGV[2]})
+  table.insert(decided, 'winner')
+  table.insert(decided, message['sender'])
+  if message['score'] ~= nil then
+    table.insert(decided, 'score')
+    table.insert(decided, message['score'])
+  end
+end
+if payload['stop'] then
+  table.insert(decided, 'stop_reason')
+  table.insert(decided, payload['stop']['reason'])
+end
+add_event(decided)
+if payload['stop'] then
+  local stop = payload['stop']
+  local ended = {'type', 'run_ended', 'run', run, 'status', stop['status'],
+    'stop_reason', stop['reason'], 'stop_detail', stop['detail']}
+  local answer = redis.call('HGET', KEYS[2], 'answer')
+  if answer and answer ~= '' then
+    table.insert(ended, 'answer')
+    table.insert(ended, answer)
+  end
+  add_event(ended)
+end
 return seq

@@ -3,8 +3,11 @@
 -- room's run failed with stop_reason room_error and the error as stop_detail, and close
 -- any open turn, so that the room is not taken again and again. A commit or a new run
 -- resets the count (and so does a post: the client sets it to 0).
--- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox
+-- When the room fails it writes a run_ended event (run: the room's last run, status
+-- failed, stop_reason room_error, stop_detail the error).
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] events
 -- ARGV[1] lease token   ARGV[2] most failed takes in a row   ARGV[3] the error, one line
+-- ARGV[4] events stream cap
 -- Returns {failed takes in a row, 1 when the room now failed else 0}. When it failed,
 -- failed_inbox_id holds the newest inbox id then ('0-0' for none): a post with an id up to
 -- it was waiting when the room failed.
@@ -17,6 +20,9 @@ if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 or tonumber(ARGV[2]
 end
 if ARGV[3] == nil or ARGV[3] == '' then
   return redis.error_reply('BADARG the error is missing')
+end
+if not string.match(ARGV[4] or '', '^%d+$') or #ARGV[4] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
 end
 local previous = redis.call('HGET', KEYS[2], 'failed_takes')
 local failed_takes = 1
@@ -37,4 +43,9 @@ if #newest > 0 then
 end
 redis.call('HSET', KEYS[2], 'status', 'failed', 'stop_reason', 'room_error',
   'stop_detail', ARGV[3], 'turn_open', 0, 'failed_inbox_id', failed_inbox_id)
+local time = redis.call('TIME')
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'run_ended',
+  'run', redis.call('HGET', KEYS[2], 'run') or '0', 'status', 'failed',
+  'stop_reason', 'room_error', 'stop_detail', ARGV[3],
+  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
 return {failed_takes, 1}

@@ -8,11 +8,14 @@
 -- to the dead-letter stream instead: its fields (at most 16, each cut to ARGV[7] bytes),
 -- then inbox_id and reason. An entry without ts gets the time of its inbox id; a ts is
 -- written as decimal seconds. Other fields of an entry are not copied to the log.
+-- Each message moved is a message_committed event (seq, sender, run, inbox_id), after a
+-- run_started event (run) when it starts the run.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] log   KEYS[5] dead letters
+-- KEYS[6] events
 -- ARGV[1] lease token   ARGV[2] epoch   ARGV[3] most entries to move (1..1000)
 -- ARGV[4] dead-letter stream cap   ARGV[5] most bytes of a sender
 -- ARGV[6] most bytes of a content   ARGV[7] most bytes of a value kept in a dead letter
--- ARGV[8] approximate cap of the log (0 or absent: never trimmed)
+-- ARGV[8] approximate cap of the log (0: never trimmed)   ARGV[9] events stream cap
 -- Returns {number of messages moved, the state hash afterwards as a flat field/value list,
 -- {inbox id, reason, ...} of the entries set aside}, so that the top of the coordinator's
 -- turn loop is one round trip.
@@ -119,7 +122,7 @@ local function read_entry(id, fields, sender_max, content_max)
   if ts == nil then
     return nil, 'ts is not a unix time in seconds'
   end
-  return {sender = posted['sender'], content = posted['content'], ts = ts}
+  return {sender = posted['sender'], content = posted['content'], ts = ts, inbox_id = id}
 end
 
 -- The dead letter's fields: the entry's own (bounded), then inbox_id and reason (last, so
@@ -161,10 +164,10 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
 end
 local epoch, batch, dead_cap = count(ARGV[2]), count(ARGV[3]), count(ARGV[4])
 local sender_max, content_max, value_max = count(ARGV[5]), count(ARGV[6]), count(ARGV[7])
-local log_cap = count(ARGV[8] or '0')
-if not (epoch and batch and dead_cap and sender_max and content_max and value_max and log_cap)
-    or batch < 1 or batch > 1000 then
-  return redis.error_reply('BADARG drain needs a token and six or seven counts (batch 1..1000)')
+local log_cap, events_cap = count(ARGV[8]), count(ARGV[9])
+if not (epoch and batch and dead_cap and sender_max and content_max and value_max and log_cap
+    and events_cap) or batch < 1 or batch > 1000 then
+  return redis.error_reply('BADARG drain needs a token and eight counts (batch 1..1000)')
 end
 local held = redis.call('HMGET', KEYS[2], 'turn_open', 'paused')
 if held[1] == '1' or held[2] == '1' then
@@ -214,6 +217,7 @@ if #good > 0 then
   local seq = counters['last_seq']
   for _, message in ipairs(good) do
     seq = seq + 1
+    message.seq = seq
     local entry = {'seq', seq, 'sender', message.sender, 'content', message.content,
       'run', run, 'epoch', epoch, 'ts', message.ts}
     if log_cap > 0 then
@@ -234,6 +238,17 @@ if #good > 0 then
     end
   end
   redis.call('HSET', KEYS[2], 'run', run, 'last_seq', seq, 'messages_in_run', in_run + #good)
+  local time = redis.call('TIME')
+  local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+  if new_run then
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', events_cap, '*', 'type', 'run_started',
+      'run', run, 'ts', ts)
+  end
+  for _, message in ipairs(good) do
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', events_cap, '*', 'type', 'message_committed',
+      'seq', message.seq, 'sender', message.sender, 'run', run, 'inbox_id', message.inbox_id,
+      'ts', ts)
+  end
 end
 local set_aside = {}
 for _, letter in ipairs(dead) do

@@ -1,10 +1,13 @@
 -- End the current run outside a turn (e.g. max_messages was reached by posted messages).
--- KEYS[1] lease   KEYS[2] state
+-- It writes a run_ended event (run, status, stop_reason, stop_detail, answer if any).
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] events
 -- ARGV[1] lease token   ARGV[2] status (idle or failed)   ARGV[3] stop reason   ARGV[4] detail
--- ARGV[5..] optional field/value pairs to set with it: only ``floor:*`` fields (a floor
+-- ARGV[5] events stream cap
+-- ARGV[6..] optional field/value pairs to set with it: only ``floor:*`` fields (a floor
 -- policy's room-scoped state, as the run's end leaves it)
 -- Returns 1. Fails, writing nothing, with LEASELOST, TURNOPEN or BADARG (a status a run
--- cannot end in, or a missing argument).
+-- cannot end in, a missing argument, a cap that is not a count, fields not in pairs or not
+-- floor:*).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST end refused')
 end
@@ -17,16 +20,33 @@ end
 if ARGV[3] == nil or ARGV[4] == nil then
   return redis.error_reply('BADARG end_run needs a stop reason and a detail')
 end
-if #ARGV % 2 ~= 0 then
+if not string.match(ARGV[5] or '', '^%d+$') or #ARGV[5] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
+end
+if #ARGV % 2 ~= 1 then
   return redis.error_reply('BADARG end_run fields come in field/value pairs')
 end
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   if string.sub(ARGV[i], 1, 6) ~= 'floor:' then
     return redis.error_reply('BADARG end_run sets only floor:* fields, not ' .. ARGV[i])
   end
 end
+
+-- Every check is done: from here on, writes only.
 redis.call('HSET', KEYS[2], 'status', ARGV[2], 'stop_reason', ARGV[3], 'stop_detail', ARGV[4])
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
+local run = redis.call('HMGET', KEYS[2], 'run', 'answer')  -- false when absent
+local time = redis.call('TIME')
+local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local event = {'type', 'run_ended', 'run', run[1] or '0', 'status', ARGV[2],
+  'stop_reason', ARGV[3], 'stop_detail', ARGV[4]}
+if run[2] and run[2] ~= '' then
+  table.insert(event, 'answer')
+  table.insert(event, run[2])
+end
+table.insert(event, 'ts')
+table.insert(event, ts)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(event))
 return 1

@@ -1,10 +1,12 @@
 -- Queue an operator's change of a mention room's floor (listen, talk, instruct,
 -- regenerate) for its coordinator, which applies it with its next fenced write. A room
 -- with no run in progress starts one, as a post does (drain.lua's resets of the run's own
--- fields), so that the change is served; a paused room keeps it until resumed.
--- KEYS[1] spec   KEYS[2] state   KEYS[3] floor ops
+-- fields), so that the change is served, and writes its run_started event (run); a paused
+-- room keeps it until resumed. The floor:* fields change when the change is applied, so the
+-- queue_changed event is the applying commit's.
+-- KEYS[1] spec   KEYS[2] state   KEYS[3] floor ops   KEYS[4] events
 -- ARGV[1] op   ARGV[2] agent ('' for none)   ARGV[3] text ('' for none)   ARGV[4] ts
--- ARGV[5] approximate cap of the ops stream
+-- ARGV[5] approximate cap of the ops stream   ARGV[6] events stream cap
 -- Returns {op id, 1 when the room is paused else 0}.
 -- Fails, writing nothing, with NOROOM (no such room) or BADARG.
 if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
@@ -17,6 +19,9 @@ end
 local cap = tonumber(ARGV[5] or '')
 if not cap or cap < 1 then
   return redis.error_reply('BADARG the ops stream cap must be a positive count')
+end
+if not string.match(ARGV[6] or '', '^%d+$') or #ARGV[6] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
 end
 local held = redis.call('HMGET', KEYS[2], 'status', 'paused', 'run')
 local paused = 0
@@ -37,5 +42,8 @@ if held[1] ~= 'running' then
       redis.call('HDEL', KEYS[2], field)
     end
   end
+  local time = redis.call('TIME')
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'type', 'run_started', 'run', run,
+    'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
 end
 return {id, paused}

@@ -1,12 +1,14 @@
 -- Open the room's next turn: fix its number, deadline and transcript snapshot, and note
 -- where in the bids stream its bids start, so that a coordinator taking over can resume it.
--- KEYS[1] lease   KEYS[2] state   KEYS[3] bids
+-- It writes a turn_opened event (turn, run, phase 0, deadline).
+-- KEYS[1] lease   KEYS[2] state   KEYS[3] bids   KEYS[4] events
 -- ARGV[1] lease token   ARGV[2] deadline (unix s)   ARGV[3] now (unix s)
+-- ARGV[4] events stream cap
 -- Returns {turn, snapshot seq, bids stream id the turn's bids come after}.
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), TURNOPEN
 -- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
--- BADARG (a time is not a finite number) or
--- BADSTATE (turn, run_turns or last_seq is not a count).
+-- BADARG (a time is not a finite number, the cap not a count) or BADSTATE (turn, run_turns
+-- or last_seq is not a count).
 local function finite(value)
   local number = tonumber(value)
   if number == nil or number ~= number or number == math.huge or number == -math.huge then
@@ -18,11 +20,12 @@ end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')
 end
-local state = redis.call('HMGET', KEYS[2], 'turn_open', 'turn', 'run_turns', 'last_seq', 'paused')
+local state = redis.call('HMGET', KEYS[2], 'turn_open', 'turn', 'run_turns', 'last_seq', 'run',
+  'paused')
 if state[1] == '1' then
   return redis.error_reply('TURNOPEN a turn is already open')
 end
-if state[5] == '1' then
+if state[6] == '1' then
   return redis.error_reply('PAUSED the room is paused')
 end
 if finite(ARGV[2]) == nil then
@@ -30,6 +33,9 @@ if finite(ARGV[2]) == nil then
 end
 if finite(ARGV[3]) == nil then
   return redis.error_reply('BADARG now is not a unix time')
+end
+if not string.match(ARGV[4] or '', '^%d+$') or #ARGV[4] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
 end
 for i, name in ipairs({'turn', 'run_turns', 'last_seq'}) do
   local value = state[i + 1]
@@ -49,4 +55,8 @@ redis.call('HINCRBY', KEYS[2], 'run_turns', 1)
 local snapshot = state[4] or '0'
 redis.call('HSET', KEYS[2], 'turn_open', 1, 'turn_deadline', ARGV[2], 'turn_opened_at', ARGV[3],
   'turn_snapshot_seq', snapshot, 'turn_bids_from', bids_from)
+local time = redis.call('TIME')
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'turn_opened', 'turn', turn,
+  'run', state[5] or '0', 'phase', 0, 'deadline', ARGV[2],
+  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
 return {turn, tonumber(snapshot), bids_from}

@@ -1,15 +1,22 @@
 -- Resume a paused room where it was: its run (if one was in progress) goes on with the next
 -- turn, and posts that waited in the inbox are moved to the log.
--- KEYS[1] state   KEYS[2] inbox
+-- A resume writes a room_resumed event (run, status: the run's, waiting: posts in the
+-- inbox).
+-- KEYS[1] state   KEYS[2] inbox   KEYS[3] events
+-- ARGV[1] events stream cap
 -- Returns {1 when the room was paused else 0, 1 when a coordinator is needed (a run in
 -- progress, a turn open, or posts waiting) else 0}. The caller then makes the room due.
--- Fails, writing nothing, with NOROOM.
-local state = redis.call('HMGET', KEYS[1], 'status', 'paused', 'turn_open')
+-- Fails, writing nothing, with NOROOM or BADARG (the cap is not a count).
+local state = redis.call('HMGET', KEYS[1], 'status', 'paused', 'turn_open', 'run')
 if not state[1] then
   return redis.error_reply('NOROOM no such room')
 end
+if not string.match(ARGV[1] or '', '^%d+$') or #ARGV[1] > 15 then
+  return redis.error_reply('BADARG the events stream cap must be a count')
+end
+local waiting = redis.call('XLEN', KEYS[2])
 local needed = 0
-if state[1] == 'running' or state[3] == '1' or redis.call('XLEN', KEYS[2]) > 0 then
+if state[1] == 'running' or state[3] == '1' or waiting > 0 then
   needed = 1
 end
 if state[2] ~= '1' then
@@ -18,4 +25,8 @@ end
 
 -- Every check is done: from here on, writes only.
 redis.call('HDEL', KEYS[1], 'paused', 'paused_at')
+local time = redis.call('TIME')
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', 'type', 'room_resumed',
+  'run', state[4] or '0', 'status', state[1], 'waiting', waiting,
+  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
 return {1, needed}

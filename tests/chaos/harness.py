@@ -43,6 +43,7 @@ from shared.store import RoomStore
 from tests.chaos.mention_rooms import check_mention_rules, is_mention_room
 from tests.chaos.roundtable_rooms import check_roundtable_rules, is_roundtable_room
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
+from tests.support.events import check_event_order
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec
 
@@ -264,8 +265,9 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     stop, cuts and posted message; the transcript (and, if ``expected_stop`` is given, the
     stop reason) equals the failure-free run's up to the first turn in which a call timed
     out (all of it when none did); no call ran twice (``asked_again``: the turns a
-    coordinator logged as asked once more); and a selector or round-table room kept its
-    policy's rules. Only a round-table whose moderator failed may end ``failed``.
+    coordinator logged as asked once more); a selector or round-table room kept its
+    policy's rules, and only a round-table whose moderator failed may end ``failed``; and
+    the room's events tell its log in order, whoever held the room.
     """
     state = store.read_state(room)
     status = (RoomStatus.FAILED if state.stop_reason is StopReason.MODERATOR_FAILED
@@ -286,6 +288,8 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
         assert expected_stop is None or state.stop_reason is expected_stop, (
             room, state.stop_reason, expected_stop)
     check_no_call_twice(store, room, records, asked_again)
+    # Answers are not checked against their turn's opening: a Redis restart may lose it.
+    check_event_order(store.read_events(room), messages, answers_after_opening=False)
     if is_selector_room(spec):
         check_selector_rules(spec, messages, records, state.stop_reason)
     if is_roundtable_room(spec):

@@ -7,16 +7,19 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 import redis
 import yaml
 
-from parley.client import Client
+from parley.client import Client, RunResult
 from parley.processes import ProcessGroup
+from shared.events import AnswerArrived, RunEnded, TurnDecided
 from shared.keys import Keys
 from shared.models import StopReason
+from tests.support.events import check_event_order
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -144,12 +147,19 @@ def test_a_cancel_while_a_turn_is_in_flight_writes_nothing_of_it_and_the_holder_
     processes.coordinator("--id", "life-c")
     client = Client(settings)
     room = client.create_room(scripted_spec(IN_FLIGHT, queue=queue))
-    client.post(room, "Launch?")
+    inbox_id = client.post(room, "Launch?")
     wait_until(lambda: turn_open(client, room, 2), 30, "turn 2 to open")
+    waited: list[RunResult] = []
+    waiter = threading.Thread(target=lambda: waited.append(
+        Client(settings).wait(room, inbox_id, timeout_s=60)))
+    waiter.start()
 
     done = parley(processes, "rooms", "cancel", room)
 
     assert done.returncode == 0 and done.stdout == f"room {room}: run 1 cancelled\n", done.stderr
+    waiter.join(30)
+    assert [(r.status, r.stop_reason, r.stop_detail) for r in waited] == [
+        ("idle", StopReason.CANCELLED, "cancelled by request")]
     state = client.state(room)
     assert (state.status, state.stop_reason, state.turn_open) == (
         "idle", StopReason.CANCELLED, False)
@@ -168,6 +178,17 @@ def test_a_cancel_while_a_turn_is_in_flight_writes_nothing_of_it_and_the_holder_
     # The room is as good as any idle room: a post starts its next run.
     again = client.wait(room, client.post(room, "Try again?"), timeout_s=60)
     assert [m.seq for m in again.messages] == [1, 2, 3, 4] and client.state(room).run == 2
+    # The events tell it all in the log's order: turn 2 opened, then the cancel's end of
+    # run 1 and no decision of turn 2; the slow answer arrived after the end.
+    events = client.store.read_events(room)
+    check_event_order(events, client.messages(room))
+    ended = [e for e in events if isinstance(e, RunEnded)]
+    assert [(e.run, e.stop_reason) for e in ended] == [(1, StopReason.CANCELLED),
+                                                         (2, StopReason.LULL)]
+    assert not [e for e in events if isinstance(e, TurnDecided) and e.turn == 2]
+    slow = next(e for e in events if isinstance(e, AnswerArrived) and e.turn == 2
+                and e.agent == "agent0")
+    assert events.index(slow) > events.index(ended[0])
 
 
 def test_a_delete_while_a_turn_is_in_flight_needs_force_and_leaves_no_key(

@@ -16,6 +16,7 @@ from tests.integration.test_scripts import DRAIN_LIMITS, TTL_MS, acquire, commit
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
+LOG_CAP = 100
 
 
 @pytest.fixture
@@ -161,9 +162,10 @@ def test_cancel_while_a_turn_is_open_fences_the_commit_out(store, scripts, keys)
 def test_a_commit_that_comes_first_ends_the_run_and_cancel_finds_none(store, scripts, keys):
     running_with_open_turn(store, scripts, keys)
     payload = {"fields": {"recent": "[]"}, "usage": {}, "record": {"turn": "1"},
-               "stop": {"status": "idle", "reason": "lull", "detail": ""}, "turns_maxlen": "100"}
-    scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM), keys.turns(ROOM)],
-                   args=["c1:1", 1, 1, orjson.dumps(payload)])
+               "stop": {"status": "idle", "reason": "lull", "detail": ""}, "turns_maxlen": "100",
+               "log_maxlen": "0", "events_maxlen": "100"}
+    scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM), keys.turns(ROOM),
+                         keys.events(ROOM)], args=["c1:1", 1, 1, orjson.dumps(payload)])
 
     result = store.cancel(ROOM)
 
@@ -207,7 +209,8 @@ def test_a_forced_delete_fences_the_holder_out_and_leaves_nothing(store, scripts
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
         commit(scripts, keys, "c1:1", 1, 1)
     with pytest.raises(redis.ResponseError, match="NOROOM"):
-        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", TTL_MS])
+        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c2", TTL_MS, 1000])
     assert room_keys_present(store.redis, keys) == []
 
 
@@ -250,8 +253,8 @@ def test_a_capped_log_keeps_about_its_cap_of_the_newest_messages(store, scripts,
     for i in range(1, 351):
         store.post(ROOM, "User", f"m{i}")
         scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                            keys.log(ROOM), keys.dead_letters(ROOM)],
-                      args=["c1:1", 1, 100, *DRAIN_LIMITS, 100])
+                            keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)],
+                      args=["c1:1", 1, 100, *DRAIN_LIMITS[:4], LOG_CAP, 1000])
     length = store.redis.xlen(keys.log(ROOM))
     assert 100 <= length <= 200
     messages = store.read_messages(ROOM)
@@ -266,11 +269,25 @@ def test_a_commit_trims_the_log_to_its_cap_and_zero_never_trims(store, scripts, 
         open_turn(scripts, keys, "c1:1")
         seq = store.read_state(ROOM).last_seq
         payload = {"message": {"sender": "A", "content": "hi"}, "fields": {}, "usage": {},
-                   "record": {}, "turns_maxlen": "1000",
-                   "log_maxlen": "100" if turn > 200 else "0"}
+                   "record": {}, "turns_maxlen": "1000", "events_maxlen": "1000",
+                   "log_maxlen": str(LOG_CAP) if turn > 200 else "0"}
         scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
-                             keys.turns(ROOM)], args=["c1:1", turn, seq, orjson.dumps(payload)])
+                             keys.turns(ROOM), keys.events(ROOM)],
+                       args=["c1:1", turn, seq, orjson.dumps(payload)])
         if turn == 200:
             assert store.redis.xlen(keys.log(ROOM)) == 400
     assert 100 <= store.redis.xlen(keys.log(ROOM)) <= 200
     assert store.read_state(ROOM).last_seq == 600
+
+
+def test_an_import_in_progress_is_never_taken_by_a_coordinator(any_redis, keys):
+    store = RoomStore(any_redis, keys)
+    store.reserve("incoming")
+    # A stale runnable entry (a renewal that raced a delete) points a scan at it.
+    any_redis.zadd(keys.runnable, {"incoming": 0})
+    with pytest.raises(redis.ResponseError, match="NOROOM the room is being imported"):
+        Scripts(any_redis).acquire(
+            keys=[keys.lease("incoming"), keys.state("incoming"), keys.events("incoming")],
+            args=["c1", TTL_MS, 1000])
+    assert any_redis.get(keys.lease("incoming")) is None
+    assert any_redis.hgetall(keys.state("incoming")) == {b"importing": b"1"}

@@ -19,6 +19,8 @@ DEAD_CAP = 100
 SENDER_MAX = 128
 CONTENT_MAX = 1000
 VALUE_MAX = 64
+LOG_CAP = 0  # never trimmed
+EVENTS_CAP = 1000
 
 
 @pytest.fixture
@@ -31,15 +33,16 @@ def store(any_redis: redis.Redis, keys: Keys) -> RoomStore:
 @pytest.fixture
 def scripts(any_redis: redis.Redis, store: RoomStore, keys: Keys) -> Scripts:
     scripts = Scripts(any_redis)
-    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000])) == 1
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c1", 5000, 1000])) == 1
     return scripts
 
 
 def drain(scripts: Scripts, keys: Keys, dead_cap: int = DEAD_CAP, batch: int = 100) -> list:
     return scripts.drain(
         keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.log(ROOM),
-              keys.dead_letters(ROOM)],
-        args=[TOKEN, 1, batch, dead_cap, SENDER_MAX, CONTENT_MAX, VALUE_MAX])
+              keys.dead_letters(ROOM), keys.events(ROOM)],
+        args=[TOKEN, 1, batch, dead_cap, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, EVENTS_CAP])
 
 
 def set_aside(reply: list) -> list[tuple[str, str]]:
@@ -56,7 +59,8 @@ def snapshot(store: RoomStore, keys: Keys) -> tuple:
     """Everything a failed script must leave as it was."""
     r = store.redis
     return (r.hgetall(keys.state(ROOM)), r.xrange(keys.log(ROOM)), r.xrange(keys.inbox(ROOM)),
-            r.xrange(keys.turns(ROOM)), r.xlen(keys.dead_letters(ROOM)))
+            r.xrange(keys.turns(ROOM)), r.xlen(keys.dead_letters(ROOM)),
+            r.xrange(keys.events(ROOM)))
 
 
 BAD_ENTRIES = [
@@ -197,10 +201,12 @@ def test_drain_after_the_logs_top_entry_was_deleted_writes_nothing(store, script
 
 
 @pytest.mark.parametrize("args", [
-    [TOKEN, 1, "lots", DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX],
-    [TOKEN, 1, 100, "", SENDER_MAX, CONTENT_MAX, VALUE_MAX],
-    [TOKEN, "x", 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX],
-    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX],
+    [TOKEN, 1, "lots", DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP],
+    [TOKEN, 1, 100, "", SENDER_MAX, CONTENT_MAX, VALUE_MAX, EVENTS_CAP],
+    [TOKEN, "x", 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, EVENTS_CAP],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP, "all"],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, "~100", EVENTS_CAP],
+    [TOKEN, 1, 100, DEAD_CAP, SENDER_MAX, CONTENT_MAX, VALUE_MAX, LOG_CAP],
 ])
 def test_drain_with_a_bad_argument_writes_nothing(store, scripts, keys, args):
     raw_post(store, keys, {"content": "no sender"})
@@ -208,7 +214,7 @@ def test_drain_with_a_bad_argument_writes_nothing(store, scripts, keys, args):
     before = snapshot(store, keys)
     with pytest.raises(redis.ResponseError, match="BADARG"):
         scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                            keys.log(ROOM), keys.dead_letters(ROOM)], args=args)
+                            keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)], args=args)
     assert snapshot(store, keys) == before
 
 
@@ -216,8 +222,9 @@ def test_drain_with_a_bad_argument_writes_nothing(store, scripts, keys, args):
 
 
 def open_turn(scripts: Scripts, keys: Keys, deadline: str = "2000000000.0") -> list:
-    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM)],
-                             args=[TOKEN, deadline, "1000.0"])
+    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
+                                   keys.events(ROOM)],
+                             args=[TOKEN, deadline, "1000.0", EVENTS_CAP])
 
 
 def good_payload() -> dict:
@@ -228,6 +235,8 @@ def good_payload() -> dict:
         "stop": {"status": "idle", "reason": "lull", "detail": ""},
         "record": {"turn": "1", "winner": "A"},
         "turns_maxlen": "1000",
+        "log_maxlen": "0",
+        "events_maxlen": "1000",
     }
 
 
@@ -235,7 +244,8 @@ def commit(scripts: Scripts, keys: Keys, payload: object, expected_seq: int = 1,
            turn: int = 1) -> int:
     raw = payload if isinstance(payload, bytes) else orjson.dumps(payload)
     return int(scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
-                                    keys.turns(ROOM)], args=[TOKEN, turn, expected_seq, raw]))
+                                    keys.turns(ROOM), keys.events(ROOM)],
+                           args=[TOKEN, turn, expected_seq, raw]))
 
 
 def with_payload(**changes: object) -> dict:
@@ -255,6 +265,10 @@ BAD_PAYLOADS = [
     (with_payload(usage={"cost_usd": "inf"}), "usage cost_usd"),
     (with_payload(turns_maxlen="many"), "turns_maxlen"),
     (with_payload(turns_maxlen=...), "turns_maxlen"),
+    (with_payload(log_maxlen="-1"), "log_maxlen"),
+    (with_payload(log_maxlen=...), "log_maxlen"),
+    (with_payload(events_maxlen="1e9"), "events_maxlen"),
+    (with_payload(events_maxlen=...), "events_maxlen"),
     (with_payload(fields=None), "fields"),
     (with_payload(record=...), "record"),
     (with_payload(record={"turn": None}), "record turn"),
@@ -333,13 +347,77 @@ def test_open_turn_on_a_broken_turn_counter_writes_nothing(store, scripts, keys)
 def test_end_run_with_a_status_a_run_cannot_end_in_writes_nothing(store, scripts, keys, status):
     before = snapshot(store, keys)
     with pytest.raises(redis.ResponseError, match="BADARG status"):
-        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM)],
-                        args=[TOKEN, status, "lull", ""])
+        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=[TOKEN, status, "lull", "", 1000])
     assert snapshot(store, keys) == before
 
 
 def test_acquire_with_a_bad_ttl_does_not_bump_the_epoch(store, keys, any_redis):
     scripts = Scripts(any_redis)
     with pytest.raises(redis.ResponseError, match="BADARG"):
-        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", "soon"])
+        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c1", "soon", 1000])
     assert RoomState(any_redis.hgetall(keys.state(ROOM))).epoch == 0
+
+
+# --- the events stream's cap is an argument like the others
+
+
+def test_acquire_with_a_bad_events_cap_does_not_bump_the_epoch(store, keys, any_redis):
+    scripts = Scripts(any_redis)
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c1", 5000, "~100"])
+    assert RoomState(any_redis.hgetall(keys.state(ROOM))).epoch == 0
+    assert any_redis.xlen(keys.events(ROOM)) == 0
+
+
+@pytest.mark.parametrize("cap", ["", "lots", "1" * 16])
+def test_open_turn_end_run_and_count_failed_take_with_a_bad_events_cap_write_nothing(
+        store, scripts, keys, cap):
+    before = snapshot(store, keys)
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
+                                keys.events(ROOM)], args=[TOKEN, "2000000000.0", "1000.0", cap])
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=[TOKEN, "idle", "lull", "", cap])
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                        keys.events(ROOM)], args=[TOKEN, 1, "boom", cap])
+    assert snapshot(store, keys) == before
+
+
+@pytest.mark.parametrize("cap", ["", "lots", "1" * 16])
+def test_cancel_pause_resume_and_answers_with_a_bad_events_cap_write_nothing(
+        store, scripts, keys, cap):
+    store.post(ROOM, "User", "go")
+    drain(scripts, keys)  # a run in progress: a cancel would end it
+    before = (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
+              store.redis.xrange(keys.bids(ROOM)))
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.cancel(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                             keys.events(ROOM)], args=["stop", cap])
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.pause(keys=[keys.state(ROOM), keys.events(ROOM)], args=["1000.0", cap])
+    store.redis.hset(keys.state(ROOM), "paused", 1)  # a resume would clear it
+    with pytest.raises(redis.ResponseError, match="BADARG the events stream cap"):
+        scripts.resume(keys=[keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)], args=[cap])
+    store.redis.hdel(keys.state(ROOM), "paused")
+    with pytest.raises(redis.ResponseError, match="BADARG the caps"):
+        scripts.write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+                           args=[100, cap, 1, "agent", "A", 1, "agent", "A"])
+    assert (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
+            store.redis.xrange(keys.bids(ROOM))) == before
+
+
+@pytest.mark.parametrize("args", [
+    [100, 100, 1, "agent", "A"],  # no count of the event's pairs
+    [100, 100, 1, "agent", "A", 2, "agent", "A"],  # fewer pairs than counted
+    [100, 100, 0, 0],  # an answer without fields
+])
+def test_answers_that_are_not_counted_pairs_write_nothing(store, keys, any_redis, args):
+    with pytest.raises(redis.ResponseError, match="BADARG an answer needs"):
+        Scripts(any_redis).write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+                                      args=args)
+    assert any_redis.xlen(keys.bids(ROOM)) == any_redis.xlen(keys.events(ROOM)) == 0

@@ -33,22 +33,26 @@ def scripts(any_redis: redis.Redis) -> Scripts:
 
 
 def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
-    return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=[owner, TTL_MS]))
+    return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=[owner, TTL_MS, 1000]))
 
 
-DRAIN_LIMITS = [100, 128, 65536, 1024]
+# dead-letter cap, sender, message and dead-letter value limits, log cap (0: never
+# trimmed), events cap
+DRAIN_LIMITS = [100, 128, 65536, 1024, 0, 1000]
 
 
 def drain(scripts: Scripts, keys: Keys, token: str) -> int:
     moved, _, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                      keys.log(ROOM), keys.dead_letters(ROOM)],
+                                      keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)],
                                 args=[token, 1, 100, *DRAIN_LIMITS])
     return int(moved)
 
 
 def open_turn(scripts: Scripts, keys: Keys, token: str) -> list:
-    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM)],
-                             args=[token, "2000000000.0", "1000.0"])
+    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
+                                   keys.events(ROOM)],
+                             args=[token, "2000000000.0", "1000.0", 1000])
 
 
 def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: int,
@@ -59,9 +63,11 @@ def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: in
         "usage": {"prompt_tokens": "10", f"agent:{sender}:prompt_tokens": "10"},
         "record": {"turn": str(turn), "winner": sender},
         "turns_maxlen": "1000",
+        "log_maxlen": "0",
+        "events_maxlen": "1000",
     }
     return int(scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
-                                    keys.turns(ROOM)],
+                                    keys.turns(ROOM), keys.events(ROOM)],
                               args=[token, turn, expected_seq, orjson.dumps(payload)]))
 
 
@@ -79,7 +85,8 @@ def test_concurrent_acquire_lets_exactly_one_coordinator_in(store, scripts, keys
 
 def test_acquire_of_an_unknown_room_is_an_error(scripts, keys):
     with pytest.raises(redis.ResponseError, match="NOROOM"):
-        scripts.acquire(keys=[keys.lease("nope"), keys.state("nope")], args=["c1", TTL_MS])
+        scripts.acquire(keys=[keys.lease("nope"), keys.state("nope"), keys.events("nope")],
+                        args=["c1", TTL_MS, 1000])
 
 
 def test_renew_by_a_non_holder_is_refused(store, scripts, keys):
@@ -122,7 +129,7 @@ def test_drain_returns_the_state_it_leaves(store, scripts, keys):
     acquire(scripts, keys, "c1")
     store.post(ROOM, "User", "first")
     moved, fields, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                           keys.log(ROOM), keys.dead_letters(ROOM)],
+                                           keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)],
                                      args=["c1:1", 1, 100, *DRAIN_LIMITS])
     state = RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
     assert (moved, state.status, state.last_seq, state.epoch) == (1, "running", 1, 1)
@@ -166,9 +173,10 @@ def test_a_new_run_starts_its_totals_from_zero_and_the_rooms_carry_on(store, scr
     usage = usage_increments([Bid(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
                                   cost_usd=0.25)])
     payload = {"fields": {}, "usage": usage, "record": {"turn": "1"}, "turns_maxlen": "1000",
+               "log_maxlen": "0", "events_maxlen": "1000",
                "stop": {"status": "idle", "reason": "lull", "detail": ""}}
-    scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM), keys.turns(ROOM)],
-                   args=["c1:1", 1, 1, orjson.dumps(payload)])
+    scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM), keys.turns(ROOM),
+                         keys.events(ROOM)], args=["c1:1", 1, 1, orjson.dumps(payload)])
     ended = store.read_state(ROOM)
     assert ended.run_usage == ended.usage == Usage(prompt_tokens=7, completion_tokens=3,
                                                    cost_usd=0.25)
@@ -240,8 +248,8 @@ def test_open_turn_records_where_its_bids_start(store, scripts, keys):
 
 def test_end_run_sets_the_stop_reason(store, scripts, keys):
     acquire(scripts, keys, "c1")
-    scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM)],
-                    args=["c1:1", "idle", "max_messages", ""])
+    scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                    args=["c1:1", "idle", "max_messages", "", 1000])
     state = store.read_state(ROOM)
     assert (state.status, state.stop_reason) == ("idle", "max_messages")
 
@@ -251,10 +259,13 @@ def test_a_lease_expires_after_its_ttl(real_redis, keys):
     store = RoomStore(real_redis, keys)
     store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
     scripts = Scripts(real_redis)
-    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 150])) == 1
-    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 0
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c1", 150, 1000])) == 1
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c2", 150, 1000])) == 0
     wait_until(lambda: not real_redis.exists(keys.lease(ROOM)), 5, "the lease to expire")
-    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c2", 150])) == 2
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c2", 150, 1000])) == 2
 
 
 def test_renew_by_the_same_owner_under_an_older_epoch_is_refused(store, scripts, keys):
@@ -279,8 +290,8 @@ def test_open_turn_and_end_run_with_a_stale_token_write_nothing(store, scripts, 
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
         open_turn(scripts, keys, "c2:1")
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
-        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM)],
-                        args=["c2:1", "idle", "lull", ""])
+        scripts.end_run(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c2:1", "idle", "lull", "", 1000])
     assert store.redis.hgetall(keys.state(ROOM)) == before
 
 
@@ -298,8 +309,9 @@ def test_acquire_from_many_clients_at_once_lets_exactly_one_in(real_redis, keys)
     def race(index: int) -> None:
         scripts = Scripts(clients[index])
         start.wait()
-        epochs[f"c{index}"] = int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)],
-                                                  args=[f"c{index}", TTL_MS]))
+        epochs[f"c{index}"] = int(scripts.acquire(
+            keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+            args=[f"c{index}", TTL_MS, 1000]))
 
     threads = [threading.Thread(target=race, args=(i,)) for i in range(len(clients))]
     for thread in threads:
@@ -319,7 +331,8 @@ def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
     store = RoomStore(real_redis, keys)
     store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
     scripts = Scripts(real_redis)
-    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 150])) == 1
+    assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c1", 150, 1000])) == 1
     store.post(ROOM, "User", "task")
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")

@@ -7,7 +7,7 @@ import fakeredis
 import pytest
 import redis
 
-from benchmarks.stream_sizes import measure, measure_dead_letters
+from benchmarks.stream_sizes import measure, measure_dead_letters, measure_events
 from coordinator.service import Coordinator
 from coordinator.transport import InMemoryTransport
 from shared.keys import Keys
@@ -32,13 +32,22 @@ def test_the_bids_stream_is_capped(any_redis: redis.Redis, keys: Keys):
 
 def test_the_coordinator_caps_the_streams_it_writes_by_its_settings():
     settings = Settings(key_prefix="t", turns_stream_maxlen=123, dead_letter_stream_maxlen=45,
-                        dead_letter_value_max_bytes=67, message_max_bytes=8900)
+                        dead_letter_value_max_bytes=67, message_max_bytes=8900,
+                        events_stream_maxlen=456)
     client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
     coordinator = Coordinator(settings, InMemoryTransport(), "c1", client=client)
     assert coordinator.options.turns_maxlen == 123
     limits = coordinator.io.limits
     assert (limits.dead_letter_maxlen, limits.dead_letter_value_max_bytes,
             limits.message_max_bytes) == (45, 67, 8900)
+    assert (coordinator.io.events_maxlen, coordinator.leases.events_maxlen) == (456, 456)
+
+
+def test_the_workers_cap_the_events_they_write_by_their_settings(worker_env):
+    from workers.tasks import store_for
+
+    worker_env(PARLEY_EVENTS_STREAM_MAXLEN="789")
+    assert store_for("t").events_maxlen == 789
 
 
 @pytest.mark.redis
@@ -46,8 +55,10 @@ def test_the_default_caps_keep_a_busy_room_under_the_stated_size(real_redis, key
     # The defaults as shipped, whatever this environment sets.
     defaults = Settings.model_construct()
     busiest = measure(real_redis, keys, agents=16, chars=1500)
+    events = measure_events(real_redis, keys, agents=16, chars=1500)
     dead = measure_dead_letters(real_redis, keys, defaults)
     total = (busiest["turn_record_bytes"] * defaults.turns_stream_maxlen
              + busiest["bid_bytes"] * defaults.bids_stream_maxlen
+             + events["event_bytes"] * defaults.events_stream_maxlen
              + dead["worst_dead_letter_bytes"] * defaults.dead_letter_stream_maxlen)
     assert total < STATED_MB * 1e6

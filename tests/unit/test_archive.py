@@ -59,6 +59,7 @@ def everything(store: RoomStore, room: str = ROOM) -> dict[str, object]:
 def test_archive_then_import_gives_back_the_same_room(ran, tmp_path):
     before = everything(ran)
     path = tmp_path / "room.jsonl"
+    assert ran.read_events(ROOM)
 
     result = archive_room(ran, ROOM, path)
 
@@ -67,6 +68,8 @@ def test_archive_then_import_gives_back_the_same_room(ran, tmp_path):
     assert ran.redis.zscore(ran.keys.rooms, ROOM) is None
     assert import_room(ran, path) == ROOM
     assert everything(ran) == before
+    # The events are not archived: the imported room's start empty.
+    assert ran.read_events(ROOM) == []
     assert ran.redis.zscore(ran.keys.rooms, ROOM) is not None
     # Paused, with a post waiting: it stays off the runnable set until resumed.
     assert ran.redis.zscore(ran.keys.runnable, ROOM) is None
@@ -141,8 +144,8 @@ def test_an_archived_spec_that_no_longer_validates_is_refused(ran, tmp_path):
 
 
 def test_a_held_room_is_not_archived_and_no_file_is_left(ran, tmp_path):
-    Scripts(ran.redis).acquire(keys=[ran.keys.lease(ROOM), ran.keys.state(ROOM)],
-                               args=["c1", 5000])
+    Scripts(ran.redis).acquire(keys=[ran.keys.lease(ROOM), ran.keys.state(ROOM),
+                                     ran.keys.events(ROOM)], args=["c1", 5000, 1000])
     path = tmp_path / "room.jsonl"
     with pytest.raises(RoomHeld, match="held by coordinator c1"):
         archive_room(ran, ROOM, path)

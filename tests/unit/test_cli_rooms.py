@@ -52,7 +52,8 @@ def invoke(*args: str) -> tuple[int, str]:
 
 def hold(client: Client, room: str, owner: str = "c1") -> None:
     keys = client.store.keys
-    Scripts(client.redis).acquire(keys=[keys.lease(room), keys.state(room)], args=[owner, 60000])
+    Scripts(client.redis).acquire(keys=[keys.lease(room), keys.state(room), keys.events(room)],
+                                  args=[owner, 60000, 1000])
 
 
 def test_rooms_create_prints_the_room_id_and_json_gives_the_room(client, tmp_path):
@@ -136,8 +137,10 @@ def test_delete_is_refused_while_held_and_forced_fences_the_holder_out(client, r
     assert refused.startswith(f"parley: room {room} is held by coordinator c1")
     assert "--force" in refused
     assert client.state(room)
+    # lease, state, spec, log and events (the lease_taken of the hold)
     assert invoke("rooms", "delete", room, "--force", "--json") == (
-        0, json.dumps({"room": room, "deleted": True, "keys": 4}) + "\n")
+        0, json.dumps({"room": room, "deleted": True, "keys": 5}) + "\n")
+    assert not client.redis.exists(client.store.keys.events(room))
     assert invoke("rooms", "show", room) == (2, f"parley: no room {room!r}\n")
 
 

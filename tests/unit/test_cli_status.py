@@ -18,7 +18,7 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
 SETTINGS = Settings(key_prefix="t", bids_stream_maxlen=300, turns_stream_maxlen=200,
-                    dead_letter_stream_maxlen=50)
+                    dead_letter_stream_maxlen=50, events_stream_maxlen=400)
 
 
 @pytest.fixture
@@ -48,16 +48,18 @@ def test_status_of_a_room_shows_each_stream_beside_its_cap(client):
         "bids": {"length": 3, "max_length": 300},
         "turns": {"length": 0, "max_length": 200},
         "dead_letters": {"length": 0, "max_length": 50},
+        "events": {"length": 0, "max_length": 400},
     }
 
 
 def test_status_lists_a_failed_room_with_its_error(client):
     keys = client.store.keys
     scripts = Scripts(client.redis)
-    scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000])
+    scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)], args=["c1", 5000, 1000])
     error = "ValidationError: 1 validation error for RoomSpec " + "policy.bid_timeout_s " * 8
-    scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM)],
-                              args=["c1:1", 1, error])
+    scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                    keys.events(ROOM)],
+                              args=["c1:1", 1, error, 1000])
 
     listing = CliRunner().invoke(cli.app, ["status"])
     detail = CliRunner().invoke(cli.app, ["status", ROOM])

@@ -257,15 +257,18 @@ def test_a_room_idle_past_the_expiry_is_deleted(store, sync_redis, async_redis, 
 
 def test_a_paused_idle_room_expires_like_any_idle_room(store, sync_redis, async_redis, keys):
     store.pause(ROOM)
+    assert sync_redis.xlen(keys.events(ROOM)) == 1  # room_paused
     idle_since(sync_redis, keys, ROOM, 120)
     assert asyncio.run(sweeper(async_redis, keys).sweep()) == [ROOM]
+    assert [key for key in keys.room_keys(ROOM) if sync_redis.exists(key)] == []
 
 
 @pytest.mark.parametrize("busy", ["held", "running", "posts waiting"])
 def test_a_room_with_something_going_on_never_expires(store, sync_redis, async_redis, keys, busy):
     scripts = Scripts(sync_redis)
     if busy == "held":
-        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000])
+        scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                        args=["c1", 5000, 1000])
     elif busy == "running":
         sync_redis.hset(keys.state(ROOM), "status", "running")
     else:
@@ -298,8 +301,8 @@ def test_a_sweep_pages_through_rooms_that_cannot_expire(sync_redis, async_redis,
         store.create_room(f"r{i:03}", scripted_spec(rotating_scripts(2, 1)))
         idle_since(sync_redis, keys, f"r{i:03}", 3600 - i)
         if i < SWEEP_BATCH:  # the oldest page is all held
-            scripts.acquire(keys=[keys.lease(f"r{i:03}"), keys.state(f"r{i:03}")],
-                            args=["c1", 60000])
+            scripts.acquire(keys=[keys.lease(f"r{i:03}"), keys.state(f"r{i:03}"),
+                                  keys.events(f"r{i:03}")], args=["c1", 60000, 1000])
     rooms = sweeper(async_redis, keys)
 
     assert asyncio.run(rooms.sweep()) == []

@@ -16,10 +16,12 @@ from coordinator.policies import mention
 from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import speak_queue
+from shared.events import RunStarted
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.support.events import check_event_order
 from tests.support.local_worker import LocalWorkerTransport
 
 ROOM = "room-1"
@@ -314,3 +316,18 @@ def test_listening_set_on_the_speaking_agent_cuts_its_turn(sync_redis, async_red
     assert room.store.read_state(ROOM).stop_reason is StopReason.WAITING_FOR_PERSON
     for record in room.store.read_turns(ROOM):
         assert policies.replay(spec, record).winner == record.winner
+
+
+def test_a_floor_change_that_starts_a_run_tells_followers(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["@sre restart it?", "done"], "sre": ["restarted"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("@dev look")
+    before = len(room.store.read_events(ROOM))
+    speak_queue.change(room.store, ROOM, "talk", "sre")
+    last = room.store.read_events(ROOM)[-1]
+    assert isinstance(last, RunStarted) and last.run == 2
+    asyncio.run(serve_once(async_redis, keys, room.transport))
+    assert room.said()[-1] == ("sre", "restarted")
+    later = [e for e in room.store.read_events(ROOM)[before:] if isinstance(e, RunStarted)]
+    assert [e.run for e in later] == [2]  # the drain does not start it again
+    check_event_order(room.store.read_events(ROOM), room.store.read_messages(ROOM))

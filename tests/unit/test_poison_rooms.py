@@ -203,9 +203,11 @@ def fail_room(sync_redis, keys: Keys, takes: int, error: str = "ValidationError:
     scripts = Scripts(sync_redis)
     for _ in range(takes):
         sync_redis.delete(keys.lease(ROOM))
-        epoch = int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000]))
-        scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM)],
-                                  args=[f"c1:{epoch}", 3, error])
+        epoch = int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                                    args=["c1", 5000, 1000]))
+        scripts.count_failed_take(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
+                                        keys.events(ROOM)],
+                                  args=[f"c1:{epoch}", 3, error, 1000])
 
 
 def test_wait_reports_a_room_that_failed_after_its_post(client, sync_redis, keys):

@@ -78,11 +78,13 @@ def test_an_agent_never_sees_a_post_as_its_own_turn(store, fake_redis):
             store.post(ROOM, sender, f"Optimist here: I agree ({sender})")
     scripts = Scripts(fake_redis)
     keys = store.keys
-    assert scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM)], args=["c1", 5000]) == 1
+    assert scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                           args=["c1", 5000, 1000]) == 1
     scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.log(ROOM),
-                        keys.dead_letters(ROOM)],
-                  # batch, dead-letter cap, sender, message and dead-letter value limits
-                  args=["c1:1", 1, 100, 100, 128, 65536, 1024])
+                        keys.dead_letters(ROOM), keys.events(ROOM)],
+                  # batch, dead-letter cap, sender, message and dead-letter value limits, log
+                  # cap (0: never trimmed), events cap
+                  args=["c1:1", 1, 100, 100, 128, 65536, 1024, 0, 1000])
     transcript = store.read_messages(ROOM)
     assert [m.sender for m in transcript] == ["User", "Ann"]
     prompt = build_prompt(spec.agent("Optimist"), spec.agents, transcript, None, len)

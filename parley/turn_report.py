@@ -1,0 +1,114 @@
+"""What each turn of a room asked and got (``parley turns``): the decided turns from their
+records, and the open turn from the answers stream so far, with who is still pending.
+
+The open turn's phases are played again from its answers, as a coordinator taking it over
+would: the policy's first calls, then for each phase whose calls all answered (or that a
+later phase's answers show was closed), the policy's decision gives the next phase. The
+pending calls are the current phase's agents that have not answered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from coordinator import policies
+from coordinator.policies import Calls, Decision
+from coordinator.turn_loop import TurnAnswers, committed_calls, view_of
+from shared.models import Bid, CallKind, RoomSpec, StopReason, TurnRecord
+from shared.records import RoomState
+from shared.store import RoomStore
+
+
+@dataclass(frozen=True)
+class DecidedTurn:
+    """A committed turn: every call's answer, the adjusted scores and the outcome."""
+
+    turn: int
+    run: int
+    answers: list[Bid]
+    adjusted: dict[str, float]
+    winner: str | None
+    score: float | None
+    stop_reason: StopReason | None
+    stop_detail: str
+    opened_at: float
+    decided_at: float
+
+    @classmethod
+    def of_record(cls, record: TurnRecord) -> DecidedTurn:
+        """The report of a turn record."""
+        return cls(record.turn, record.run, record.bids, record.adjusted, record.winner,
+                   record.score, record.stop_reason, record.stop_detail, record.opened_at,
+                   record.decided_at)
+
+
+@dataclass(frozen=True)
+class TurnInFlight:
+    """The turn in flight: its current phase's calls, who answered them and who has not,
+    and every answer of the turn so far (all phases, in arrival order)."""
+
+    turn: int
+    run: int
+    phase: int
+    kind: CallKind | None
+    agents: list[str]
+    answered: list[str]
+    pending: list[str]
+    answers: list[Bid] = field(default_factory=list)
+    opened_at: float = 0.0
+    deadline: float = 0.0
+
+
+@dataclass(frozen=True)
+class TurnReport:
+    """A room's turns: those still in its turns stream, oldest first, and the open one."""
+
+    room: str
+    turns: list[DecidedTurn]
+    open_turn: TurnInFlight | None
+
+
+def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> TurnReport:
+    """The room's turn report; ``last`` keeps only that many of the newest decided turns."""
+    state = store.read_state(room)
+    records = store.read_turns(room)
+    if last is not None:
+        records = records[-last:] if last > 0 else []
+    open_turn = None
+    if state.turn_open:
+        _, spec = store.read_spec(room)
+        open_turn = open_turn_progress(spec, state, store.read_answers(room, state.turn_bids_from))
+    return TurnReport(room, [DecidedTurn.of_record(record) for record in records], open_turn)
+
+
+def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Bid]]
+                       ) -> TurnInFlight:
+    """Where the open turn of ``state`` stands, given the answers stream's entries since the
+    turn opened (``turn_bids_from``): late answers of other turns are left out, and each
+    call's first answer kept."""
+    view = view_of(state, state.turn)
+    inbox = TurnAnswers(state.turn, state.turn_bids_from, committed_calls(state))
+    inbox.keep(entries)
+    first = policies.first_calls(spec, view)
+    calls: Calls | None = None if isinstance(first, Decision) else first
+    phase = 0
+    while calls is not None and phase_closed(inbox, phase, calls):
+        inbox.time_out(phase, calls)
+        decision = policies.decide(spec, view, inbox.answers)
+        if decision.next is None:
+            break  # every call answered: the turn is being committed
+        phase, calls = phase + 1, decision.next
+    agents = calls.agents if calls is not None else []
+    pending = inbox.missing(phase, calls) if calls is not None else []
+    return TurnInFlight(
+        turn=state.turn, run=state.run, phase=phase, kind=calls.kind if calls else None,
+        agents=list(agents), answered=[name for name in agents if name not in pending],
+        pending=pending, answers=list(inbox.arrived.values()),
+        opened_at=state.turn_opened_at, deadline=state.turn_deadline)
+
+
+def phase_closed(inbox: TurnAnswers, phase: int, calls: Calls) -> bool:
+    """True when the phase is over: all its calls answered, or a later phase's answers
+    show the coordinator moved on (the missing ones timed out)."""
+    later = any(answered_phase > phase for answered_phase, _ in inbox.arrived)
+    return later or not inbox.missing(phase, calls)

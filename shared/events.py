@@ -1,0 +1,227 @@
+"""A room's events stream: what happened in the room, in order, for followers
+(``Client.wait``, ``parley events``, dashboards).
+
+Each event is one entry of the room's events stream (``Keys.events``) with flat fields:
+``type``, the event's own fields (an absent value is an absent field) and ``ts`` (unix
+seconds, six decimals, Redis's clock). An event is written by the same Lua script as the
+state change it describes, after every check, so it is in the stream exactly when that
+change is in the state: a coordinator that lost its lease writes none (its scripts are
+fenced), and nothing writes one for a room that is gone. The stream is capped near
+``events_stream_maxlen``. It is one of the room's keys (``Keys.room_keys``): deleting,
+archiving or expiring a room removes it. An archive leaves the events out (they tell how
+the room got where it is, not what it is), so an imported room's stream starts empty.
+
+======================  ==================================  ===================================
+type                    written by                          fields
+======================  ==================================  ===================================
+``lease_taken``         acquire.lua                         coordinator, epoch
+``run_started``         drain.lua, before the run's first   run
+                        message; floor_op.lua (an
+                        operator's floor change)
+``message_committed``   drain.lua (posts), commit.lua       seq, sender, run; turn (agents'
+                        (the turn's winner)                 messages); inbox_id (posts)
+``turn_opened``         open_turn.lua                       turn, run, phase, deadline
+``answer_arrived``      write_bids.lua (the worker), with   turn, agent, kind, phase, score,
+                        the answer                          status, error_kind (failed calls),
+                                                            latency_ms
+``turn_decided``        commit.lua                          turn, run; winner, score and
+                                                            stop_reason when there are some
+``run_ended``           commit.lua (the turn stopped the    run, status, stop_reason,
+                        run), end_run.lua (max_messages     stop_detail; answer when the run
+                        by posts, budget),                  has one
+                        count_failed_take.lua
+                        (room_error), cancel.lua
+                        (cancelled)
+``room_paused``         pause.lua                           run, status (the run's: a paused
+                                                            run is still running), turn_open
+                                                            (1: a turn is still to commit)
+``room_resumed``        resume.lua                          run, status, waiting (posts in the
+                                                            inbox, moved once it goes on)
+======================  ==================================  ===================================
+
+In one room the stream's order is the order of the changes: a run's ``run_started`` comes
+before its first ``message_committed``, every ``message_committed`` comes in seq order, and a
+run's ``run_ended`` after its last message. ``answer_arrived`` events come from the workers
+and interleave with the coordinator's as they arrive. A room that failed with
+``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
+last run's number. A cancelled run's open turn has a ``turn_opened`` and no
+``turn_decided`` (the turn is abandoned; answers may still arrive for it). Between
+``room_paused`` and ``room_resumed`` no turn opens and no post is committed, but a turn open
+at the pause is still decided.
+
+Adding an event type:
+
+1. a member of ``EventType`` and a model below with its fields (its docstring says who
+   writes it), listed in ``EVENT_MODELS``; a row in the table above;
+2. one XADD in the script (or pipeline) that makes the change it describes, after every
+   check. The events key reaches a script through KEYS and the cap through ARGV or its
+   payload, as the others' do (``RoomIO.events_maxlen`` on the coordinator, the store's
+   ``events_maxlen`` on the workers and clients), and the script refuses a cap that is not
+   a count before it writes anything::
+
+       local time = redis.call('TIME')
+       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'type', 'queue_changed',
+         'queue', queue, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+
+3. a test of where it falls among the others (tests/support/events.py checks the order of
+   every room the tests run).
+
+Readers keep the fields of a type or a field they do not know (``Event`` allows extras), so
+followers built before a new type still read the stream.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from shared.records import decode, decode_fields
+
+
+class EventType(StrEnum):
+    """What an event tells."""
+
+    LEASE_TAKEN = "lease_taken"  # a coordinator took the room's lease under a new epoch
+    RUN_STARTED = "run_started"  # a post started a new run
+    MESSAGE_COMMITTED = "message_committed"  # a message is in the log (not its content)
+    TURN_OPENED = "turn_opened"  # the coordinator opened a turn and is making its calls
+    ANSWER_ARRIVED = "answer_arrived"  # a worker wrote a call's answer
+    TURN_DECIDED = "turn_decided"  # a turn was committed: who spoke, or why the run stops
+    RUN_ENDED = "run_ended"  # the run is over: how it ended and its answer
+    ROOM_PAUSED = "room_paused"  # the room was paused: no turn opens, posts wait
+    ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
+
+
+class Event(BaseModel):
+    """One entry of the events stream: its stream id, type and time. Fields this version
+    does not know (a newer writer's) are kept as extras."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    id: str = ""
+    type: str
+    ts: float = 0.0
+
+
+class LeaseTaken(Event):
+    """acquire.lua: ``coordinator`` took the lease under ``epoch``."""
+
+    coordinator: str
+    epoch: int
+
+
+class RunStarted(Event):
+    """drain.lua (a post) or floor_op.lua (an operator's floor change): run ``run``
+    started."""
+
+    run: int
+
+
+class MessageCommitted(Event):
+    """drain.lua (a post, with its ``inbox_id``) or commit.lua (the winner of ``turn``):
+    message ``seq`` is in the log."""
+
+    seq: int
+    sender: str
+    run: int
+    turn: int | None = None
+    inbox_id: str | None = None
+
+
+class TurnOpened(Event):
+    """open_turn.lua: turn ``turn`` of run ``run`` is open, its calls due by ``deadline``."""
+
+    turn: int
+    run: int
+    phase: int = 0
+    deadline: float | None = None
+
+
+class AnswerArrived(Event):
+    """The worker: a call of ``turn`` answered (or failed), written with the answer."""
+
+    turn: int
+    agent: str
+    kind: CallKind = CallKind.BID
+    phase: int = 0
+    score: float = 0.0
+    status: BidStatus = BidStatus.OK
+    error_kind: ErrorKind = ErrorKind.NONE
+    latency_ms: float = 0.0
+
+
+class TurnDecided(Event):
+    """commit.lua: turn ``turn`` is committed; ``winner`` spoke (with ``score``) or nobody
+    did, and ``stop_reason`` is set when the turn ends the run."""
+
+    turn: int
+    run: int
+    winner: str | None = None
+    score: float | None = None
+    stop_reason: StopReason | None = None
+
+
+class RunEnded(Event):
+    """commit.lua, end_run.lua, count_failed_take.lua or cancel.lua: run ``run`` is over."""
+
+    run: int
+    status: RoomStatus
+    stop_reason: StopReason | None = None
+    stop_detail: str | None = None
+    answer: str | None = None
+
+
+class RoomPaused(Event):
+    """pause.lua: the room is paused, its run ``run`` keeping its ``status``; with
+    ``turn_open`` a turn already open is still to be decided."""
+
+    run: int
+    status: RoomStatus
+    turn_open: bool = False
+
+
+class RoomResumed(Event):
+    """resume.lua: the room goes on where it was, ``waiting`` posts in its inbox."""
+
+    run: int
+    status: RoomStatus
+    waiting: int = 0
+
+
+_KNOWN_TYPES = frozenset(EventType)
+EVENT_MODELS: dict[EventType, type[Event]] = {
+    EventType.LEASE_TAKEN: LeaseTaken,
+    EventType.RUN_STARTED: RunStarted,
+    EventType.MESSAGE_COMMITTED: MessageCommitted,
+    EventType.TURN_OPENED: TurnOpened,
+    EventType.ANSWER_ARRIVED: AnswerArrived,
+    EventType.TURN_DECIDED: TurnDecided,
+    EventType.RUN_ENDED: RunEnded,
+    EventType.ROOM_PAUSED: RoomPaused,
+    EventType.ROOM_RESUMED: RoomResumed,
+}
+
+
+def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
+    """An events-stream entry as its typed event (a plain ``Event`` for a type this version
+    does not know). An empty field reads as an absent one."""
+    data: dict[str, Any] = {name: value for name, value in decode_fields(fields).items()
+                            if value != ""}
+    data["id"] = decode(entry_id)
+    kind = data.get("type", "")
+    model = EVENT_MODELS.get(EventType(kind), Event) if kind in _KNOWN_TYPES else Event
+    return model.model_validate(data)
+
+
+def answer_event_fields(bid: Bid) -> dict[str, str]:
+    """The ``answer_arrived`` fields of a worker's answer but ``type`` and ``ts``, which
+    write_bids.lua adds as it writes the event beside the answer."""
+    fields = {"turn": str(bid.turn), "agent": bid.agent, "kind": bid.kind.value,
+              "phase": str(bid.phase), "score": repr(bid.score), "status": bid.status.value}
+    if bid.error_kind is not ErrorKind.NONE:
+        fields["error_kind"] = bid.error_kind.value
+    fields["latency_ms"] = repr(bid.latency_ms)
+    return fields

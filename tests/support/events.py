@@ -1,0 +1,48 @@
+"""The order a room's events stream must keep against its log (shared/events.py)."""
+
+from __future__ import annotations
+
+from shared.events import (
+    AnswerArrived,
+    Event,
+    MessageCommitted,
+    RunEnded,
+    RunStarted,
+    TurnDecided,
+    TurnOpened,
+)
+from shared.models import Message
+
+
+def check_event_order(events: list[Event], messages: list[Message],
+                      answers_after_opening: bool = True) -> None:
+    """Assert that ``events`` (the whole stream, nothing trimmed) tell the story of the log
+    ``messages``: one message_committed per message, in seq order and with its sender, run
+    and turn; each run's run_started before its first message and its run_ended after its
+    last; each turn opened once, decided once after it opened (its message just before its
+    decision); and, with ``answers_after_opening``, each answer after its turn opened. (A
+    Redis restart that lost a turn's opening breaks that last rule: a worker's answer,
+    written again once Redis is back, may land before the turn opens again.)"""
+    committed = [e for e in events if isinstance(e, MessageCommitted)]
+    assert [(e.seq, e.sender, e.run, e.turn) for e in committed] == [
+        (m.seq, m.sender, m.run, m.turn) for m in messages]
+    where = {id(event): index for index, event in enumerate(events)}
+    for run in sorted({m.run for m in messages}):
+        in_run = [where[id(e)] for e in committed if e.run == run]
+        started = [where[id(e)] for e in events if isinstance(e, RunStarted) and e.run == run]
+        assert len(started) == 1 and started[0] < in_run[0], (run, started, in_run)
+        ended = [where[id(e)] for e in events if isinstance(e, RunEnded) and e.run == run]
+        assert all(index > in_run[-1] for index in ended), (run, ended, in_run)
+    opened = {e.turn: where[id(e)] for e in events if isinstance(e, TurnOpened)}
+    assert len(opened) == sum(isinstance(e, TurnOpened) for e in events), "a turn opened twice"
+    decided = {e.turn: where[id(e)] for e in events if isinstance(e, TurnDecided)}
+    assert len(decided) == sum(isinstance(e, TurnDecided) for e in events), "a turn decided twice"
+    for turn, index in decided.items():
+        assert opened[turn] < index, turn
+    for event in committed:
+        if event.turn is not None:
+            after = events[where[id(event)] + 1]
+            assert isinstance(after, TurnDecided) and after.turn == event.turn, (event, after)
+    for event in events:
+        if answers_after_opening and isinstance(event, AnswerArrived):
+            assert opened[event.turn] < where[id(event)], event
