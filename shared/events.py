@@ -37,6 +37,10 @@ type                    written by                          fields
                                                             (1: a turn is still to commit)
 ``room_resumed``        resume.lua                          run, status, waiting (posts in the
                                                             inbox, moved once it goes on)
+``queue_changed``       commit.lua (after the turn's        run, queue, listening, asked,
+                        message), end_run.lua (before       waiting, over: a mention room's
+                        run_ended), when the floor:*        speak queue after the change
+                        fields they set change it           (JSON lists, flags 1/0)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -75,7 +79,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from shared.records import decode, decode_fields
@@ -93,6 +98,7 @@ class EventType(StrEnum):
     RUN_ENDED = "run_ended"  # the run is over: how it ended and its answer
     ROOM_PAUSED = "room_paused"  # the room was paused: no turn opens, posts wait
     ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
+    QUEUE_CHANGED = "queue_changed"  # a mention room's speak queue changed
 
 
 class Event(BaseModel):
@@ -191,6 +197,23 @@ class RoomResumed(Event):
     waiting: int = 0
 
 
+class QueueChanged(Event):
+    """commit.lua or end_run.lua, in run ``run``: a mention room's speak queue as the
+    change left it (``floor:queue``, ``listening``, ``asked``, ``waiting``, ``over``)."""
+
+    run: int
+    queue: list[str] = Field(default_factory=list)
+    listening: list[str] = Field(default_factory=list)
+    asked: list[tuple[str, str]] = Field(default_factory=list)  # (agent, person)
+    waiting: bool = False
+    over: bool = False
+
+    @field_validator("queue", "listening", "asked", mode="before")
+    @classmethod
+    def _from_json(cls, value: Any) -> Any:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -202,6 +225,7 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.RUN_ENDED: RunEnded,
     EventType.ROOM_PAUSED: RoomPaused,
     EventType.ROOM_RESUMED: RoomResumed,
+    EventType.QUEUE_CHANGED: QueueChanged,
 }
 
 

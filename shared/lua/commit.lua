@@ -14,7 +14,8 @@
 --   events_maxlen: approximate cap on the events stream
 -- A commit also resets failed_takes: the room got past whatever failed before.
 -- Its events, in order: message_committed (seq, sender, run, turn) when there is a winner,
--- turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
+-- queue_changed (run, queue, listening, asked, waiting, over: the floor:* fields afterwards)
+-- when the fields it sets change a mention room's speak queue, turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
 -- status, stop_reason, stop_detail, answer if any) when the turn ends the run.
 -- Returns the new message's seq, or 0 when the turn had no winner.
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
@@ -170,9 +171,23 @@ if payload['message'] then
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
 redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
+local QUEUE_FIELDS = {'floor:queue', 'floor:listening', 'floor:asked', 'floor:waiting',
+  'floor:over'}
+local QUEUE_DEFAULTS = {'[]', '[]', '[]', '0', '0'}
+local function queue_fields()
+  local held = redis.call('HMGET', KEYS[2], unpack(QUEUE_FIELDS))
+  for i = 1, #QUEUE_FIELDS do
+    if not held[i] or held[i] == '' then
+      held[i] = QUEUE_DEFAULTS[i]
+    end
+  end
+  return held
+end
+local queue_before = queue_fields()
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)
 end
+local queue_after = queue_fields()
 for field, amount in pairs(payload['usage']) do
   redis.call('HINCRBYFLOAT', KEYS[2], field, amount)
 end
@@ -211,6 +226,17 @@ end
 if payload['stop'] then
   table.insert(decided, 'stop_reason')
   table.insert(decided, payload['stop']['reason'])
+end
+for i = 1, #QUEUE_FIELDS do
+  if queue_before[i] ~= queue_after[i] then
+    local changed = {'type', 'queue_changed', 'run', run}
+    for j = 1, #QUEUE_FIELDS do
+      table.insert(changed, string.sub(QUEUE_FIELDS[j], 7))
+      table.insert(changed, queue_after[j])
+    end
+    add_event(changed)
+    break
+  end
 end
 add_event(decided)
 if payload['stop'] then

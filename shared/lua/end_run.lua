@@ -1,5 +1,7 @@
 -- End the current run outside a turn (e.g. max_messages was reached by posted messages).
--- It writes a run_ended event (run, status, stop_reason, stop_detail, answer if any).
+-- It writes a queue_changed event when the fields it sets change a mention room's speak
+-- queue (queue, listening, asked, waiting, over: the fields afterwards), then a run_ended
+-- event (run, status, stop_reason, stop_detail, answer if any).
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] events
 -- ARGV[1] lease token   ARGV[2] status (idle or failed)   ARGV[3] stop reason   ARGV[4] detail
 -- ARGV[5] events stream cap
@@ -33,13 +35,43 @@ for i = 6, #ARGV, 2 do
 end
 
 -- Every check is done: from here on, writes only.
+local QUEUE_FIELDS = {'floor:queue', 'floor:listening', 'floor:asked', 'floor:waiting',
+  'floor:over'}
+local QUEUE_DEFAULTS = {'[]', '[]', '[]', '0', '0'}
+local function queue_fields()
+  local held = redis.call('HMGET', KEYS[2], unpack(QUEUE_FIELDS))
+  for i = 1, #QUEUE_FIELDS do
+    if not held[i] or held[i] == '' then
+      held[i] = QUEUE_DEFAULTS[i]
+    end
+  end
+  return held
+end
+local before = queue_fields()
 redis.call('HSET', KEYS[2], 'status', ARGV[2], 'stop_reason', ARGV[3], 'stop_detail', ARGV[4])
 for i = 6, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
+local after = queue_fields()
 local run = redis.call('HMGET', KEYS[2], 'run', 'answer')  -- false when absent
 local time = redis.call('TIME')
 local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local changed = false
+for i = 1, #QUEUE_FIELDS do
+  if before[i] ~= after[i] then
+    changed = true
+  end
+end
+if changed then
+  local event = {'type', 'queue_changed', 'run', run[1] or '0'}
+  for i = 1, #QUEUE_FIELDS do
+    table.insert(event, string.sub(QUEUE_FIELDS[i], 7))
+    table.insert(event, after[i])
+  end
+  table.insert(event, 'ts')
+  table.insert(event, ts)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(event))
+end
 local event = {'type', 'run_ended', 'run', run[1] or '0', 'status', ARGV[2],
   'stop_reason', ARGV[3], 'stop_detail', ARGV[4]}
 if run[2] and run[2] ~= '' then

@@ -6,6 +6,7 @@ from shared.events import (
     AnswerArrived,
     Event,
     MessageCommitted,
+    QueueChanged,
     RunEnded,
     RunStarted,
     TurnDecided,
@@ -20,9 +21,11 @@ def check_event_order(events: list[Event], messages: list[Message],
     ``messages``: one message_committed per message, in seq order and with its sender, run
     and turn; each run's run_started before its first message and its run_ended after its
     last; each turn opened once, decided once after it opened (its message just before its
-    decision); and, with ``answers_after_opening``, each answer after its turn opened. (A
-    Redis restart that lost a turn's opening breaks that last rule: a worker's answer,
-    written again once Redis is back, may land before the turn opens again.)"""
+    decision, a queue_changed of its commit alone between them); each queue_changed just
+    before its commit's turn_decided or its end_run's run_ended; and, with
+    ``answers_after_opening``, each answer after its turn opened. (A Redis restart that lost
+    a turn's opening breaks that last rule: a worker's answer, written again once Redis is
+    back, may land before the turn opens again.)"""
     committed = [e for e in events if isinstance(e, MessageCommitted)]
     assert [(e.seq, e.sender, e.run, e.turn) for e in committed] == [
         (m.seq, m.sender, m.run, m.turn) for m in messages]
@@ -42,7 +45,14 @@ def check_event_order(events: list[Event], messages: list[Message],
     for event in committed:
         if event.turn is not None:
             after = events[where[id(event)] + 1]
+            if isinstance(after, QueueChanged):
+                after = events[where[id(event)] + 2]
             assert isinstance(after, TurnDecided) and after.turn == event.turn, (event, after)
+    for event in events:
+        if isinstance(event, QueueChanged):
+            after = events[where[id(event)] + 1]
+            assert isinstance(after, TurnDecided | RunEnded) and after.run == event.run, (
+                event, after)
     for event in events:
         if answers_after_opening and isinstance(event, AnswerArrived):
             assert opened[event.turn] < where[id(event)], event

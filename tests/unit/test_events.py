@@ -338,11 +338,11 @@ def test_a_budget_stop_ends_its_run_with_a_run_ended_event(sync_redis, async_red
 
 
 def test_an_event_of_a_type_this_version_does_not_know_keeps_its_fields():
-    event = event_from_entry(b"5-0", {b"type": b"queue_changed", b"queue": b"[\"A\"]",
+    event = event_from_entry(b"5-0", {b"type": b"agent_joined", b"agent": b"A",
                                       b"ts": b"1700000000.5"})
     assert type(event) is Event
     assert (event.type, event.ts, event.model_extra) == (
-        "queue_changed", 1700000000.5, {"queue": "[\"A\"]"})
+        "agent_joined", 1700000000.5, {"agent": "A"})
 
 
 def test_empty_fields_read_as_absent():

@@ -16,7 +16,7 @@ from coordinator.policies import mention
 from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import speak_queue
-from shared.events import RunStarted
+from shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from shared.scripts import Scripts
@@ -318,14 +318,44 @@ def test_listening_set_on_the_speaking_agent_cuts_its_turn(sync_redis, async_red
         assert policies.replay(spec, record).winner == record.winner
 
 
+def story(room: Room) -> list[tuple[Any, ...]]:
+    """The room's events but answers and turn openings, as comparable tuples."""
+    told: list[tuple[Any, ...]] = []
+    for event in room.store.read_events(ROOM):
+        if isinstance(event, QueueChanged):
+            told.append((event.type, event.queue, event.listening, event.asked,
+                         event.waiting, event.over))
+        elif isinstance(event, MessageCommitted):
+            told.append((event.type, event.sender))
+        elif isinstance(event, RunStarted | RunEnded | TurnDecided):
+            told.append((event.type, event.run))
+    return told
+
+
+def test_a_turn_that_changes_the_queue_writes_it_after_its_message(sync_redis, async_redis,
+                                                                   keys):
+    spec = mention_spec({"investigator": ["@sre look"], "sre": ["@oncall ok?", "done"],
+                         "dev": ["(silent)"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("@investigator start")
+    assert story(room) == [
+        ("run_started", 1), ("message_committed", "oncall"),
+        ("message_committed", "investigator"),
+        ("queue_changed", ["sre"], [], [], False, False), ("turn_decided", 1),
+        ("message_committed", "sre"),
+        ("queue_changed", [], [], [("sre", "oncall")], False, False), ("turn_decided", 1),
+        # the next turn finds nobody to ask: end_run sets waiting as the run ends
+        ("queue_changed", [], [], [("sre", "oncall")], True, False), ("run_ended", 1)]
+    check_event_order(room.store.read_events(ROOM), room.store.read_messages(ROOM))
+
+
 def test_a_floor_change_that_starts_a_run_tells_followers(sync_redis, async_redis, keys):
     spec = mention_spec({"dev": ["@sre restart it?", "done"], "sre": ["restarted"]})
     room = Room(sync_redis, async_redis, keys, spec)
     room.post("@dev look")
     before = len(room.store.read_events(ROOM))
     speak_queue.change(room.store, ROOM, "talk", "sre")
-    last = room.store.read_events(ROOM)[-1]
-    assert isinstance(last, RunStarted) and last.run == 2
+    assert story(room)[-1] == ("run_started", 2)
     asyncio.run(serve_once(async_redis, keys, room.transport))
     assert room.said()[-1] == ("sre", "restarted")
     later = [e for e in room.store.read_events(ROOM)[before:] if isinstance(e, RunStarted)]
