@@ -205,6 +205,8 @@ def _field_text(name: str, value: Any) -> str:
         return _clock(value)
     if isinstance(value, bool):
         return json.dumps(value)  # as --json has it: true, false
+    if isinstance(value, list | dict):  # as --json has it, without spaces
+        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     text = one_line(str(value), EVENT_VALUE_CHARS)
     return json.dumps(text, ensure_ascii=False) if not text or " " in text else text
 

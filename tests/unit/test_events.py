@@ -13,6 +13,7 @@ import pytest
 from coordinator.lease import LeaseLost, Leases
 from coordinator.room_io import RoomIO
 from coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.output import event_line
 from shared.events import (
     EVENT_MODELS,
     AnswerArrived,
@@ -20,6 +21,7 @@ from shared.events import (
     EventType,
     LeaseTaken,
     MessageCommitted,
+    QueueChanged,
     RoomPaused,
     RoomResumed,
     RunEnded,
@@ -355,3 +357,16 @@ def test_empty_fields_read_as_absent():
     assert isinstance(opened, TurnOpened) and opened.deadline == 12.5
     started = event_from_entry("5-0", {"type": "run_started", "run": "7"})
     assert isinstance(started, RunStarted) and started.run == 7
+
+
+def test_a_queue_change_reads_typed_and_prints_its_lists_as_json():
+    event = event_from_entry(b"7-0", {b"type": b"queue_changed", b"run": b"2",
+                                      b"queue": b'["dev"]', b"listening": b"[]",
+                                      b"asked": b'[["sre","oncall"]]', b"waiting": b"1",
+                                      b"over": b"0", b"ts": b"1700000000.5"})
+    assert isinstance(event, QueueChanged)
+    assert (event.run, event.queue, event.listening, event.asked, event.waiting,
+            event.over) == (2, ["dev"], [], [("sre", "oncall")], True, False)
+    assert event_line(event).endswith(
+        'queue_changed     run=2 queue=["dev"] listening=[] asked=[["sre","oncall"]] '
+        "waiting=true over=false")
