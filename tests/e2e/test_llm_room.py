@@ -19,6 +19,7 @@ from tests.support.openai_stub import (
     text,
     tool_call,
 )
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -138,7 +139,9 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
     ]
     assert third[4]["content"].startswith("You are Skeptic,")
 
-    logged = logged_events(processes, "turn_committed")
+    # A run's end is seen as it commits; the coordinator logs the turn a moment later.
+    logged = wait_until(lambda: len(found := logged_events(processes, "turn_committed")) >= 4
+                        and found, 15, "the last turn's log line")
     assert [line["speaker"] for line in logged] == ["Skeptic", "Optimist", "Skeptic", None]
     assert [line["cuts"] for line in logged] == [None, {"Optimist": "Skeptic"}, None, None]
     assert logged[1]["message_chars"] == len("Rollback is one flag.")

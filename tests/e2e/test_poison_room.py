@@ -16,6 +16,7 @@ import pytest
 from parley.client import Client
 from shared.keys import Keys
 from shared.models import RoomStatus, StopReason
+from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -54,7 +55,8 @@ def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaire
     assert "bid_timeout_s" in result.stop_detail
     state = client.state(room)
     assert state.failed_takes == state.epoch == 3
-    (failed,) = log_events(processes, "room_failed")
+    # The failure is seen as it commits; the coordinator logs it a moment later.
+    (failed,) = wait_until(lambda: log_events(processes, "room_failed"), 15, "room_failed")
     assert (failed["room"], failed["attempts"], failed["error"]) == (room, 3, result.stop_detail)
     status = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
                             text=True, timeout=60, env={**os.environ, **processes.env})

@@ -13,6 +13,7 @@ from coordinator import policies
 from parley.client import Client
 from shared.models import RoomSpec, StopReason
 from tests.support.openai_stub import OpenAIStub, Received, text
+from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -144,7 +145,9 @@ def test_seed_002_through_litellm_speakers_in_the_selectors_order_every_call_cou
     assert totals["agent:planner:prompt_tokens"] == 2001 + 2003
     assert totals["agent:budget:prompt_tokens"] == 2002
 
-    logged = logged_turns(processes)
+    # A run's end is seen as it commits; the coordinator logs the turn a moment later.
+    logged = wait_until(lambda: len(found := logged_turns(processes)) >= 4 and found, 15,
+                        "the last turn's log line")
     assert [line["speaker"] for line in logged] == ["planner", "budget", "planner", None]
     assert [[(call["agent"], call["kind"], call["prompt_tokens"]) for call in line["calls"]]
             for line in logged] == [
