@@ -370,7 +370,7 @@ class MentionPolicy(Strict):
     people: list[str] | None = None  # the roster: when set, only these post as people
     addressed_only: bool = False
     max_depth: int = Field(default=5, ge=1, le=MAX_RUN_MESSAGES)
-    max_turns: int | None = Field(default=None, ge=1)
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_RUN_MESSAGES)
     silent_token: str = Field(default="(silent)", min_length=1, max_length=64)
     call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
     dispatch: DispatchSpec | None = None

@@ -373,3 +373,17 @@ def test_spec_errors_name_the_wrong_field() -> None:
         spec(everyone=["ops"])
     with pytest.raises(ValueError, match="policy.people names 'dev'"):
         spec(people=["dev"])
+
+
+def test_a_discussions_turn_cap_is_bounded_like_every_count():
+    from pydantic import ValidationError
+
+    from shared.models import MentionPolicy
+
+    assert MentionPolicy(kind="mention", max_turns=1_000_000).max_turns == 1_000_000
+    try:
+        MentionPolicy(kind="mention", max_turns=1_000_001)
+    except ValidationError as error:
+        assert "max_turns" in str(error)
+    else:
+        raise AssertionError("a max_turns over 1,000,000 was accepted")
