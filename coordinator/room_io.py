@@ -23,6 +23,7 @@ from shared.records import (
     agent_total_field,
     bid_from_fields,
     decode,
+    floor_change_from_entry,
     run_total_field,
     turn_record_fields,
 )
@@ -155,13 +156,7 @@ class RoomIO:
         ``most``."""
         entries = await self.redis.xrange(self.keys.floor_ops(room), f"({after_id}", "+",
                                           count=most)
-        changes = []
-        for entry_id, raw in entries:
-            fields = {decode(k): decode(v) for k, v in raw.items()}
-            changes.append(FloorChange(id=decode(entry_id), op=fields.get("op", ""),
-                                       agent=fields.get("agent", ""),
-                                       text=fields.get("text", "")))
-        return changes
+        return [floor_change_from_entry(entry_id, raw) for entry_id, raw in entries]
 
     async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""

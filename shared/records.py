@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord, Usage
+from shared.models import Bid, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
@@ -213,3 +213,9 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["bids"] = orjson.loads(f["bids"])
     return TurnRecord.model_validate(data)
 
+
+def floor_change_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> FloorChange:
+    """A floor_ops stream entry as a FloorChange."""
+    f = decode_fields(fields)
+    return FloorChange(id=decode(entry_id), op=f.get("op", ""), agent=f.get("agent", ""),
+                       text=f.get("text", ""))

@@ -43,6 +43,7 @@ from shared.records import (
     bid_from_fields,
     check_post,
     decode,
+    floor_change_from_entry,
     message_from_fields,
     turn_record_from_fields,
 )
@@ -235,13 +236,7 @@ class RoomStore:
     def read_floor_ops(self, room: str, after_id: str) -> list[FloorChange]:
         """Floor changes queued after ``after_id``, oldest first."""
         entries = self.redis.xrange(self.keys.floor_ops(room), f"({after_id}", "+")
-        changes = []
-        for entry_id, raw in entries:
-            fields = {decode(k): decode(v) for k, v in raw.items()}
-            changes.append(FloorChange(id=decode(entry_id), op=fields.get("op", ""),
-                                       agent=fields.get("agent", ""),
-                                       text=fields.get("text", "")))
-        return changes
+        return [floor_change_from_entry(entry_id, raw) for entry_id, raw in entries]
 
     def people(self, room: str) -> list[str] | None:
         """The room's roster of people (a mention room's ``people``), None when it has
