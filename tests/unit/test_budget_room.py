@@ -31,11 +31,6 @@ PER_CALL = {"prompt_tokens": 100, "completion_tokens": 10}
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
 def store(server) -> RoomStore:
     return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
 

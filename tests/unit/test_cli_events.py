@@ -32,11 +32,6 @@ ROOM = "room-1"
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
 def keys() -> Keys:
     return Keys("t")
 

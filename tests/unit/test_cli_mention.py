@@ -23,11 +23,6 @@ ROOM = "room-1"
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
 def client(monkeypatch, server) -> Client:
     fake = fakeredis.FakeRedis(server=server)
     client = Client(Settings(key_prefix="t", room_idle_expiry_s=3600))

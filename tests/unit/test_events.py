@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import fakeredis
 import pytest
 
 from coordinator.lease import LeaseLost, Leases
@@ -42,21 +41,6 @@ from tests.unit.test_selector_room import selector_spec
 
 ROOM = "room-1"
 LUA = Path(__file__).parents[2] / "shared" / "lua"
-
-
-@pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
 
 
 @pytest.fixture

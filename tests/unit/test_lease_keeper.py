@@ -23,11 +23,6 @@ ROOM = "room-1"
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
 def store(server) -> RoomStore:
     return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
 

@@ -29,21 +29,6 @@ UNDISTURBED = ["User", "agent1", "agent2", "agent0", "agent1"]
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
-
-
-@pytest.fixture
 def keys() -> Keys:
     return Keys("t")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import fakeredis
 import pytest
 
 from coordinator import policies
@@ -37,21 +36,6 @@ def mention_spec(replies: dict[str, list[str]], **policy: Any) -> RoomSpec:
                     or [{"content": "(silent)"}] * 10}
                    for name in AGENTS],
     })
-
-
-@pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
 
 
 @pytest.fixture

@@ -32,11 +32,6 @@ OPENED = 1000.0
 
 
 @pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
 def keys() -> Keys:
     return Keys("t")
 

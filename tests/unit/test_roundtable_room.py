@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import fakeredis
 import pytest
 import structlog
 
@@ -40,21 +39,6 @@ def roundtable_spec(scripts: dict[str, list[dict[str, Any]]] | None = None,
         "agents": [{"name": name, "role": f"the {name}", "model": "scripted",
                     "script": scripts.get(name, script)} for name, script in defaults.items()],
     })
-
-
-@pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import fakeredis
 import pytest
 import structlog
 
@@ -35,21 +34,6 @@ def selector_spec(picks: list[str], replies: dict[str, list[str]] | None = None,
                     or [{"content": f"{name} says {i}"} for i in range(1, 20)]}
                    for name in ("planner", "local", "budget")],
     })
-
-
-@pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
 
 
 @pytest.fixture

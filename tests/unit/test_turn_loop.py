@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import fakeredis
 import pytest
 import structlog
 
@@ -22,21 +21,6 @@ from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
-
-
-@pytest.fixture
-def server() -> fakeredis.FakeServer:
-    return fakeredis.FakeServer()
-
-
-@pytest.fixture
-def sync_redis(server):
-    return fakeredis.FakeRedis(server=server)
-
-
-@pytest.fixture
-def async_redis(server):
-    return fakeredis.FakeAsyncRedis(server=server)
 
 
 @pytest.fixture
