@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.lease import LeaseLost, Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
+from coordinator.lease import LeaseLost
 from parley.output import event_line
 from shared.events import (
     EVENT_MODELS,
@@ -35,6 +33,7 @@ from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopR
 from shared.scripts import Scripts
 from shared.store import RoomStore
 from tests.support.events import check_event_order
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_selector_room import selector_spec
@@ -46,18 +45,6 @@ LUA = Path(__file__).parents[2] / "shared" / "lua"
 @pytest.fixture
 def keys() -> Keys:
     return Keys("t")
-
-
-async def serve_once(async_redis, keys, transport, owner="c1", events_maxlen=10_000):
-    scripts = Scripts(async_redis)
-    io = RoomIO(async_redis, keys, scripts, events_maxlen=events_maxlen)
-    leases = Leases(async_redis, keys, scripts, owner, 5.0, events_maxlen=events_maxlen)
-    lease = await leases.acquire(ROOM)
-    assert lease is not None
-    try:
-        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
-    finally:
-        await leases.release(lease)
 
 
 def kinds(events: list[Event]) -> list[str]:

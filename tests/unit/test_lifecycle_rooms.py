@@ -14,12 +14,12 @@ from coordinator.lease import LeaseLost, Leases
 from coordinator.retention import SWEEP_BATCH, IdleRooms, sweep_period_s
 from coordinator.room_io import RoomIO
 from coordinator.service import Coordinator
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.keys import Keys
 from shared.models import Bid, BidRequest, StopReason
 from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import RoomStore, now_ms
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -57,17 +57,6 @@ class HookedTransport(LocalWorkerTransport):
         super().send(requests)
         if hooked and self.answer_first:
             self.hook()
-
-
-async def serve_once(async_redis, keys, transport, owner="c1"):
-    scripts = Scripts(async_redis)
-    io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-    lease = await leases.acquire(ROOM)
-    assert lease is not None
-    try:
-        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
-    finally:
-        await leases.release(lease)
 
 
 def senders(store: RoomStore) -> list[str]:

@@ -10,17 +10,14 @@ from typing import Any
 import pytest
 
 from coordinator import policies
-from coordinator.lease import Leases
 from coordinator.policies import mention
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import speak_queue
 from shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
-from shared.scripts import Scripts
 from shared.store import RoomStore
 from tests.support.events import check_event_order
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 
 ROOM = "room-1"
@@ -41,17 +38,6 @@ def mention_spec(replies: dict[str, list[str]], **policy: Any) -> RoomSpec:
 @pytest.fixture
 def keys() -> Keys:
     return Keys("t")
-
-
-async def serve_once(async_redis, keys, transport, owner="c1", room=ROOM):
-    scripts = Scripts(async_redis)
-    io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-    lease = await leases.acquire(room)
-    assert lease is not None
-    try:
-        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
-    finally:
-        await leases.release(lease)
 
 
 class Room:

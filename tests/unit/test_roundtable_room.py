@@ -11,13 +11,10 @@ import pytest
 import structlog
 
 from coordinator import policies
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared.keys import Keys
 from shared.models import BidRequest, BidStatus, RoomSpec, RoomStatus, StopReason
-from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 
 ROOM = "room-1"
@@ -44,17 +41,6 @@ def roundtable_spec(scripts: dict[str, list[dict[str, Any]]] | None = None,
 @pytest.fixture
 def keys() -> Keys:
     return Keys("t")
-
-
-async def serve_once(async_redis, keys, transport, owner="c1"):
-    scripts = Scripts(async_redis)
-    io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-    lease = await leases.acquire(ROOM)
-    assert lease is not None
-    try:
-        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
-    finally:
-        await leases.release(lease)
 
 
 def run_room(sync_redis, async_redis, keys, spec: RoomSpec, transport=None):

@@ -10,13 +10,11 @@ import pytest
 import structlog
 
 from coordinator import policies
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import MESSAGE_LOG_CHARS, RoomRunner, TurnOptions
+from coordinator.turn_loop import MESSAGE_LOG_CHARS
 from shared.keys import Keys
 from shared.models import BidRequest, CallKind, RoomSpec, StopReason
-from shared.scripts import Scripts
 from shared.store import RoomStore
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 
 ROOM = "room-1"
@@ -39,17 +37,6 @@ def selector_spec(picks: list[str], replies: dict[str, list[str]] | None = None,
 @pytest.fixture
 def keys() -> Keys:
     return Keys("t")
-
-
-async def serve_once(async_redis, keys, transport, owner="c1"):
-    scripts = Scripts(async_redis)
-    io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-    lease = await leases.acquire(ROOM)
-    assert lease is not None
-    try:
-        await RoomRunner(lease, io, transport, TurnOptions("t", 8, 1000)).run()
-    finally:
-        await leases.release(lease)
 
 
 def run_room(sync_redis, async_redis, keys, spec: RoomSpec, transport=None):

@@ -1,0 +1,27 @@
+"""Serving one room's turn loop in-process, as a coordinator would, on any Redis client
+(the unit layer's fakeredis): lease, run until the room goes idle, let go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator.lease import Leases
+from coordinator.room_io import RoomIO
+from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared.keys import Keys
+from shared.scripts import Scripts
+
+
+async def serve_once(async_redis: Any, keys: Keys, transport: Any, owner: str = "c1",
+                     room: str = "room-1", events_maxlen: int = 10_000) -> None:
+    """Take ``room``'s lease as ``owner``, run its turns until it goes idle (or raises),
+    and release the lease."""
+    scripts = Scripts(async_redis)
+    io = RoomIO(async_redis, keys, scripts, events_maxlen=events_maxlen)
+    leases = Leases(async_redis, keys, scripts, owner, 5.0, events_maxlen=events_maxlen)
+    lease = await leases.acquire(room)
+    assert lease is not None, f"{room} is held by another coordinator"
+    try:
+        await RoomRunner(lease, io, transport, TurnOptions(keys.prefix, 8, 1000)).run()
+    finally:
+        await leases.release(lease)
