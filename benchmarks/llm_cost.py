@@ -72,6 +72,52 @@ def per_call(calls: int, messages: int) -> dict[str, Any]:
     return result
 
 
+def prompt_budget(sizes: tuple[int, ...] = (10, 10_000), runs: int = 200) -> dict[str, Any]:
+    """A bid prompt's budget check (which messages fit the model's window) and the whole
+    prompt build, at each transcript size, once every message was counted (a worker counts
+    each when it first reads it). gpt-4o-mini's real window and litellm's counter; CPU of
+    this thread, medians in ms."""
+    from workers.llm import context_window, token_counter
+    from workers.prompts import build_prompt, fit, input_budget, participant_names
+
+    agent = AgentSpec(name="agent0", model="gpt-4o-mini")
+    room = [agent, *(AgentSpec(name=f"agent{i}", model="gpt-4o-mini") for i in range(1, 4))]
+    count = token_counter(agent.model)
+    budget = input_budget(context_window(agent), agent.max_tokens)
+    rows = []
+    for size in sizes:
+        history = long_transcript(size)
+        names = participant_names((a.name for a in room), history)
+        started = time.thread_time()
+        kept = fit(history, names, budget, count)  # the first read: counts every message
+        first_ms = (time.thread_time() - started) * 1000
+        check, build = [], []
+        for _ in range(runs):  # a check takes microseconds: timed 100 at a time
+            started = time.thread_time()
+            for _ in range(100):
+                fit(history, names, budget, count)
+            check.append((time.thread_time() - started) * 10)
+        for _ in range(runs):
+            started = time.thread_time()
+            build_prompt(agent, room, history, budget, count)
+            build.append((time.thread_time() - started) * 1000)
+        rows.append({"messages": size, "kept": len(kept[0]) + len(kept[1]),
+                     "first_count_ms": round(first_ms, 1),
+                     "check_ms": round(statistics.median(check), 4),
+                     "build_ms": round(statistics.median(build), 3)})
+    return {"model": agent.model, "budget_tokens": budget, "sizes": rows,
+            "check_growth": round(rows[-1]["check_ms"] / rows[0]["check_ms"], 2)}
+
+
+def long_transcript(messages: int) -> list[Message]:
+    """``messages`` posts of about 60 tokens, the task first."""
+    text = ("We could ship the beta to a tenth of the users first, watch the error rate for "
+            "two days, and only then open it to everyone; the support team needs the notes. ")
+    return [Message(seq=1, sender="User", content="Should we launch the beta next week?")] + [
+        Message(seq=seq, sender=f"agent{seq % 4}", content=f"Point {seq}: {text}", score=0.7,
+                turn=seq - 1) for seq in range(2, messages + 1)]
+
+
 def import_seconds(runs: int = 3) -> float:
     """Median wall time of ``import litellm`` in a fresh interpreter."""
     code = "import time; t = time.perf_counter(); import litellm; print(time.perf_counter() - t)"
@@ -153,6 +199,7 @@ def start_up() -> dict[str, Any]:
 def run(calls: int) -> dict[str, Any]:
     """Every measurement of this module."""
     return {"import_litellm_s": import_seconds(), "worker": start_up(),
+            "prompt_budget": prompt_budget(runs=max(20, calls)),
             "per_call": [per_call(calls, 1), per_call(calls, 1000)]}
 
 

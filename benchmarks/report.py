@@ -11,6 +11,7 @@ SWARMS_N16_REFERENCE_MS = 3.3  # the figure the N=16 target was set against
 N40_MAX_MS = 60.0
 HISTORY_MAX_RATIO = 1.2
 COORDINATOR_MAX_RSS_MB = 150.0
+PROMPT_CHECK_MAX_GROWTH = 1.2
 
 
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -64,6 +65,15 @@ def targets(results: dict) -> list[str]:
         rows.append(["Turn 1,000 within 1.2x of turn 10 (N=16)",
                      f"{growth['late_over_early']:.2f}x",
                      verdict(growth["late_over_early"] <= HISTORY_MAX_RATIO)])
+    budget = results.get("llm_cost", {}).get("prompt_budget")
+    if budget:
+        small, large = budget["sizes"][0], budget["sizes"][-1]
+        rows.append([f"Budget check at {large['messages']:,} messages within "
+                     f"{PROMPT_CHECK_MAX_GROWTH}x of {small['messages']}, under 1 ms",
+                     f"{large['check_ms'] * 1000:.1f} µs vs {small['check_ms'] * 1000:.1f} µs "
+                     f"= {budget['check_growth']:.2f}x",
+                     verdict(budget["check_growth"] <= PROMPT_CHECK_MAX_GROWTH
+                             and large["check_ms"] < 1)])
     rooms = [r for r in results.get("many_rooms", []) if not r.get("settings")]
     if rooms:
         peak = max(rooms[0]["coordinator_peak_rss_mb"])
@@ -201,10 +211,25 @@ def llm_cost(results: dict) -> list[str]:
             f"- An LLM agent's task reads the transcript up to the turn's snapshot: at "
             f"{reads['messages']:,} messages the whole log takes {reads['whole_log_ms']:.2f} ms, "
             f"the worker's incremental read (only what was committed since the room's last "
-            f"task on that worker) {reads['incremental_ms']:.2f} ms. Building and sending the "
-            "prompt grows with the transcript (the table above): every message within the "
-            "model's context budget goes to the model, and the budget check counts tokens "
-            "over the whole conversation.", ""]
+            f"task on that worker) {reads['incremental_ms']:.2f} ms.", "",
+            *prompt_budget(cost.get("prompt_budget"))]
+
+
+def prompt_budget(budget: dict | None) -> list[str]:
+    """The context budget check against the transcript's length."""
+    if not budget:
+        return []
+    rows = [[f"{row['messages']:,}", f"{row['kept']:,}", f"{row['first_count_ms']:.1f}",
+             f"{row['check_ms'] * 1000:.1f}", f"{row['build_ms']:.2f}"]
+            for row in budget["sizes"]]
+    return ["A bid prompt against the model's context window (" + budget["model"] + ", "
+            f"{budget['budget_tokens']:,} tokens for the prompt, messages of about 60 tokens): "
+            "each message's tokens are counted once, when the worker first reads it, and "
+            "kept with a running total, so the budget check reads two totals and bisects "
+            "where to cut. Building the prompt still renders every message that fits. CPU of "
+            "the calling thread, medians.", "",
+            *table(["transcript messages", "messages that fit", "first count ms",
+                    "budget check µs", "whole prompt ms"], rows), ""]
 
 
 def anatomy(results: dict) -> list[str]:

@@ -237,9 +237,10 @@ def model_context_window(model: str) -> int | None:
     return int(window) if window else None
 
 
+@lru_cache(maxsize=1024)
 def token_counter(model: str, with_respond_tool: bool = True):  # noqa: ANN201 - a TokenCounter
     """Count chat messages as litellm does for ``model``, the respond tool included when
-    the call sends it."""
+    the call sends it; one counter per model, so the prompts' kept counts are found again."""
     tool_tokens = respond_tool_tokens(model) if with_respond_tool else 0
 
     def count(messages: list[ChatMessage]) -> int:

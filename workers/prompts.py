@@ -14,18 +14,20 @@ counter), so this module never imports an LLM client.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, TypeVar
+from itertools import count as numbering
+from typing import Any
+from weakref import WeakKeyDictionary, ref
 
 from shared.mentions import read_names
 from shared.models import SEED_SENDER, AgentSpec, Message
 from shared.protocol import RESPOND
 from shared.speakers import QUOTE, quote_speaker_lines
 
-T = TypeVar("T")
 ChatMessage = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 TokenCounter = Callable[[list[ChatMessage]], int]
@@ -117,17 +119,20 @@ def other_turn(message: Message, names: Sequence[str]) -> ChatMessage:
     return turn
 
 
+def chat_turn(agent_name: str, message: Message, names: Sequence[str]) -> ChatMessage:
+    """One message from one agent's point of view: its own as an ``assistant`` turn,
+    anyone else's as a ``user`` turn naming the speaker (see other_turn)."""
+    if message.sender == agent_name:
+        return {"role": "assistant", "content": message.content}
+    return other_turn(message, names)
+
+
 def chat_turns(agent_name: str, transcript: Sequence[Message],
                room_agents: Iterable[str] = ()) -> list[ChatMessage]:
-    """The transcript from one agent's point of view: its own posts as ``assistant`` turns,
-    everyone else's as ``user`` turns naming the speaker (see other_turn); ``room_agents``
-    are the room's agent names, whose speaker lines are quoted even before they speak."""
+    """The transcript from one agent's point of view (see chat_turn); ``room_agents`` are
+    the room's agent names, whose speaker lines are quoted even before they speak."""
     names = participant_names(room_agents, transcript)
-    return [
-        {"role": "assistant", "content": message.content} if message.sender == agent_name
-        else other_turn(message, names)
-        for message in transcript
-    ]
+    return [chat_turn(agent_name, message, names) for message in transcript]
 
 
 def input_budget(context_window: int | None, max_reply_tokens: int | None,
@@ -141,27 +146,113 @@ def input_budget(context_window: int | None, max_reply_tokens: int | None,
 
 
 def task_index(transcript: Sequence[Message]) -> int:
-    """Where the current run's task is: the first message of the latest run."""
-    if not transcript:
+    """Where the current run's task is: the first message of the latest run (a log's runs
+    never go down, so a bisection finds it)."""
+    if not transcript or transcript[0].run == transcript[-1].run:
         return 0
-    run = transcript[-1].run
-    return next(i for i, message in enumerate(transcript) if message.run == run)
+    return bisect_left(transcript, transcript[-1].run, key=lambda message: message.run)
 
 
-def trim_oldest(turns: list[T], budget: int, cost: Callable[[T], int], keep: int = 0
-                ) -> tuple[list[T], int]:
-    """Drop turns oldest first, never the one at ``keep`` (the run's task), until the rest
-    cost at most ``budget``; returns the kept turns and how many were dropped."""
-    costs = [cost(turn) for turn in turns]
-    total = sum(costs)
-    dropped: set[int] = set()
-    for index in range(len(turns)):
-        if total <= budget:
-            break
-        if index != keep:
-            dropped.add(index)
-            total -= costs[index]
-    return [turn for i, turn in enumerate(turns) if i not in dropped], len(dropped)
+class Tally:
+    """Each message's tokens under one counter, counted the first time a prompt needs them
+    and kept, with a running total along the log: a budget check over a long conversation
+    then reads two totals instead of counting every message again.
+
+    A message is counted as another speaker's turn (its ``Sender:`` prefix and chat name
+    included), which is at least what it costs as the agent's own turn or as a line of a
+    thread. A running total continues the one of the message before it in the transcript
+    it was counted in; a transcript whose ends belong to different runs of totals (say,
+    a log read again from Redis) is counted again from its first message.
+    """
+
+    # Counts kept at most (about 200 bytes each); past it the tally starts over. A count
+    # holds its message weakly: a log the worker no longer keeps is not kept alive here.
+    LIMIT = 250_000
+
+    def __init__(self, count: TokenCounter) -> None:
+        self.count = count
+        # id(message) -> (message, own tokens, running total, which run of totals)
+        self.kept: dict[int, tuple[ref[Message], int, int, int]] = {}
+        self.chains = numbering()
+        self.empty: int | None = None  # what a request of no messages counts
+        # id(first message) -> (that message, how many newest messages fitted last time):
+        # the next check of the same log starts there, as its cut moves little per turn.
+        self.hints: dict[int, tuple[ref[Message], int]] = {}
+
+    def entry(self, message: Message) -> tuple[ref[Message], int, int, int] | None:
+        found = self.kept.get(id(message))
+        return found if found is not None and found[0]() is message else None
+
+    def prefix(self, transcript: Sequence[Message], names: Sequence[str]
+               ) -> Callable[[int], int]:
+        """Tokens of ``transcript[:i]`` as a function of ``i``."""
+        if len(self.kept) > self.LIMIT:
+            self.kept.clear()
+            self.hints.clear()
+        new = len(transcript)
+        while new and self.entry(transcript[new - 1]) is None:
+            new -= 1
+        first, last = self.entry(transcript[0]), self.entry(transcript[new - 1]) if new else None
+        if first is None or last is None or first[3] != last[3]:
+            new = 0
+        if new < len(transcript) and self.empty is None:
+            self.empty = self.count([])
+        for i in range(new, len(transcript)):
+            message = transcript[i]
+            own = self.count([other_turn(message, names)]) - (self.empty or 0)
+            before = self.kept[id(transcript[i - 1])] if i else None
+            chain = before[3] if before else next(self.chains)
+            self.kept[id(message)] = (ref(message), own, own + (before[2] if before else 0), chain)
+        _, own, total, _ = self.kept[id(transcript[0])]
+        base = total - own
+        return lambda i: self.kept[id(transcript[i - 1])][2] - base if i else 0
+
+
+_tallies: WeakKeyDictionary[Callable[..., int], Tally] = WeakKeyDictionary()
+
+
+def tally_for(count: TokenCounter) -> Tally:
+    """The counts kept for ``count`` (one tally per counter, for as long as it lives)."""
+    try:
+        tally = _tallies.get(count)
+        if tally is None:
+            tally = _tallies.setdefault(count, Tally(count))
+    except TypeError:  # a builtin (say ``len``) cannot be weakly referenced: count afresh
+        return Tally(count)
+    return tally
+
+
+def fit(transcript: Sequence[Message], names: Sequence[str], budget: int,
+        count: TokenCounter) -> tuple[range, range]:
+    """Which messages fit into ``budget`` tokens: the run's task always (the first range,
+    empty when the rest holds it), then the newest ones (the second); the oldest go first.
+    A bisection over the kept running totals, so it costs about the same at 10,000
+    messages as at 10."""
+    if not transcript:
+        return range(0), range(0)
+    tally = tally_for(count)
+    tokens = tally.prefix(transcript, names)
+    end, keep = len(transcript), task_index(transcript)
+    task = tokens(keep + 1) - tokens(keep)
+
+    def fits(cut: int) -> bool:
+        return tokens(end) - tokens(cut) + (task if keep < cut else 0) <= budget
+
+    hint = tally.hints.get(id(transcript[0]))
+    cut = end - hint[1] if hint is not None and hint[0]() is transcript[0] else -1
+    if not (0 <= cut <= end and fits(cut) and (cut == 0 or not fits(cut - 1))):
+        cut = bisect_left(range(end + 1), True, key=fits)
+    tally.hints[id(transcript[0])] = (ref(transcript[0]), end - cut)
+    return range(keep, min(keep + 1, cut)), range(cut, end)
+
+
+def fitted(transcript: Sequence[Message], names: Sequence[str], budget: int | None,
+           count: TokenCounter) -> list[Message]:
+    """The messages that fit into ``budget`` (all of them when it is None), in order."""
+    if budget is None:
+        return list(transcript)
+    task, newest = fit(transcript, names, budget, count)
+    return [*transcript[task.start:task.stop], *transcript[newest.start:newest.stop]]
 
 
 def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
@@ -171,14 +262,11 @@ def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
     tokens (``count`` counts a list of chat messages, tools included)."""
     system = system_message(agent)
     instruction = {"role": "user", "content": decide_prompt(agent, room_agents, transcript)}
-    turns = chat_turns(agent.name, transcript, (other.name for other in room_agents))
-    if budget is None or count([system, *turns, instruction]) <= budget:
-        return Prompt([system, *turns, instruction])
-    empty = count([])
-    fixed = count([system, instruction])
-    kept, dropped = trim_oldest(turns, budget - fixed, lambda turn: count([turn]) - empty,
-                                keep=task_index(transcript))
-    return Prompt([system, *kept, instruction], dropped)
+    names = participant_names((other.name for other in room_agents), transcript)
+    kept = fitted(transcript, names, None if budget is None
+                  else budget - count([system, instruction]), count)
+    turns = [chat_turn(agent.name, message, names) for message in kept]
+    return Prompt([system, *turns, instruction], len(transcript) - len(turns))
 
 
 def render(template: str, **values: str) -> str:
@@ -205,14 +293,8 @@ def fit_thread(transcript: Sequence[Message], names: Sequence[str], fixed: list[
                budget: int | None, count: TokenCounter) -> tuple[str, int]:
     """The thread's text within what ``budget`` leaves after the ``fixed`` messages,
     oldest replies dropped first and the run's task always kept; and how many dropped."""
-    lines = thread_lines(transcript, names)
-    if budget is None or count([*fixed, _user("\n\n".join(lines))]) <= budget:
-        return "\n\n".join(lines), 0
-    empty = count([])
-    kept, dropped = trim_oldest(lines, budget - count(fixed),
-                                lambda line: count([_user(line)]) - empty,
-                                keep=task_index(transcript))
-    return "\n\n".join(kept), dropped
+    kept = fitted(transcript, names, None if budget is None else budget - count(fixed), count)
+    return "\n\n".join(thread_lines(kept, names)), len(transcript) - len(kept)
 
 
 def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],

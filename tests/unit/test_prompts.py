@@ -15,10 +15,11 @@ from workers.prompts import (
     chat_name,
     chat_turns,
     decide_prompt,
+    fit,
     input_budget,
     system_message,
+    tally_for,
     template,
-    trim_oldest,
 )
 
 SKEPTIC = AgentSpec(name="Skeptic", role="finds what fails first", model="openai/gpt-4o-mini",
@@ -107,17 +108,45 @@ def test_the_budget_leaves_room_for_the_reply_and_a_margin():
     assert input_budget(None, 500) is None
 
 
-def test_trimming_drops_the_oldest_turns_but_keeps_the_first():
-    turns = [{"role": "user", "content": f"m{i}"} for i in range(6)]
-    kept, dropped = trim_oldest(turns, 3, lambda turn: 1)
-    assert [turn["content"] for turn in kept] == ["m0", "m4", "m5"]
-    assert dropped == 3
+def one_token_each(messages: list[dict]) -> int:
+    return len(messages)
 
 
-def test_trimming_keeps_the_first_turn_even_when_nothing_else_fits():
-    turns = [{"role": "user", "content": f"m{i}"} for i in range(4)]
-    kept, dropped = trim_oldest(turns, 0, lambda turn: 5)
-    assert kept == turns[:1] and dropped == 3
+def test_fitting_drops_the_oldest_messages_but_keeps_the_task():
+    lines = transcript(*[("User" if i == 0 else "Optimist", f"m{i}") for i in range(6)])
+    assert fit(lines, NAMES, 3, one_token_each) == (range(0, 1), range(4, 6))
+
+
+def test_fitting_keeps_the_task_even_when_nothing_else_fits():
+    lines = transcript(*[("User", f"m{i}") for i in range(4)])
+    assert fit(lines, NAMES, 0, one_token_each) == (range(0, 1), range(4, 4))
+
+
+def test_each_message_is_counted_once_and_the_check_reads_running_totals():
+    counted: list[str] = []
+
+    def counting(messages: list[dict]) -> int:
+        counted.extend(message["content"] for message in messages)
+        return word_count(messages)
+
+    lines = transcript(("User", "the task"), *[("Optimist", "word " * 5)] * 20)
+    first = fit(lines, NAMES, 40, counting)
+    assert len(counted) == 20 + 1
+    longer = [*lines, Message(seq=22, sender="Economist", content="one more")]
+    counted.clear()
+    assert fit(lines, NAMES, 40, counting) == first
+    assert fit(longer, NAMES, 40, counting) == (first[0], range(first[1].start + 1, 22))
+    assert counted == ["Economist: one more"]  # only the new message, never the old ones
+
+
+def test_a_log_read_again_is_counted_again():
+    lines = transcript(*[("Optimist", "word " * 5)] * 10)
+    tally = tally_for(word_count)
+    before = tally.prefix(lines, NAMES)(10)
+    # The same messages in new objects (read again from Redis) after the counted ones.
+    again = lines[:5] + [message.model_copy() for message in lines[5:]]
+    assert tally.prefix(again, NAMES)(10) == before
+    assert tally.prefix(again[3:], NAMES)(7) == before - tally.prefix(lines, NAMES)(3)
 
 
 def test_a_long_transcript_is_trimmed_into_the_budget_keeping_the_task():
