@@ -10,7 +10,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.connections import redis_kwargs
+from shared.connections import cluster_client, redis_kwargs
 from shared.settings import Settings
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
@@ -23,7 +23,7 @@ UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError)
 CONTROL_CONNECTIONS = 4
 
 
-def connect(settings: Settings, max_connections: int) -> Redis:
+def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisCluster
     """A coordinator's Redis client with a pool of ``max_connections``.
 
     Each room waiting for bids holds one connection in XREAD BLOCK for up to its whole bid
@@ -33,6 +33,10 @@ def connect(settings: Settings, max_connections: int) -> Redis:
     had already run is refused (NOTURN, TURNOPEN), so a retry never writes twice.
     """
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
+    if settings.redis_cluster:
+        return cluster_client(settings, asyncio=True, max_connections=max_connections,
+                              socket_timeout=None, retry=retry,
+                              socket_connect_timeout=settings.lease_renew_every_s)
     pool = BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=max_connections, timeout=None,
         socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry,

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from parley import live, speak_queue
 from shared.archive import ArchiveResult, archive_room, import_room
-from shared.connections import redis_kwargs
+from shared.connections import cluster_client, redis_kwargs
 from shared.events import Event, RunEnded
 from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
@@ -134,10 +134,11 @@ class Client:
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
-        self.redis = redis.Redis.from_url(self.settings.redis_url,
-                                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-                                          socket_timeout=REDIS_READ_TIMEOUT_S,
-                                          **redis_kwargs(self.settings))
+        timeouts: dict[str, Any] = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+                                    "socket_timeout": REDIS_READ_TIMEOUT_S}
+        self.redis = (cluster_client(self.settings, **timeouts) if self.settings.redis_cluster
+                      else redis.Redis.from_url(self.settings.redis_url, **timeouts,
+                                                **redis_kwargs(self.settings)))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
                                self.settings.events_stream_maxlen)

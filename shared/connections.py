@@ -18,6 +18,9 @@ import ssl
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import redis
+import redis.asyncio
+
 from shared.settings import Settings
 
 TLS_SCHEME = "rediss"
@@ -37,6 +40,14 @@ def redis_kwargs(settings: Settings, url: str | None = None) -> dict[str, Any]:
     ``from_url`` with the client's own options: empty for a plain ``redis://`` URL."""
     url = settings.redis_url if url is None else url
     return tls_options(settings, url, setting_for(settings, url)) or {}
+
+
+def cluster_client(settings: Settings, *, asyncio: bool = False, **options: Any) -> Any:
+    """A Redis Cluster client (redis-py's, sync or asyncio) seeded by PARLEY_REDIS_URL, one
+    node's address; ``options`` go to every node's connections. Every per-room key shares
+    its room's slot, so each room's scripts and pipelines run on one node."""
+    kind = redis.asyncio.RedisCluster if asyncio else redis.RedisCluster
+    return kind.from_url(settings.redis_url, **options, **redis_kwargs(settings))
 
 
 def broker_use_ssl(settings: Settings, url: str | None = None) -> dict[str, Any] | None:

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
 
     redis_url: str = "redis://127.0.0.1:6379/0"
     broker_url: str = Field(default="", description="Celery broker; empty means redis_url")
+    # redis_url names one node of a Redis Cluster (the others are discovered); the broker
+    # must then be a plain Redis or RabbitMQ: Celery's Redis transport does not speak Cluster.
+    redis_cluster: bool = False
     key_prefix: str = "parley"
 
     lease_ttl_s: float = Field(default=5.0, gt=0)
@@ -147,6 +150,10 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _default_broker(self) -> Settings:
         if not self.broker_url:
+            if self.redis_cluster:
+                raise ValueError(f"{variable_name('redis_cluster')} is set: set "
+                                 f"{variable_name('broker_url')} to a plain Redis or RabbitMQ "
+                                 "(Celery's Redis transport does not speak Cluster)")
             self.broker_url = self.redis_url
         return self
 

@@ -14,7 +14,7 @@ import structlog
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
-from shared.connections import redis_kwargs
+from shared.connections import cluster_client, redis_kwargs
 from shared.keys import Keys
 from shared.models import AgentSpec, BidRequest, CallKind, MentionPolicy, Message, RoomSpec
 from shared.protocol import CALL_TASK
@@ -47,6 +47,9 @@ def _redis() -> redis.Redis:
     # and the coordinator gives a turn that overlapped an outage its time again.
     settings = get_settings()
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
+    if settings.redis_cluster:
+        return cluster_client(settings, max_connections=2 * settings.worker_concurrency + 8,
+                              retry=Retry(backoff, retries=REDIS_RETRIES))
     pool = redis.BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=2 * settings.worker_concurrency + 8,
         retry=Retry(backoff, retries=REDIS_RETRIES), **redis_kwargs(settings))

@@ -1,0 +1,61 @@
+"""Rooms on a real three-node Redis Cluster: every room's scripts and pipelines run in its
+own slot, the coordinators' and workers' clients are cluster clients, and the Celery broker
+is the plain Redis (its Redis transport does not speak Cluster)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+
+from parley.client import Client
+from parley.processes import ProcessGroup
+from shared.keys import Keys
+from shared.models import StopReason
+from shared.settings import Settings
+from tests.chaos.harness import logs_on_failure, parley_env
+from tests.conftest import REDIS_URL
+from tests.support.cluster import LocalCluster
+from tests.support.rooms import scripted_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+SCRIPTS = {"Optimist": [{"score": 0.9, "message": "On a cluster."},
+                        {"score": 0.1, "message": ""}],
+           "Skeptic": [{"score": 0.2, "message": "Which node?"},
+                       {"score": 0.8, "message": "Every slot answered."}]}
+ROOMS = 6
+
+
+def test_rooms_run_on_a_three_node_cluster_with_the_broker_on_plain_redis(
+        tmp_path: Path, queue: str):
+    prefix = f"parley-cluster-{uuid.uuid4().hex[:8]}"
+    with LocalCluster(tmp_path) as cluster, ProcessGroup(tmp_path, parley_env(
+            cluster.url(), prefix, redis_cluster="true", broker_url=REDIS_URL,
+            scan_interval_s=0.1)) as group, logs_on_failure(group):
+        group.worker("-Q", queue, "-c", "8")
+        group.coordinator()
+        client = Client(Settings(redis_url=cluster.url(), broker_url=REDIS_URL,
+                                 redis_cluster=True, key_prefix=prefix))
+        spec = scripted_spec(SCRIPTS, queue=queue)
+        rooms = [client.create_room(spec) for _ in range(ROOMS)]
+        posts = [client.post(room, "Does it run on a cluster?") for room in rooms]
+        results = [client.wait(room, post, timeout_s=60) for room, post in zip(rooms, posts, strict=True)]
+        # The rooms' logs are spread over the nodes (a node lists only the keys it holds).
+        logs = {Keys(prefix).log(room).encode() for room in rooms}
+        holders = {port for port in cluster.ports
+                   if logs & set(redis.Redis(port=port).scan_iter(match=f"{prefix}:*"))}
+
+    for result in results:
+        assert [(m.sender, m.content) for m in result.messages] == [
+            ("User", "Does it run on a cluster?"), ("Optimist", "On a cluster."),
+            ("Skeptic", "Every slot answered.")]
+        assert result.stop_reason == StopReason.LULL
+    assert len(holders) > 1
+
+
+def test_a_cluster_needs_a_broker_of_its_own():
+    with pytest.raises(ValueError, match="PARLEY_BROKER_URL to a plain Redis or RabbitMQ"):
+        Settings(redis_url="redis://127.0.0.1:7000/0", redis_cluster=True, broker_url="")
