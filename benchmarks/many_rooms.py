@@ -54,7 +54,8 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         def leased() -> int:
             return sum(1 for owner in redis.mget([keys.lease(r) for r in ids]) if owner)
 
-        wait_until(lambda: leased() == rooms, 120, f"{rooms} rooms leased")
+        # Creating and leasing take about a millisecond a room each (more under load).
+        wait_until(lambda: leased() == rooms, 120 + rooms / 20, f"{rooms} rooms leased")
         for _ in range(workers):
             deployment.group.worker("-Q", "parley.agents",
                                     env={"PARLEY_WORKER_CONCURRENCY": str(concurrency)})

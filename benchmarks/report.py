@@ -12,6 +12,14 @@ N40_MAX_MS = 60.0
 HISTORY_MAX_RATIO = 1.2
 COORDINATOR_MAX_RSS_MB = 150.0
 PROMPT_CHECK_MAX_GROWTH = 1.2
+# Long rooms and many rooms: the targets of the work on what a turn and a call cost.
+ADDED_SIZES = (4, 16, 40)  # 50 ms agents
+ADDED_MEDIAN_MAX_MS, ADDED_P95_MAX_MS = 2.0, 4.0
+TURN_CPU_MAX_MS = 1.5  # N=4, instant agents, coordinator + worker + Redis
+MANY_ROOMS_MIN_TURNS_PER_S = 800.0
+TEN_K_ROOMS_MAX_MB = 600.0
+STUB_CALL_CPU_MAX_MS = 1.5
+N40_SLEEPING_MAX_SWARMS_RATIO = 0.6
 
 
 def table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -74,6 +82,7 @@ def targets(results: dict) -> list[str]:
                      f"= {budget['check_growth']:.2f}x",
                      verdict(budget["check_growth"] <= PROMPT_CHECK_MAX_GROWTH
                              and large["check_ms"] < 1)])
+    rows += scale_targets(results)
     rooms = [r for r in results.get("many_rooms", []) if not r.get("settings")]
     if rooms:
         peak = max(rooms[0]["coordinator_peak_rss_mb"])
@@ -84,6 +93,58 @@ def targets(results: dict) -> list[str]:
         rows.append(["Two coordinators serve more turns per second than one",
                      f"{two:.0f} vs {one:.0f} turns/s", verdict(two > one)])
     return ["## Targets", "", *table(["target", "measured", ""], rows), ""]
+
+
+def scale_targets(results: dict) -> list[list[str]]:
+    """The rows of the long-rooms-and-many-rooms targets that this run measured."""
+    parley = results.get("turns", {}).get("runs", [])
+    swarms = results.get("anchor", {}).get("runs", [])
+    rows = []
+    for agents in ADDED_SIZES:
+        row = row_of(parley, agents, 0.05)
+        if row and "added_median_ms" in row:
+            rows.append([f"N={agents}, 50 ms agents: a turn's time over its slowest call at most "
+                         f"{ADDED_MEDIAN_MAX_MS:g} ms median, {ADDED_P95_MAX_MS:g} ms p95 "
+                         "(turn records)",
+                         f"{row['added_median_ms']:.2f} ms median, {row['added_p95_ms']:.2f} ms p95",
+                         verdict(row["added_median_ms"] <= ADDED_MEDIAN_MAX_MS
+                                 and row["added_p95_ms"] <= ADDED_P95_MAX_MS)])
+    n4 = row_of(parley, 4, 0.0)
+    if n4:
+        cpu = n4["coordinator_cpu_ms"] + n4["worker_cpu_ms"] + n4["redis_cpu_ms"]
+        rows.append([f"N=4, instant agents: CPU per turn of all processes at most "
+                     f"{TURN_CPU_MAX_MS:g} ms",
+                     f"{cpu:.2f} ms (coordinator {n4['coordinator_cpu_ms']:.2f}, worker "
+                     f"{n4['worker_cpu_ms']:.2f}, Redis {n4['redis_cpu_ms']:.2f})",
+                     verdict(cpu <= TURN_CPU_MAX_MS)])
+    one = next((r for r in results.get("many_rooms", [])
+                if r["coordinators"] == 1 and not r.get("settings")), None)
+    if one:
+        rows.append([f"{one['rooms']:,} live rooms, 200 ms agents: at least "
+                     f"{MANY_ROOMS_MIN_TURNS_PER_S:.0f} turns/s with no lease lost",
+                     f"{one['turns_per_s']:.0f} turns/s, lease churn {one['lease_churn']}",
+                     verdict(one["turns_per_s"] >= MANY_ROOMS_MIN_TURNS_PER_S
+                             and one["lease_churn"] == 0)])
+    many = results.get("ten_thousand_rooms")
+    if many:
+        peak = max(many["coordinator_peak_rss_mb"])
+        rows.append([f"{many['rooms']:,} live rooms on one coordinator: at most "
+                     f"{TEN_K_ROOMS_MAX_MB:.0f} MB",
+                     f"{peak:.0f} MB peak, {many['rooms_per_coordinator'][0]:,} rooms held",
+                     verdict(peak <= TEN_K_ROOMS_MAX_MB)])
+    calls = results.get("llm_cost", {}).get("per_call", [])
+    if calls:
+        stub = calls[0]["stub"]["cpu_ms"]
+        rows.append([f"Worker CPU per LLM call over HTTP to the local stub at most "
+                     f"{STUB_CALL_CPU_MAX_MS:g} ms", f"{stub:.2f} ms",
+                     verdict(stub <= STUB_CALL_CPU_MAX_MS)])
+    n40, s40 = row_of(parley, 40, 0.05), row_of(swarms, 40, 0.05)
+    if n40 and s40:
+        ratio = n40["median_ms"] / s40["median_ms"]
+        rows.append([f"N=40, 50 ms agents: at most {N40_SLEEPING_MAX_SWARMS_RATIO:g}x swarms",
+                     f"{n40['median_ms']:.2f} ms = {ratio:.2f}x swarms' {s40['median_ms']:.2f} ms",
+                     verdict(ratio <= N40_SLEEPING_MAX_SWARMS_RATIO)])
+    return rows
 
 
 def per_turn(results: dict) -> list[str]:
@@ -128,7 +189,8 @@ def history(results: dict) -> list[str]:
 
 def many_rooms(results: dict) -> list[str]:
     """Section 4: many rooms live at once, one coordinator then two."""
-    runs = results.get("many_rooms", [])
+    runs = results.get("many_rooms", []) + [
+        run for run in [results.get("ten_thousand_rooms")] if run]
     if not runs:
         return []
     rows = [[r["coordinators"], ", ".join(f"{k}={v}" for k, v in r.get("settings", {}).items())
@@ -163,16 +225,21 @@ def waves(results: dict) -> list[str]:
     sleeping = [r for r in suite.get("runs", []) if r["sleep_s"]] + suite.get("wave_variants", [])
     rows = [[r["agents"], ", ".join(f"{k}={v}" for k, v in r.get("settings", {}).items())
              or "defaults", f"{r['median_ms']:.2f}", f"{r['open_to_last_bid_median_ms']:.2f}",
-             f"{r['open_to_last_bid_max_ms']:.2f}", "yes" if r["one_wave"] else "**no**"]
+             f"{r['open_to_last_bid_max_ms']:.2f}", "yes" if r["one_wave"] else "**no**",
+             f"{r['added_median_ms']:.2f}" if "added_median_ms" in r else "",
+             f"{r['added_p95_ms']:.2f}" if "added_p95_ms" in r else ""]
             for r in sleeping]
     if not rows:
         return []
     settings = suite.get("worker_settings", {})
     return ["## 5. Worker concurrency: one wave", "",
             "Agents sleeping 50 ms per call. One wave means every call of a turn is in flight "
-            "at once: the last bid is written about 50 ms after the turn opened, not 100.", "",
+            "at once: the last bid is written about 50 ms after the turn opened, not 100. "
+            "Over the slowest call: from the turn records, the time from the previous turn's "
+            "decision to this one's less the longest call latency a worker recorded in it.", "",
             *table(["N", "settings", "turn median ms", "open to last bid, median ms",
-                    "open to last bid, max ms", "one wave"], rows), "",
+                    "open to last bid, max ms", "one wave", "over the slowest call, median ms",
+                    "p95 ms"], rows), "",
             "Worker settings of this run: " + ", ".join(f"`{k}={v}`" for k, v in settings.items()),
             ""]
 

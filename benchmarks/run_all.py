@@ -25,6 +25,8 @@ HERE = Path(__file__).parent
 TAKEOVER_TIMEOUT_S = 300
 # One coordinator, then two sharing the same rooms.
 MANY_ROOMS_CONFIGURATIONS = [(1, None), (2, None)]
+# One coordinator holding every room of a big deployment: its memory is what is measured.
+TEN_THOUSAND_ROOMS = 10_000
 
 
 def quietness() -> dict[str, Any]:
@@ -76,6 +78,10 @@ def run_all(quick: bool) -> dict[str, Any]:
     print("many rooms", flush=True)
     results["many_rooms"] = [many_rooms.run(rooms, coordinators, 2, 128, 5.0, window_s, env)
                              for coordinators, env in MANY_ROOMS_CONFIGURATIONS]
+    held = 50 if quick else TEN_THOUSAND_ROOMS
+    print(f"{held:,} rooms on one coordinator", flush=True)
+    results["ten_thousand_rooms"] = many_rooms.run(
+        held, 1, 2, 128, 5.0, window_s / 2, {"PARLEY_COORDINATOR_CAPACITY": str(held)})
     print("LLM client cost", flush=True)
     results["llm_cost"] = llm_cost.run(20 if quick else 200)
     print("takeover", flush=True)
