@@ -114,8 +114,7 @@ class RoomIO:
         except ResponseError as error:
             raise _fence(error) from error
         pairs = [decode(value) for value in set_aside]
-        return Drained(int(moved), RoomState(dict(zip(fields[::2], fields[1::2], strict=True))),
-                       list(zip(pairs[::2], pairs[1::2], strict=True)))
+        return Drained(int(moved), state_of(fields), list(zip(pairs[::2], pairs[1::2], strict=True)))
 
     async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn | None:
         """Open the next turn with a deadline ``timeout_s`` from now; None when the room was
@@ -170,21 +169,23 @@ class RoomIO:
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
-                     turns_maxlen: int) -> int:
+                     turns_maxlen: int) -> tuple[int, Drained | None]:
         """Commit a decided turn with commit.lua, all or nothing: the winner's message, the
         state and totals the decision changes, the run's end if it stops, and ``record``
         (kept in a turns stream capped near ``turns_maxlen``). The log must still be at the
-        turn's snapshot. Returns the new message's seq (0 for no message)."""
+        turn's snapshot. Returns the new message's seq (0 for no message) and, when the
+        inbox is empty, what a drain would return now (None: drain first)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
-                self.keys.turns(room), self.keys.events(room)]
+                self.keys.turns(room), self.keys.events(room), self.keys.inbox(room)]
         payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
                                  self.events_maxlen)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
-            return int(await self.scripts.commit(keys=keys, args=args))
+            seq, waiting, state = await self.scripts.commit(keys=keys, args=args)
         except ResponseError as error:
             raise _fence(error) from error
+        return int(seq), None if waiting else Drained(0, state_of(state), [])
 
     async def end_run(self, lease: Lease, status: str, reason: str, detail: str,
                       fields: dict[str, str] | None = None) -> None:
@@ -240,6 +241,11 @@ def without_scripts(spec: RoomSpec) -> RoomSpec:
     agents = [agent.model_copy(update={"script": []}) if agent.script else agent
               for agent in spec.agents]
     return spec.model_copy(update={"agents": agents})
+
+
+def state_of(fields: list[Any]) -> RoomState:
+    """A state hash a script returned as a flat field/value list."""
+    return RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
 
 
 def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, log_maxlen: int,

@@ -115,10 +115,13 @@ class RoomRunner:
         finished first). LeaseLost propagates to the caller: a cancelled or deleted room
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
+        # What a commit found when the inbox was empty stands for the next drain.
+        drained: Drained | None = None
         while True:
-            state = (await self.drain()).state
+            state = (drained or await self.drain()).state
+            drained = None
             if state.turn_open:
-                await self.take_turn(state, self.resume_turn(state))
+                drained = await self.take_turn(state, self.resume_turn(state))
                 continue
             if state.status is not RoomStatus.RUNNING or state.paused:
                 if await self.go_idle():
@@ -133,7 +136,7 @@ class RoomRunner:
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             if turn is not None:  # None: paused since the drain; look again
-                await self.take_turn(state, turn)
+                drained = await self.take_turn(state, turn)
 
     async def read_posted(self, state: RoomState, upto_seq: int
                           ) -> tuple[tuple[Posted, ...], tuple[FloorOp, ...]]:
@@ -173,8 +176,9 @@ class RoomRunner:
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
                         state.turn_opened_at, resumed=True)
 
-    async def take_turn(self, state: RoomState, turn: OpenTurn) -> None:
-        """Play the turn's phases (fan out, collect, decide) and commit the outcome."""
+    async def take_turn(self, state: RoomState, turn: OpenTurn) -> Drained | None:
+        """Play the turn's phases (fan out, collect, decide) and commit the outcome; returns
+        what the commit saw for the next turn (None: drain first)."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
         view = view_of(state, turn.number, *await self.read_posted(state, turn.snapshot_seq))
         calls = policies.first_calls(self.spec, view)
@@ -193,8 +197,9 @@ class RoomRunner:
                 break
             phase, calls = phase + 1, decision.next
             turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
-        await self.commit(state, turn, view, inbox.answers, decision)
+        drained = await self.commit(state, turn, view, inbox.answers, decision)
         self.outages.forget(self.lease.room)
+        return drained
 
     async def collect(self, turn: OpenTurn, phase: int, calls: Calls, inbox: TurnAnswers
                       ) -> None:
@@ -267,14 +272,17 @@ class RoomRunner:
         await asyncio.to_thread(self.transport.send, requests)
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
-                     decision: Decision) -> None:
+                     decision: Decision) -> Drained | None:
         """Write the decision with the fenced commit script and log the turn (and the
-        warnings the decision asks for: logged once, as the turn is committed once)."""
+        warnings the decision asks for: logged once, as the turn is committed once);
+        returns what the commit saw for the next turn."""
         record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
-        seq = await self.io.commit(self.lease, record, decision, self.options.turns_maxlen)
+        seq, drained = await self.io.commit(self.lease, record, decision,
+                                            self.options.turns_maxlen)
         log_turn(record, decision, seq)
         for line in decision.log_lines:
             log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
+        return drained
 
     async def go_idle(self) -> bool:
         """Leave the runnable set unless someone posted or resumed the room meanwhile (then

@@ -1,6 +1,7 @@
 -- Commit a decided turn, all or nothing: append the winner's message (if any) to the log,
 -- update the room's state and usage totals, and write the turn record.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns   KEYS[5] events
+-- KEYS[6] inbox (optional: then the reply also says what the next turn needs, see below)
 -- ARGV[1] lease token   ARGV[2] turn   ARGV[3] expected last seq   ARGV[4] JSON payload:
 --   message: flat fields of the winner's message without seq (sender and content not
 --            empty), or absent for no winner
@@ -17,7 +18,10 @@
 -- queue_changed (run, queue, listening, asked, waiting, over: the floor:* fields afterwards)
 -- when the fields it sets change a mention room's speak queue, turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
 -- status, stop_reason, stop_detail, answer if any) when the turn ends the run.
--- Returns the new message's seq, or 0 when the turn had no winner.
+-- Returns the new message's seq, or 0 when the turn had no winner. With KEYS[6]: {that
+-- seq, the number of inbox entries waiting, the state hash afterwards as a flat field/value
+-- list}: with an empty inbox a drain would move nothing, so the coordinator goes on from
+-- this state without one (a round trip less per turn).
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
 -- BADPAYLOAD (the payload is not as above) or BADSTATE (a counter or total it would
@@ -249,5 +253,8 @@ if payload['stop'] then
     table.insert(ended, answer)
   end
   add_event(ended)
+end
+if KEYS[6] then
+  return {seq, redis.call('XLEN', KEYS[6]), redis.call('HGETALL', KEYS[2])}
 end
 return seq
