@@ -61,7 +61,8 @@ def per_call(calls: int, messages: int) -> dict[str, Any]:
     mocked = AgentSpec(name="Mocked", model="gpt-4o-mini", litellm_kwargs=MOCK_KWARGS)
     result = {"messages": messages, "mock": call_cost(mocked, calls, history)}
     os.environ[KEY_VARIABLE] = "sk-bench"
-    with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer.")) as stub:
+    with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer."),
+                    keep_alive=True) as stub:  # a provider keeps connections open
         # This process is the worker: it lends the bench key to the stub.
         os.environ["PARLEY_WORKER_KEY_ENVS"] = KEY_VARIABLE
         os.environ["PARLEY_WORKER_ALLOWED_API_BASES"] = stub.url

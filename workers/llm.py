@@ -9,6 +9,7 @@ cost, and tells what kind of failure a failed call met (``classify_error``).
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import time
@@ -173,11 +174,14 @@ def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -
 
 
 def attempt_timeout(agent: AgentSpec, deadline: float) -> float:
-    """Seconds this attempt may take: the agent's timeout, cut to the time left."""
+    """Seconds this attempt may take: the agent's timeout, cut to the time left rounded up
+    to a whole second. litellm keeps one HTTP client (and its open connections) per
+    timeout value: a timeout that changed with every call cost every call a new connection
+    (a TLS handshake at a real provider); an answer past the deadline is ignored anyway."""
     left = deadline - time.time()
     if left < MIN_CALL_S:
         raise DeadlinePassed(f"only {max(left, 0.0):.3f}s left before the bid deadline")
-    return min(agent.timeout_s or left, left)
+    return float(min(agent.timeout_s or math.ceil(left), math.ceil(left)))
 
 
 def backoff_s(attempt: int, retry_after: float | None = None) -> float:

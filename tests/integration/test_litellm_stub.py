@@ -203,3 +203,16 @@ def test_a_long_transcript_reaches_the_model_trimmed_but_with_the_task(stub):
     assert sent[-2]["content"].startswith("Optimist: message 79:")
     assert count(sent) <= input_budget(2000, 200)
     assert json.dumps(sent).count("message 2:") == 0
+
+
+def test_calls_with_different_time_left_reuse_one_connection(worker_env):
+    with OpenAIStub(api_key=KEY, default=tool_call(0.5, "Again."), keep_alive=True) as server:
+        worker_env(**{KEY_ENV: KEY, "PARLEY_WORKER_KEY_ENVS": KEY_ENV,
+                      "PARLEY_WORKER_ALLOWED_API_BASES": server.url})
+        agent = agent_on(server, "Reused")
+        bids = [bid(agent, deadline_s=deadline) for deadline in (9.3, 9.6, 9.1, 9.4)]
+        connections = set(server.connections)
+
+    assert [b.status for b in bids] == [BidStatus.OK] * 4
+    # litellm keeps a client per timeout: the time left, rounded up, is one value here.
+    assert len(connections) == 1

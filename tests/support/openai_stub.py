@@ -109,8 +109,11 @@ class OpenAIStub:
     """The server: scripts per model, every request recorded; start/stop or use ``with``."""
 
     def __init__(self, api_key: str | None = None, default: Reply | None = None,
-                 refusal: Reply | None = None) -> None:
+                 refusal: Reply | None = None, keep_alive: bool = False) -> None:
         self.api_key = api_key
+        # HTTP/1.1 connections kept open between requests, as a provider's are (the default
+        # closes each one: no client can keep a connection a test did not mean to keep).
+        self.keep_alive = keep_alive
         self.default = default or tool_call(0.0, "")
         # The answer to a request without ``api_key``.
         self.refusal = refusal or error(401, "Incorrect API key provided.",
@@ -118,6 +121,7 @@ class OpenAIStub:
         self.scripts: dict[str, deque[Reply]] = {}
         self.received: list[Received] = []
         self.seen: list[Seen] = []
+        self.connections: set[tuple[str, int]] = set()  # the clients' (host, port), as seen
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
         self.stopping = threading.Event()
@@ -213,6 +217,13 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         """Answers POST .../chat/completions from the stub's scripts."""
 
+        protocol_version = "HTTP/1.1" if stub.keep_alive else "HTTP/1.0"
+        # A kept connection left idle this long is closed, so that stop() can join it.
+        timeout = 1.0 if stub.keep_alive else None
+        # Headers and body go out as two writes: without this, on a kept connection the
+        # body waits for the client's delayed ACK (about 40 ms).
+        disable_nagle_algorithm = True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             self._arrived(b"")
             self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
@@ -250,13 +261,16 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
 
         def _arrived(self, raw: bytes) -> None:
             stub.record(Seen(self.command, self.path, tuple(self.headers.items()), raw))
+            with stub.lock:
+                stub.connections.add(self.client_address[:2])
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
-            self.send_header("connection", "close")
+            if not stub.keep_alive:
+                self.send_header("connection", "close")
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
