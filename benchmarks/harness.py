@@ -29,7 +29,10 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 
 # hz 10 is Redis's default; AOF everysec is how a deployment that must survive a Redis
 # restart runs it (DESIGN.md: "with Redis AOF on, a Redis restart too").
-REDIS_OPTIONS = ("--appendonly", "yes", "--appendfsync", "everysec", "--hz", "10")
+# A coordinator holds a connection per room waiting for answers: past Redis's default of
+# 10,000 clients, 10,000 rooms could not all wait at once.
+REDIS_OPTIONS = ("--appendonly", "yes", "--appendfsync", "everysec", "--hz", "10",
+                 "--maxclients", "20000")
 
 
 def p95(values: list[float]) -> float:
