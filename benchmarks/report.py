@@ -126,7 +126,10 @@ def scale_targets(results: dict) -> list[list[str]]:
                      verdict(one["turns_per_s"] >= MANY_ROOMS_MIN_TURNS_PER_S
                              and one["lease_churn"] == 0)])
     many = results.get("ten_thousand_rooms")
-    if many:
+    if many and "error" in many:
+        rows.append([f"{many['rooms']:,} live rooms on one coordinator: at most "
+                     f"{TEN_K_ROOMS_MAX_MB:.0f} MB", many["error"], verdict(False)])
+    elif many:
         peak = max(many["coordinator_peak_rss_mb"])
         rows.append([f"{many['rooms']:,} live rooms on one coordinator: at most "
                      f"{TEN_K_ROOMS_MAX_MB:.0f} MB",
@@ -190,7 +193,7 @@ def history(results: dict) -> list[str]:
 def many_rooms(results: dict) -> list[str]:
     """Section 4: many rooms live at once, one coordinator then two."""
     runs = results.get("many_rooms", []) + [
-        run for run in [results.get("ten_thousand_rooms")] if run]
+        run for run in [results.get("ten_thousand_rooms")] if run and "error" not in run]
     if not runs:
         return []
     rows = [[r["coordinators"], ", ".join(f"{k}={v}" for k, v in r.get("settings", {}).items())
