@@ -95,8 +95,9 @@ FLOOR_FIELD_PREFIX = "floor:"
 # Each agent's running totals are the state fields ``agent:<agent>:<total>``.
 AGENT_FIELD_PREFIX = "agent:"
 # The token and cost totals kept for the room (plain names), for its current run
-# (``run_<total>``, reset when a run starts) and for each agent.
-USAGE_TOTALS = ("prompt_tokens", "completion_tokens", "cost_usd")
+# (``run_<total>``, reset when a run starts) and for each agent. ``cached_tokens`` are the
+# part of ``prompt_tokens`` providers read from their prompt caches (billed at a discount).
+USAGE_TOTALS = ("prompt_tokens", "completion_tokens", "cost_usd", "cached_tokens")
 RUN_TOTAL_PREFIX = "run_"
 
 
@@ -119,7 +120,8 @@ def usage_from(fields: dict[str, str], prefix: str = "") -> Usage:
     missing field is 0."""
     return Usage(prompt_tokens=int(float(fields.get(f"{prefix}prompt_tokens") or 0)),
                  completion_tokens=int(float(fields.get(f"{prefix}completion_tokens") or 0)),
-                 cost_usd=float(fields.get(f"{prefix}cost_usd") or 0))
+                 cost_usd=float(fields.get(f"{prefix}cost_usd") or 0),
+                 cached_tokens=int(float(fields.get(f"{prefix}cached_tokens") or 0)))
 
 
 class RoomState:

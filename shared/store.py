@@ -356,6 +356,14 @@ class RoomStore:
             keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
             args=args))
 
+    def write_chunk(self, room: str, turn: int, phase: int, agent: str, index: int,
+                    text: str) -> bool:
+        """Write a ``message_chunk`` event of the message ``agent`` is writing in ``turn``;
+        False when it was not written (the room is gone, or the turn no longer open)."""
+        return bool(self.scripts.write_chunk(
+            keys=[self.keys.state(room), self.keys.events(room)],
+            args=[self.events_maxlen, turn, phase, agent, index, text]))
+
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
         dead_letters, events)."""
