@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from parley import output
 from parley.client import Client, RunResult, RunTimeout, load_spec
 from shared.connections import redis_kwargs
+from shared.events import MessageChunk
 from shared.logs import configure_logging, one_line
 from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
@@ -317,19 +318,53 @@ def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
 @app.command()
 @friendly
 def follow(room: Annotated[str, typer.Argument(help="Room id")],
-           after: Annotated[int, typer.Option(help="Start after this seq")] = 0) -> None:
+           after: Annotated[int, typer.Option(help="Start after this seq")] = 0,
+           live: Annotated[bool, typer.Option(
+               "--live", help="Also print each message as it is written, before it is "
+                              "committed")] = False) -> None:
     """Print a room's messages as they are committed, and each run's end (Ctrl-C to
     stop)."""
     client = Client()
     client.state(room)
+    writing = LiveText()
     try:
-        for item in client.timeline(room, after):
+        for item in client.timeline(room, after, **({"chunks": True} if live else {})):
+            if isinstance(item, MessageChunk):
+                writing.show(item)
+                continue
+            writing.end()
             if isinstance(item, Message):
                 output.print_message(console, item)
             else:
                 output.print_run_end(console, item)
     except KeyboardInterrupt:
         pass
+
+
+class LiveText:
+    """``parley follow --live``: a message being written, on a line of its own as its
+    chunks come; the committed message is printed after it as usual (it is the truth: a
+    call that failed midway leaves its line unfinished, and nothing is committed)."""
+
+    def __init__(self) -> None:
+        self.open: tuple[int, int, str] | None = None  # the (turn, phase, agent) shown
+
+    def show(self, chunk: MessageChunk) -> None:
+        """Print a chunk, after a header when it starts another call's text."""
+        key = (chunk.turn, chunk.phase, chunk.agent)
+        if key != self.open or chunk.index == 0:
+            self.end()
+            console.print(f"... {chunk.agent}: ", end="", style="dim", highlight=False,
+                          markup=False)
+            self.open = key
+        console.print(chunk.text, end="", style="dim", highlight=False, markup=False,
+                      soft_wrap=True)
+
+    def end(self) -> None:
+        """End the line of the text being shown, if any."""
+        if self.open is not None:
+            console.print()
+            self.open = None
 
 
 # A stream id as Redis reads it: milliseconds, and optionally -sequence.
