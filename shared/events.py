@@ -59,17 +59,18 @@ at the pause is still decided.
 
 ``message_chunk`` events carry the text of a message as the model writes it: every call
 whose answer is posted (an intent-mode winner's ``reply``, a selector room's ``speak``, a
-``panel`` or ``moderate`` turn, a ``discuss`` turn) streams, its chunks coalesced (about
-every 50 ms or 64 characters) so that one message costs the capped stream a few dozen
-entries, not one per token. A call's chunks, by ``index`` from 0, concatenate to the reply
-it answers with; ``index`` 0 starts a call's text over (the same call made again after a
-takeover). They come before that call's ``answer_arrived``, and the committed message is
-the whole reply (as the policy posts it: cut where it starts speaking for another
-participant). A follower knows the chunks of (turn, phase, agent) were abandoned, nothing
-of them to be posted, when that call's ``answer_arrived`` has a status other than ``ok``
-(the call failed midway: the policy's failure rule applies, e.g. an intent room asks the
-next bidder) or when the turn's ``turn_decided`` names another winner or none. A full-mode
-bid is not streamed: its message arrives whole in its respond call.
+``panel`` or ``moderate`` turn, a ``discuss`` turn) streams, its chunks coalesced (the
+first at once, then at most one every 100 ms: workers/streaming.py) so that one message
+costs the capped stream a few dozen entries, not one per token. A call's chunks, by
+``index`` from 0, concatenate to the reply it answers with; ``index`` 0 starts a call's
+text over (the same call made again after a takeover). They come before that call's
+``answer_arrived``, and the committed message is the whole reply (as the policy posts it:
+cut where it starts speaking for another participant). A follower knows the chunks of
+(turn, phase, agent) were abandoned, nothing of them to be posted, when that call's
+``answer_arrived`` has a status other than ``ok`` (the call failed midway: the policy's
+failure rule applies, e.g. an intent room asks the next bidder) or when the turn's
+``turn_decided`` names another winner or none. A full-mode bid is not streamed: its
+message arrives whole in its respond call.
 
 Adding an event type:
 

@@ -2,9 +2,10 @@
 
 Providers send a token or two per delta; one event per delta would flood a room's capped
 events stream and cost a Redis write per token. Deltas are coalesced: the first goes out at
-once (a follower sees the reply start as soon as it does), then a chunk goes out once
-``CHUNK_CHARS`` characters are pending or ``CHUNK_S`` seconds passed since the last one,
-and the rest when the call ends.
+once (a follower sees the reply start as soon as it does), then what came meanwhile goes
+out once ``CHUNK_S`` seconds passed since the last chunk, and the rest when the call ends.
+A reply costs at most ten events a second however fast it comes: a 200-token reply at 50
+tokens a second about 40.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-CHUNK_CHARS = 64
-CHUNK_S = 0.05
+CHUNK_S = 0.1
 
 # Writes one chunk (index, text); False when it was not written (the turn is over).
 ChunkSink = Callable[[int, str], bool]
@@ -43,8 +43,7 @@ class ChunkWriter:
         self.text += delta
         if self.held():
             return
-        pending = len(self.text) - self.sent
-        if self.index == 0 or pending >= CHUNK_CHARS or self.clock() - self.last >= CHUNK_S:
+        if self.index == 0 or self.clock() - self.last >= CHUNK_S:
             self.flush()
 
     def held(self) -> bool:
