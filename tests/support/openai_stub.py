@@ -280,12 +280,15 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             base = {key: whole[key] for key in ("id", "created", "model")}
             base["object"] = "chat.completion.chunk"
             pieces = stream_pieces(reply)
+            started = time.monotonic()
             for index, delta in enumerate(pieces):
                 if reply.fail_after is not None and index >= reply.fail_after:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if reply.token_s and stub.stopping.wait(reply.token_s):
+                # Paced from the start, as a provider writes: a late wake-up is not repeated.
+                due = started + (index + 1) * reply.token_s
+                if reply.token_s and stub.stopping.wait(max(0.0, due - time.monotonic())):
                     return
                 self._event({**base, "choices": [{"index": 0, "delta": delta,
                                                   "finish_reason": None}]})
