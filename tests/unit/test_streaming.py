@@ -179,3 +179,29 @@ def test_the_cached_tokens_a_provider_reports_are_read_from_its_usage():
     assert cached_tokens(SimpleNamespace(prompt_tokens_details={"cached_tokens": 3})) == 3
     assert cached_tokens(SimpleNamespace(prompt_tokens_details=None)) == 0
     assert cached_tokens(None) == 0
+
+
+@pytest.mark.parametrize("kind", ["speak", "select", "panel", "moderate", "discuss"])
+def test_a_thread_prompt_keeps_the_thread_before_its_instruction(kind):
+    from workers.llm import PROMPTS
+
+    build = PROMPTS[CallKind(kind)]
+    earlier = build(AGENT, [AGENT, OTHER], TRANSCRIPT[:2], None, count).messages[-1]["content"]
+    later = build(AGENT, [AGENT, OTHER], TRANSCRIPT, None, count).messages[-1]["content"]
+    # The next turn's prompt repeats this one up to the end of its thread: cacheable.
+    thread_end = earlier.index("first") + len("first")
+    assert later[:thread_end] == earlier[:thread_end]
+    # ... and the instruction, the same every turn, comes after the thread.
+    assert later.endswith(earlier[earlier.index("</conversation>"):])
+
+
+@pytest.mark.parametrize(("model", "hinted"), [
+    ("anthropic/claude-3-5-sonnet-20240620", True),
+    ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", True),
+    ("openai/gpt-4o-mini", False),
+    ("deepseek/deepseek-chat", False),
+])
+def test_only_providers_that_cache_where_marked_get_the_cache_hint(model, hinted):
+    from workers.llm import needs_cache_hint
+
+    assert needs_cache_hint(AgentSpec(name="A", model=model)) is hinted
