@@ -125,3 +125,34 @@ def test_a_takeover_between_the_phases_reuses_the_intents(sync_redis, async_redi
         (CallKind.INTENT, "A", 1), (CallKind.INTENT, "B", 1), (CallKind.INTENT, "C", 1),
         (CallKind.REPLY, "A", 2)]
     assert policies.replay(intent_spec(), record).message == A_REPLY
+
+
+def test_follow_live_prints_each_reply_as_it_is_written_then_the_message(
+        sync_redis, async_redis, keys, monkeypatch):
+    from typer.testing import CliRunner
+
+    from parley import cli, live
+    from parley.client import Client
+    from shared.settings import Settings
+
+    store = start(sync_redis, keys)
+    asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys, streams=True)))
+    client = Client(Settings(key_prefix="t"))
+    client.redis, client.store = sync_redis, store
+    monkeypatch.setattr(cli, "Client", lambda: client)
+
+    def as_it_happened(room, after_seq, chunks=False):
+        # The room's story as a follower reads it live: chunks in their places.
+        yield from live.in_commit_order(store.read_messages(room), store.read_events(room),
+                                        chunks)
+        raise KeyboardInterrupt
+
+    client.timeline = as_it_happened  # type: ignore[method-assign]
+    live_lines = CliRunner().invoke(cli.app, ["follow", ROOM, "--live"]).output.splitlines()
+    plain_lines = CliRunner().invoke(cli.app, ["follow", ROOM]).output.splitlines()
+
+    assert live_lines == [
+        "  1 User: go", f"... A: {A_REPLY}", f"  2 A (score 0.90): {A_REPLY}",
+        f"... B: {B_REPLY}", f"  3 B (score 0.80): {B_REPLY}",
+        "run 1 ended · idle · stopped by lull"]
+    assert plain_lines == [line for line in live_lines if not line.startswith("...")]
