@@ -119,6 +119,14 @@ def test_a_room_runs_over_http_and_its_events_stream_until_the_run_ends(api, que
                       params={"access_token": TOKEN, "after": events[-2]["id"]})
     assert [e["id"] for e in by_query] == [events[-1]["id"]]
 
+    # A room deleted while followed ends its stream, and every closed stream is let go.
+    with api.stream("GET", f"/rooms/{room}/events", params={"after": "$"}) as response:
+        assert api.delete(f"/rooms/{room}").json()["deleted"] is True
+        ending = list(frames(response))
+    assert [frame["event"] for frame in ending] == ["room_deleted"]
+    wait_until(lambda: 'parley_api_sse_streams{route="/rooms/{room}/events"} 0.0'
+               in api.get("/metrics").text, 10, "the closed streams to be let go")
+
 
 def test_a_run_is_cancelled_over_http(api, queue):
     scripts = rotating_scripts(2, 3)
