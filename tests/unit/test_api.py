@@ -328,3 +328,17 @@ def test_a_token_in_a_query_is_masked_in_the_access_log():
                                f"/events?after=1-0&access_token={TOKEN}", "1.1", 200), None)
     assert RedactTokens().filter(record)
     assert record.getMessage() == '127.0.0.1:5 - "GET /events?after=1-0&access_token=*** HTTP/1.1" 200'
+
+
+def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
+    spec = {"name": "incident",
+            "policy": {"kind": "mention", "everyone": ["dev", "sre"], "people": ["oncall"]},
+            "agents": [{"name": "dev", "model": "scripted",
+                        "script": [{"content": "@oncall roll back?"}]},
+                       {"name": "sre", "model": "scripted", "script": [{"content": "ok"}]}]}
+    assert api.post("/rooms", json=spec, params={"room": "m1"}).status_code == 201
+    api.post("/rooms/m1/messages", json={"sender": "oncall", "content": "@dev status?"})
+    run_room(server, "m1")
+    assert api.get("/rooms/m1/queue").json() == {
+        "speaking": None, "queue": [], "listening": [], "asked": [["dev", "oncall"]],
+        "waiting": True, "over": False}
