@@ -342,3 +342,17 @@ def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
     assert api.get("/rooms/m1/queue").json() == {
         "speaking": None, "queue": [], "listening": [], "asked": [["dev", "oncall"]],
         "waiting": True, "over": False}
+
+
+def test_redis_or_the_broker_down_is_503_json_without_the_password():
+    settings = Settings(key_prefix=PREFIX, redis_url="redis://:hunter2@127.0.0.1:1/0")
+    with TestClient(make_app(settings)) as api:
+        health = api.get("/healthz")
+        assert health.status_code == 503 and health.json()["status"] == "unavailable"
+        assert "redis://:***@127.0.0.1:1/0 does not answer" in health.json()["error"]
+        rooms = api.get("/rooms")
+        assert (rooms.status_code, rooms.json()) == (
+            503, {"error": "Redis is unavailable: try again shortly"})
+        workers = api.get("/workers")
+        assert workers.status_code == 503 and "the broker at" in workers.json()["error"]
+        assert all("hunter2" not in reply.text for reply in (health, rooms, workers))
