@@ -169,7 +169,12 @@ def test_pause_resume_cancel_and_delete_answer_as_the_cli_json(api, server):
 
 def test_deleting_a_held_room_is_409_unless_forced(api, server):
     api.post("/rooms", json=spec_json(), params={"room": "r1"})
+    assert api.get("/rooms/r1").json()["lease_ttl_left_s"] is None
     fakeredis.FakeRedis(server=server).set(Keys(PREFIX).lease("r1"), "c9:1")
+    fakeredis.FakeRedis(server=server).pexpire(Keys(PREFIX).lease("r1"), 4000)
+    listed = api.get("/rooms").json()
+    assert 3 < listed["rooms"][0]["lease_ttl_left_s"] <= 4 and listed["lease_ttl_s"] == 5.0
+    assert listed["rooms"][0]["holder"] == "c9"
     held = api.delete("/rooms/r1")
     assert held.status_code == 409 and "held by coordinator c9" in held.json()["error"]
     assert api.delete("/rooms/r1", params={"force": "true"}).status_code == 200
