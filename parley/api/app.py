@@ -55,8 +55,8 @@ def make_app(settings: Settings, sync_redis: redis.Redis | None = None,
     app.state.client = client
     app.state.aredis = aredis
     app.state.workers = WorkersView(settings)
-    secured = (rooms.router, streams.router, ops.router)
-    for router in secured:
+    routers = (rooms.router, streams.router, ops.router, ops.open_router)
+    for router in routers[:-1]:
         app.include_router(router, dependencies=[BEARER])
     app.include_router(ops.open_router)
     install_handlers(app)
@@ -67,7 +67,7 @@ def make_app(settings: Settings, sync_redis: redis.Redis | None = None,
     app.add_middleware(TokenAuth, tokens=settings.api_tokens)
     # The routers' own routes: FastAPI may wrap included ones in its app's route list.
     app.add_middleware(RequestMetrics, routes=lambda: [
-        *app.routes, *(route for router in (*secured, ops.open_router) for route in router.routes)])
+        *app.routes, *(route for router in routers for route in router.routes)])
     return app
 
 
