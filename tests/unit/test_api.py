@@ -16,8 +16,10 @@ from parley import cli
 from parley.api import streams
 from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
+from parley.client import Client
 from shared.keys import Keys
 from shared.settings import Settings
+from shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
@@ -33,11 +35,13 @@ def spec_json(turns: int = 2, **policy) -> dict:
                          **policy).model_dump(mode="json")
 
 
-def app_client(server: fakeredis.FakeServer, **settings) -> TestClient:
+def app_client(server: fakeredis.FakeServer, **options) -> TestClient:
     """A TestClient of the API on ``server`` under the test's prefix."""
-    app = make_app(Settings(key_prefix=PREFIX, **settings), fakeredis.FakeRedis(server=server),
-                   fakeredis.FakeAsyncRedis(server=server))
-    return TestClient(app)
+    settings = Settings(key_prefix=PREFIX, **options)
+    client = Client(settings)
+    client.redis = fakeredis.FakeRedis(server=server)
+    client.store = RoomStore(client.redis, Keys(PREFIX))
+    return TestClient(make_app(settings, client, fakeredis.FakeAsyncRedis(server=server)))
 
 
 @pytest.fixture
