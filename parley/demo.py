@@ -10,8 +10,9 @@ from pathlib import Path
 
 import redis
 from rich.console import Console
+from rich.markup import escape
 
-from parley import processes
+from parley import processes, turn_lines
 from parley.client import Client
 from parley.run_printer import RunPrinter
 from shared.models import RoomSpec
@@ -75,6 +76,7 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
+        console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
         printer = RunPrinter(console, client.store, room, spec)
         result = client.wait(room, client.post(room, task), timeout_s=120,
                              on_message=printer.message)

@@ -67,7 +67,8 @@ class RunPrinter:
         """Print the line of each pending record that is ``due``, in turn order."""
         for record in [record for record in self.pending if due(record)]:
             self.pending.remove(record)
-            text = turn_lines.turn_line(self.spec, record).text()
+            earlier = self.records[:self.records.index(record)]
+            text = turn_lines.turn_line(self.spec, record, earlier).text()
             if not text:
                 continue
             if record.winner is None:
@@ -93,7 +94,8 @@ def explained_json(spec: RoomSpec, result: RunResult, records: list[TurnRecord]
             "stop_text": turn_lines.stop_line(spec, result.stop_reason, result.stop_detail,
                                               last),
             "next": turn_lines.next_steps(spec, result.stop_reason, result.room),
-            "turns": [turn_lines.turn_line(spec, record).as_json() for record in records]}
+            "turns": [turn_lines.turn_line(spec, record, records[:index]).as_json()
+                      for index, record in enumerate(records)]}
 
 
 def turns_after(store: RoomStore, room: str, after_turn: int) -> list[TurnRecord]:

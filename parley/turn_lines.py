@@ -22,6 +22,7 @@ mention         why the speaker had the turn (named by a person, the classifier,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -98,10 +99,14 @@ class TurnLine:
                 "notes": list(self.notes), **self.decision, "line": self.text()}
 
 
-def turn_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
-    """The line of a recorded turn of a room of ``spec``."""
-    build = {"bid": bid_line, "selector": selector_line, "roundtable": roundtable_line,
-             "mention": mention_line}[spec.policy.kind]
+def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()
+              ) -> TurnLine:
+    """The line of a recorded turn of a room of ``spec``; ``earlier``, the turns before it
+    (oldest first), tell a mention room's line who queued its speaker."""
+    if spec.policy.kind == "mention":
+        return mention_line(spec, record, earlier)
+    build = {"bid": bid_line, "selector": selector_line,
+             "roundtable": roundtable_line}[spec.policy.kind]
     return build(spec, record)
 
 
@@ -122,6 +127,26 @@ def failure_note(answer: Bid) -> str:
     kind = answer.error_kind.value or ("empty reply" if answer.status is BidStatus.OK
                                        else answer.status.value)
     return f"{answer.agent} could not respond ({kind})"
+
+
+def legend(spec: RoomSpec) -> str:
+    """How the room's policy gives the floor, in a sentence, for a first-time reader."""
+    policy = spec.policy
+    if isinstance(policy, BidPolicy):
+        window = bid_policy.recent_window(policy)
+        recent = "the last speaker's" if window == 1 else f"the last {window} speakers'"
+        return (f"Each turn every agent bids: a score from 0 to 1 and a message. The highest "
+                f"score above {policy.threshold:g} is posted (a tie goes to the agent listed "
+                f"first; {recent} score counts {policy.recency_penalty:g} less); no score "
+                "above it ends the run. Under each message: that turn's bids.")
+    if isinstance(policy, SelectorPolicy):
+        return ("Each turn a selector model picks who speaks next, or TERMINATE. Under each "
+                "message: the selector's pick.")
+    if isinstance(policy, RoundtablePolicy):
+        return (f"The panelists speak in order, {policy.rounds} round(s); then "
+                f"{policy.moderator} gives the verdict. Under each message: its place.")
+    return ("Whoever a message names (@name) speaks next, from a speak queue. Under each "
+            "message: why its agent had the turn, and whom it queued.")
 
 
 # -- bid ------------------------------------------------------------------------------
@@ -233,15 +258,18 @@ def roundtable_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
 
 # -- mention --------------------------------------------------------------------------
 
-def mention_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
+def mention_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()
+                 ) -> TurnLine:
     """Why the speaker had the turn, what its message queued or asked, and the queue."""
     view = policies.record_view(record)
     planned = mention.plan(spec, view, record.bids)
     decision = policies.decide(spec, view, record.bids)
     speaker = planned.speaker or None
     notes = [dispatch_note(planned.dispatch)] if planned.dispatch.reason else []
-    because = why_queued(spec, record, planned) if speaker else ""
+    because = ""
     if speaker:
+        because = (why_queued(spec, record, planned, speaker)
+                   or queued_earlier(spec, earlier, speaker) or "next in the queue")
         notes.append(f"{speaker}'s turn: {because}")
     answer = next((b for b in record.bids if b.kind is CallKind.DISCUSS), None)
     silent = answer is not None and usable(answer) and mention.is_silent(
@@ -253,7 +281,8 @@ def mention_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
     elif answer is not None and not usable(answer):
         notes.append(failure_note(answer))
     named = decision.addressed.get(POSTED, [])
-    queued = [name for name in named if name in spec.agent_names and name != speaker]
+    queued = [name for name in named if name in spec.agent_names and name != speaker
+              and name not in planned.floor.queue]  # already queued: it keeps its place
     asked = [name for name in named if name not in spec.agent_names]
     if queued:
         notes.append(f"queued {', '.join(queued)} (named by {speaker})")
@@ -274,26 +303,47 @@ def dispatch_note(dispatch: mention.Dispatch) -> str:
     return f"the classifier chose {chosen}"
 
 
-def why_queued(spec: RoomSpec, record: TurnRecord, planned: mention.Plan) -> str:
-    """Why the speaker was queued, as far as this turn's inputs tell."""
-    speaker, floor, dispatch = planned.speaker, planned.floor, planned.dispatch
-    if speaker in floor.instructions:
+def why_queued(spec: RoomSpec, record: TurnRecord, planned: mention.Plan, agent: str
+               ) -> str | None:
+    """Why ``agent`` is queued, as far as this turn's inputs tell (None: they do not)."""
+    floor, dispatch = planned.floor, planned.dispatch
+    if agent in floor.instructions:
         return "an operator instructed it"
     if any(op.op == "regenerate" for op in record.ops):
         return "an operator asked to regenerate"
     before = mention.Floor.read(dict(record.floor_state))
+    people = [p for p in record.unread if mention.is_person(spec, p.sender)]
     for posted in reversed(record.unread):
-        if not mention.is_person(spec, posted.sender):
-            continue
-        if speaker in record.addressed.get(str(posted.seq), []):
+        if agent in record.addressed.get(str(posted.seq), []):
             return f"named by {posted.sender}"
-        if dispatch.seq == posted.seq and speaker in dispatch.agents:
-            return f"the classifier's pick for {posted.sender}'s message"
-        if speaker in floor.last_person_asked:
-            if (speaker, posted.sender) in before.asked:
+        if people and posted is people[-1] and agent in floor.last_person_asked:
+            if dispatch.seq == posted.seq and dispatch.reason == mention.CLASSIFIER:
+                return f"the classifier's pick for {posted.sender}'s message"
+            if (agent, posted.sender) in before.asked:
                 return f"{posted.sender} answered its question"
             return f"{posted.sender} named nobody, so everyone takes it in turn"
-    return "next in the queue"
+    return None
+
+
+# How many earlier turns are searched for why an agent was queued.
+LOOKBACK_TURNS = 50
+
+
+def queued_earlier(spec: RoomSpec, earlier: Sequence[TurnRecord], agent: str) -> str | None:
+    """Why ``agent`` was queued by an earlier turn since its last turn, newest first."""
+    for record in reversed(earlier[-LOOKBACK_TURNS:]):
+        if record.winner == agent:
+            return None  # its last turn used up what queued it before
+        planned = mention.plan(spec, policies.record_view(record), record.bids)
+        if planned.speaker == agent:
+            return None
+        if (record.winner and agent in record.addressed.get(POSTED, [])
+                and agent not in planned.floor.queue):
+            return f"named by {record.winner}"
+        reason = why_queued(spec, record, planned, agent)
+        if reason:
+            return reason
+    return None
 
 
 # -- the run's end --------------------------------------------------------------------
