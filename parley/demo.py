@@ -77,7 +77,8 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
         console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
-        printer = RunPrinter(console, client.store, room, spec)
+        # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
+        printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
         result = client.wait(room, client.post(room, task), timeout_s=120,
                              on_message=printer.message)
         printer.finish(result)

@@ -25,12 +25,13 @@ class RunPrinter:
     shown: those of the run being waited for."""
 
     def __init__(self, console: Console, store: RoomStore, room: str, spec: RoomSpec,
-                 after_turn: int = 0) -> None:
+                 after_turn: int = 0, hints: bool = True) -> None:
         self.console = console
         self.store = store
         self.room = room
         self.spec = spec
         self.after_turn = after_turn
+        self.hints = hints  # what to do next: not for a room that is gone with its Redis
         self.cursor = "0-0"  # the last turns-stream entry read
         self.records: list[TurnRecord] = []  # every record of the run read so far
         self.pending: list[TurnRecord] = []  # read, not printed yet
@@ -52,8 +53,8 @@ class RunPrinter:
         """The lines not printed yet (the turn that ended the run), then the end line."""
         self.read()
         self.flush(lambda record: True)
-        self.console.print(f"[dim]{escape(end_line(self.spec, result, self.records))}[/dim]",
-                           highlight=False, soft_wrap=True)
+        line = end_line(self.spec, result, self.records, self.hints)
+        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
 
     def read(self) -> None:
         """Take in the turn records committed since the last read."""
@@ -77,11 +78,12 @@ class RunPrinter:
                                soft_wrap=True)
 
 
-def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord]) -> str:
+def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord], hints: bool = True
+             ) -> str:
     """``room R · idle · stopped by lull: no bid cleared the 0.5 threshold · next: ...``."""
     last = records[-1] if records else None
     stop = turn_lines.stop_line(spec, result.stop_reason, result.stop_detail, last)
-    steps = turn_lines.next_steps(spec, result.stop_reason, result.room)
+    steps = turn_lines.next_steps(spec, result.stop_reason, result.room) if hints else []
     line = f"room {result.room} · {result.status.value} · stopped by {stop}"
     return line + (f" · next: {'; '.join(steps)}" if steps else "")
 
