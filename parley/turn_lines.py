@@ -168,7 +168,7 @@ def bid_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
         notes.append(f"the recency penalty put {record.winner} ahead of {leader}")
     elif leader:
         notes.append(f"the recency penalty took {leader} to "
-                     f"{record.adjusted[leader]:.2f}, not above {policy.threshold:g}")
+                     f"{record.adjusted.get(leader, 0.0):.2f}, not above {policy.threshold:g}")
     notes += [failure_note(b) for b in record.bids if b.kind is not CallKind.BID
               and not usable(b)]
     return TurnLine(record.turn, record.run, "bid", record.winner, answers, tuple(notes),
