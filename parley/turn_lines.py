@@ -115,7 +115,7 @@ def answer_of(bid: Bid, adjusted: float | None = None) -> Answer:
     kind = bid.error_kind.value or None
     if bid.status is not BidStatus.OK:
         return Answer(bid.agent, bid.kind.value, OUTCOMES[bid.status], error_kind=kind)
-    if not bid.message.strip():
+    if not bid.message:  # as the policy has it: an empty message never wins
         return Answer(bid.agent, bid.kind.value, "silent")
     penalised = adjusted is not None and abs(adjusted - bid.score) > 1e-9
     return Answer(bid.agent, bid.kind.value, "bid", bid.score,
@@ -182,7 +182,7 @@ def tied_with(record: TurnRecord, bids: list[Bid]) -> list[str]:
     if winner is None or winner not in record.adjusted:
         return []
     shown = f"{record.adjusted[winner]:.2f}"
-    return [b.agent for b in bids if b.agent != winner and b.message.strip()
+    return [b.agent for b in bids if b.agent != winner and b.message
             and b.status is BidStatus.OK and f"{record.adjusted.get(b.agent, -1):.2f}" == shown]
 
 

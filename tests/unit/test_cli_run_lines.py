@@ -19,6 +19,7 @@ from shared.settings import Settings
 from shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 from tests.unit.test_cli_mention import serving
+from tests.unit.test_selector_room import selector_spec
 
 SCRIPTS = {"A": [{"score": 0.8, "message": "first"}, {"score": 0.7, "message": "again"}],
            "B": [{"score": 0.8, "message": "tied"}, {"error": "provider down"}]}
@@ -110,3 +111,13 @@ def test_post_wait_shows_only_the_new_runs_turns(client, tmp_path):
     bid_lines = [line for line in out.splitlines() if "bids:" in line]
     assert bid_lines == ["    bids: A 0.90, B silent",
                          "    turn 4, nothing posted · bids: A silent, B silent"]
+
+
+def test_a_selector_run_shows_the_pick_and_no_score(client, tmp_path):
+    path = tmp_path / "room.yaml"
+    spec = selector_spec(["planner", "TERMINATE"], {"planner": ["day plan"]})
+    path.write_text(yaml.safe_dump(spec.model_dump(mode="json")))
+    code, out = invoke("run", str(path), "--task", "go")
+    assert code == 0, out
+    assert out.splitlines()[1:3] == ["  2 planner: day plan", "    selector picked planner"]
+    assert "stopped by terminate: the selector said TERMINATE" in out
