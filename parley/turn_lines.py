@@ -36,6 +36,7 @@ from shared.models import (
     BidPolicy,
     BidStatus,
     CallKind,
+    ErrorKind,
     MentionPolicy,
     RoomSpec,
     RoundtablePolicy,
@@ -272,14 +273,9 @@ def mention_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecor
                    or queued_earlier(spec, earlier, speaker) or "next in the queue")
         notes.append(f"{speaker}'s turn: {because}")
     answer = next((b for b in record.bids if b.kind is CallKind.DISCUSS), None)
-    silent = answer is not None and usable(answer) and mention.is_silent(
-        spec.policy, answer.message)  # type: ignore[arg-type]
-    if answer is not None and answer.error_kind.value == "cancelled":
-        notes.append(f"{answer.agent} was cut: it was set to only listen")
-    elif silent:
-        notes.append(f"{answer.agent} stayed silent")  # type: ignore[union-attr]
-    elif answer is not None and not usable(answer):
-        notes.append(failure_note(answer))
+    silent = answer is not None and is_silence(spec, answer)
+    if answer is not None and (said := discuss_note(answer, silent)):
+        notes.append(said)
     named = decision.addressed.get(POSTED, [])
     queued = [name for name in named if name in spec.agent_names and name != speaker
               and name not in planned.floor.queue]  # already queued: it keeps its place
@@ -293,6 +289,22 @@ def mention_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecor
     return TurnLine(record.turn, record.run, "mention", record.winner, (), tuple(notes),
                     {"speaker": speaker, "because": because, "silent": silent,
                      "queued": queued, "asked": asked, "queue": queue})
+
+
+def is_silence(spec: RoomSpec, answer: Bid) -> bool:
+    """True when a discussion turn's answer is the room's silent token."""
+    policy = spec.policy
+    assert isinstance(policy, MentionPolicy)
+    return usable(answer) and mention.is_silent(policy, answer.message)
+
+
+def discuss_note(answer: Bid, silent: bool) -> str:
+    """What became of a discussion turn that posted nothing: cut, silent or failed."""
+    if answer.error_kind is ErrorKind.CANCELLED:
+        return f"{answer.agent} was cut: it was set to only listen"
+    if silent:
+        return f"{answer.agent} stayed silent"
+    return "" if usable(answer) else failure_note(answer)
 
 
 def dispatch_note(dispatch: mention.Dispatch) -> str:

@@ -23,7 +23,7 @@ from shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec
-from tests.unit.test_mention_room import Room, dispatch_room_spec, mention_spec
+from tests.unit.test_mention_room import ListensMidTurn, Room, dispatch_room_spec, mention_spec
 from tests.unit.test_roundtable_room import roundtable_spec
 from tests.unit.test_selector_room import selector_spec
 
@@ -186,6 +186,16 @@ def test_a_silent_turn_and_everyone_taking_an_unaddressed_message(sync_redis, as
         "dev's turn: oncall named nobody, so everyone takes it in turn · dev stayed silent"
         " · queue: sre")
     assert turn_line(spec, room.store.read_turns(ROOM)[1]).as_json()["silent"] is True
+
+
+def test_a_turn_cut_by_listening_says_so(sync_redis, async_redis, keys):
+    spec = mention_spec({"dev": ["never said"], "sre": ["sre here"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.transport = ListensMidTurn(room.store, sync_redis, keys)
+    room.post("@dev @sre look")
+    assert mention_lines(room, spec)[0] == (
+        "dev's turn: named by oncall · dev was cut: it was set to only listen · "
+        "queue: dev, sre")
 
 
 def test_the_classifier_pick_and_its_fallback(sync_redis, async_redis, keys):
