@@ -338,7 +338,13 @@ class RoomStore:
 
     def read_turns(self, room: str) -> list[TurnRecord]:
         """Every turn record still in the turns stream, oldest first."""
-        return [turn_record_from_fields(f) for _, f in self.redis.xrange(self.keys.turns(room))]
+        return [record for _, record in self.read_turn_entries(room)]
+
+    def read_turn_entries(self, room: str, after: str = "0-0") -> list[tuple[str, TurnRecord]]:
+        """The turn records still in the turns stream after the id ``after``, oldest first,
+        each with its entry id."""
+        entries = self.redis.xrange(self.keys.turns(room), f"({after}", "+")
+        return [(decode(entry_id), turn_record_from_fields(f)) for entry_id, f in entries]
 
     def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
         """Append a worker's bid to the room's bids stream."""
