@@ -1,0 +1,1 @@
+"""parley's HTTP API and the dashboard page it serves."""

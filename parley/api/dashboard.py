@@ -1,0 +1,172 @@
+"""Read-only routes the dashboard page needs beyond the API's own: the rooms overview with
+tokens and lease ages, and one room's floor share (with its Gini coefficient), token and
+cost totals over its turns, and failed calls.
+
+The figures are computed by the pure functions below from what the room keeps: its log
+(floor share), its turn records (usage over time, failures) and its state (totals).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from coordinator.policies import roundtable
+from parley.client import Client
+from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from shared.records import decode, usage_from
+from shared.store import RoomNotFound
+
+# Failed calls listed per room: the newest, enough for a screen.
+FAILURES_SHOWN = 50
+
+
+def gini(values: Iterable[float]) -> float:
+    """The Gini coefficient of ``values``: 0 when all are equal (or none is above 0), up
+    to (n-1)/n when one holds everything."""
+    xs = sorted(float(value) for value in values)
+    total = sum(xs)
+    if not xs or total <= 0:
+        return 0.0
+    # Sorted form of the mean absolute difference: sum of (2i - n - 1) x_i over n * total.
+    n = len(xs)
+    return sum((2 * i - n - 1) * x for i, x in enumerate(xs, start=1)) / (n * total)
+
+
+def floor_share(messages: Iterable[Message], agents: list[str]) -> dict[str, Any]:
+    """Each agent's agent messages (those a turn committed; people's posts are not the
+    floor) and share of them, every agent listed even with none, and their Gini."""
+    counts = Counter(message.sender for message in messages if message.turn is not None)
+    names = [*agents, *sorted(set(counts) - set(agents))]  # a renamed agent still counts
+    total = sum(counts.values())
+    rows = [{"agent": name, "messages": counts[name],
+             "share": counts[name] / total if total else 0.0} for name in names]
+    return {"agents": rows, "total": total, "gini": gini(counts[name] for name in names)}
+
+
+def usage_series(records: Iterable[TurnRecord], totals: Usage) -> list[dict[str, Any]]:
+    """The room's token and cost totals after each decided turn, from its turn records.
+
+    Records a stream cap trimmed and calls of abandoned turns are not in the records: what
+    they cost (the room's totals less the records' sum) is counted before the first point,
+    so the last point is the room's totals as its state has them.
+    """
+    records = list(records)
+    spent = [_turn_usage(record) for record in records]
+    running = [totals.prompt_tokens - sum(u.prompt_tokens for u in spent),
+               totals.completion_tokens - sum(u.completion_tokens for u in spent),
+               totals.cost_usd - sum(u.cost_usd for u in spent)]
+    running = [max(0, value) for value in running]
+    points = []
+    for record, usage in zip(records, spent, strict=True):
+        running = [running[0] + usage.prompt_tokens, running[1] + usage.completion_tokens,
+                   running[2] + usage.cost_usd]
+        points.append({"turn": record.turn, "run": record.run, "ts": record.decided_at,
+                       "prompt_tokens": running[0], "completion_tokens": running[1],
+                       "cost_usd": round(running[2], 8)})
+    return points
+
+
+def _turn_usage(record: TurnRecord) -> Usage:
+    return Usage(prompt_tokens=sum(bid.prompt_tokens for bid in record.bids),
+                 completion_tokens=sum(bid.completion_tokens for bid in record.bids),
+                 cost_usd=sum(bid.cost_usd for bid in record.bids))
+
+
+def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list[dict[str, Any]]:
+    """The newest failed calls (timed out, errored, unparsed), newest first, each with its
+    turn, agent, status, error kind and error."""
+    failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
+               "kind": bid.kind.value, "status": bid.status.value,
+               "error_kind": bid.error_kind.value or None, "error": bid.error or None}
+              for record in records for bid in record.bids if bid.status is not BidStatus.OK]
+    return failed[::-1][:limit]
+
+
+def policy_view(spec: RoomSpec) -> dict[str, Any]:
+    """The room's policy settings the page shows (its threshold, caps); the selector's and
+    dispatcher's agent specs are left out."""
+    return spec.policy.model_dump(mode="json", exclude={"selector", "dispatch"})
+
+
+def panel_position(spec: RoomSpec, policy_state: dict[str, str]) -> dict[str, Any] | None:
+    """A round-table room's panel: its order, the panelist turns posted in this run, and
+    who speaks next (the moderator once every round is done); None for other policies."""
+    if not isinstance(spec.policy, RoundtablePolicy):
+        return None
+    panel = list(roundtable.panelists(spec))
+    spoken = int(policy_state.get(roundtable.SPOKEN) or 0)
+    done = not panel or spoken >= spec.policy.rounds * len(panel)
+    return {"panel": panel, "moderator": spec.policy.moderator, "spoken": spoken,
+            "rounds": spec.policy.rounds,
+            "next": spec.policy.moderator if done else panel[spoken % len(panel)]}
+
+
+def make_router(client: Client) -> APIRouter:
+    """The dashboard's read-only routes, reading through ``client``."""
+    router = APIRouter(prefix="/dashboard", tags=["dashboard"])
+
+    @router.get("/rooms")
+    def rooms_overview(limit: int = 100) -> dict[str, Any]:
+        """The rooms list with each room's tokens and its lease's epoch and age."""
+        return {"rooms": overview(client, limit)}
+
+    @router.get("/rooms/{room}/stats")
+    def room_stats(room: str) -> dict[str, Any]:
+        """One room's floor share and Gini, usage over time and failed calls."""
+        try:
+            return stats(client, room)
+        except RoomNotFound as error:
+            raise HTTPException(404, str(error)) from None
+
+    return router
+
+
+def overview(client: Client, limit: int) -> list[dict[str, Any]]:
+    """The room summaries (most recent first) with tokens, the lease's epoch, how long
+    ago it was last renewed and how long it has left."""
+    summaries = client.rooms(min(max(limit, 1), 1000))
+    pipe = client.redis.pipeline(transaction=False)
+    for summary in summaries:
+        pipe.hmget(client.store.keys.state(summary.room), "prompt_tokens", "completion_tokens")
+        pipe.get(client.store.keys.lease(summary.room))
+        pipe.pttl(client.store.keys.lease(summary.room))
+    replies = pipe.execute()
+    rows = []
+    for index, summary in enumerate(summaries):
+        (prompt, completion), lease, ttl_ms = replies[3 * index: 3 * index + 3]
+        rows.append({**summary.model_dump(mode="json"),
+                     **lease_view(decode(lease) if lease else None, ttl_ms,
+                                  client.settings.lease_ttl_s),
+                     "prompt_tokens": int(float(prompt or 0)),
+                     "completion_tokens": int(float(completion or 0))})
+    return rows
+
+
+def lease_view(lease: str | None, ttl_ms: int, lease_ttl_s: float) -> dict[str, Any]:
+    """A lease token (``<coordinator>:<epoch>``) and its time to live as the epoch, the
+    seconds since its last take or renewal, and the seconds it has left."""
+    if lease is None or ttl_ms < 0:
+        return {"epoch": None, "lease_age_s": None, "lease_left_s": None}
+    epoch = lease.rpartition(":")[2]
+    left = ttl_ms / 1000
+    return {"epoch": int(epoch) if epoch.isdigit() else None,
+            "lease_age_s": round(max(0.0, lease_ttl_s - left), 3), "lease_left_s": left}
+
+
+def stats(client: Client, room: str) -> dict[str, Any]:
+    """What the room page charts: floor share, usage over time, failures, policy and a
+    round-table's panel position."""
+    state = client.state(room)
+    _, spec = client.store.read_spec(room)
+    records = client.turns(room)
+    agents = [agent.name for agent in spec.agents]
+    return {"room": room, "policy": policy_view(spec),
+            "floor": floor_share(client.messages(room), agents),
+            "usage": {"totals": usage_from(state.raw).model_dump(),
+                      "points": usage_series(records, state.usage)},
+            "failures": failures(records),
+            "panel": panel_position(spec, state.policy_state)}

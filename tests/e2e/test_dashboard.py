@@ -1,0 +1,196 @@
+"""The dashboard in headless Chromium against `parley api` and real coordinator and worker
+processes: a scripted room posted to from the page, its messages, answers, floor share and
+failures shown as they happen; pause, resume and a post while paused; screenshots kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from parley import processes as procs
+from parley.client import Client, load_spec
+from shared.models import RoomSpec
+from tests.support.polling import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rooms"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+TOKEN = "dashboard-test-token"
+UI_TIMEOUT_MS = 30_000
+
+requires_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does)")
+
+
+def spec_on_queue(path: Path, queue: str) -> RoomSpec:
+    """An example room whose agents take their calls from the test's queue."""
+    spec = load_spec(path)
+    agents = [agent.model_copy(update={"queue": queue}) for agent in spec.agents]
+    return spec.model_copy(update={"agents": agents})
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` on a free port with a token required, stopped by its PID afterwards."""
+    port = procs.free_port()
+    log = tmp_path / "api.log"
+    env = {**processes.env, "PARLEY_API_TOKENS": TOKEN}
+    process = procs.start(procs.parley_command("api", "--host", "127.0.0.1", "--port", str(port)),
+                          log, env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: answers(url) or process.poll() is not None, 30, "parley api to answer")
+        assert process.poll() is None, log.read_text()
+        yield url
+    finally:
+        procs.stop(process)
+        print(f"--- api log\n{log.read_text(errors='replace')[-4000:]}")
+
+
+@pytest.fixture
+def page(tmp_path: Path):  # noqa: ANN201 - playwright's Page
+    """A fresh Chromium profile's page; the browser is closed afterwards."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 1000})
+        context.set_default_timeout(UI_TIMEOUT_MS)
+        try:
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def save_screenshot(page, tmp_path: Path, name: str) -> Path:  # noqa: ANN001
+    """A full-page screenshot under the test's tmp dir, copied to artifacts/."""
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    copy = ARTIFACTS / name
+    shutil.copyfile(path, copy)
+    print(f"screenshot: {path} (copy: {copy})")
+    return path
+
+
+def texts(page, selector: str) -> list[str]:  # noqa: ANN001
+    return page.locator(selector).all_inner_texts()
+
+
+@requires_chromium
+def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings, queue,
+                                                            api_url, page, tmp_path):
+    processes.worker("-Q", queue, "-c", "8")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
+
+    # Without the token the API refuses, and the page says what to do.
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.locator("#error").filter(has_text="token").wait_for()
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+
+    # Start the run from the page; its messages and the turns' answers appear live.
+    page.fill("#post-content", "Should we ship the beta this week?")
+    page.click("#post-form button")
+    page.locator("#transcript li.msg.person").filter(has_text="ship the beta").wait_for()
+    page.locator("#transcript li.msg.agent .sender").filter(has_text="Skeptic").first.wait_for()
+    page.locator("#answers tbody tr[data-agent='Optimist'] td.score").first.wait_for()
+    wait_until(lambda: client.state(room).status.value == "idle" and client.state(room).run == 1,
+               60, "the first run to end")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+
+    messages = client.messages(room)
+    agent_messages = [m for m in messages if m.turn is not None]
+    wait_until(lambda: len(texts(page, "#transcript li.msg")) == len(messages), 20,
+               "every message on the page")
+    shown = texts(page, "#transcript li.msg .content")
+    assert shown == [m.content for m in messages]
+    assert {m.sender for m in agent_messages} <= {"Optimist", "Skeptic", "Economist", "Ethicist"}
+
+    # The floor share: each agent's messages and share, and the Gini over them.
+    page.locator("#gini").filter(has_text=f"over {len(agent_messages)} messages").wait_for()
+    for name in ("Optimist", "Skeptic", "Economist", "Ethicist"):
+        count = sum(m.sender == name for m in agent_messages)
+        row = page.locator(f"#floor .share[data-agent='{name}']")
+        assert f"({count})" in row.inner_text()
+    # The last decided turn's answers with raw and adjusted scores against the threshold.
+    assert "threshold 0.50" in page.inner_text("#turn-note")
+    last = client.turns(room)[-1]
+    for bid in last.bids:
+        if bid.status.value == "ok":
+            row = page.locator(f"#answers tbody tr[data-agent='{bid.agent}']")
+            assert row.locator("td.score").inner_text() == f"{bid.score:.2f}"
+            assert row.locator("td.adjusted").inner_text() == f"{last.adjusted[bid.agent]:.2f}"
+    # Ethicist's calls failed: its scripted error on turn 1, its prose reply on turn 5,
+    # each with its status and error kind.
+    page.locator("#failures tbody tr[data-agent='Ethicist']").nth(1).wait_for()
+    failures = [row.split("\t") for row in texts(page, "#failures tbody tr")]
+    assert [row[:4] for row in failures] == [["5", "Ethicist", "unparsed", "no_tool_call"],
+                                             ["1", "Ethicist", "error", "scripted"]]
+    assert "provider down" in failures[1][4]
+    save_screenshot(page, tmp_path, "dashboard-room.png")
+
+    # Pause from the page: a post waits; resume: the run goes on with it.
+    page.click("#pause")
+    page.locator("#room-status").filter(has_text="paused").wait_for()
+    assert client.state(room).paused
+    page.fill("#post-content", "What about the migration rehearsal?")
+    page.click("#post-form button")
+    page.locator("#room-facts").filter(has_text="1 posts waiting").wait_for()
+    assert client.state(room).last_seq == messages[-1].seq
+    page.click("#resume")
+    page.locator("#transcript li.msg.person").filter(has_text="migration rehearsal").wait_for()
+    wait_until(lambda: client.state(room).run == 2 and client.state(room).status.value == "idle",
+               60, "the second run to end")
+    wait_until(lambda: len(texts(page, "#transcript li.msg")) == len(client.messages(room)), 20,
+               "the second run's messages on the page")
+
+    # The overview: the room with its policy and status, the coordinator holding rooms.
+    page.goto(f"{api_url}/#/")
+    row = page.locator(f"#rooms tbody tr[data-room='{room}']")
+    row.wait_for()
+    assert "launch-panel" in row.inner_text() and "bid" in row.inner_text()
+    page.locator("#coordinators tbody tr").first.wait_for()
+    assert "ago" in page.inner_text("#coordinators tbody")
+    save_screenshot(page, tmp_path, "dashboard-overview.png")
+
+
+@requires_chromium
+def test_room_content_is_shown_as_text_never_as_markup(processes, settings, queue, api_url,
+                                                      page):
+    processes.coordinator()  # no worker: the post is committed, no agent answers
+    client = Client(settings)
+    room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
+    payload = '<img src=x onerror="window.pwned=1"><b>bold</b>'
+    client.post(room, payload, sender="mallory")
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    message = page.locator("#transcript li.msg.person").first
+    message.wait_for()
+    assert message.locator(".content").inner_text() == payload
+    assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
+    assert page.evaluate("window.pwned === undefined")
