@@ -669,6 +669,26 @@ def worker(
 
 
 @app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Address to listen on (default "
+                                             "PARLEY_API_HOST, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default PARLEY_API_PORT, 8700)")
+                    ] = None,
+) -> None:
+    """Serve the HTTP API and the dashboard (until SIGTERM). Without PARLEY_API_TOKENS it
+    listens on loopback only."""
+    from parley.api.server import check_bind, serve
+
+    with settings_that_work():
+        settings = get_settings()
+        host = settings.api_host if host is None else host
+        redis_kwargs(settings)  # checks the TLS settings before anything connects
+        check_bind(settings, host)
+    configure_logging(settings.log_format, settings.log_level)
+    serve(settings, host, settings.api_port if port is None else port)
+
+
+@app.command()
 @friendly
 def demo(
     spec: Annotated[Path, typer.Option(help="Room spec")] = Path("examples/rooms/demo.yaml"),

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Query
 
 from coordinator.policies import roundtable
+from parley.api.rooms import ClientDep
 from parley.client import Client
 from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
 from shared.records import decode, usage_from
-from shared.store import RoomNotFound
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
@@ -105,30 +105,27 @@ def panel_position(spec: RoomSpec, policy_state: dict[str, str]) -> dict[str, An
             "next": spec.policy.moderator if done else panel[spoken % len(panel)]}
 
 
-def make_router(client: Client) -> APIRouter:
-    """The dashboard's read-only routes, reading through ``client``."""
-    router = APIRouter(prefix="/dashboard", tags=["dashboard"])
+router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
-    @router.get("/rooms")
-    def rooms_overview(limit: int = 100) -> dict[str, Any]:
-        """The rooms list with each room's tokens and its lease's epoch and age."""
-        return {"rooms": overview(client, limit)}
 
-    @router.get("/rooms/{room}/stats")
-    def room_stats(room: str) -> dict[str, Any]:
-        """One room's floor share and Gini, usage over time and failed calls."""
-        try:
-            return stats(client, room)
-        except RoomNotFound as error:
-            raise HTTPException(404, str(error)) from None
+@router.get("/rooms")
+def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+                   ) -> dict[str, Any]:
+    """The rooms list with each room's tokens and its lease's epoch and age."""
+    return {"rooms": overview(client, limit)}
 
-    return router
+
+@router.get("/rooms/{room}/stats")
+def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
+    """One room's floor share and Gini, usage over time, failed calls, policy settings and
+    a round-table's panel position."""
+    return stats(client, room)
 
 
 def overview(client: Client, limit: int) -> list[dict[str, Any]]:
     """The room summaries (most recent first) with tokens, the lease's epoch, how long
     ago it was last renewed and how long it has left."""
-    summaries = client.rooms(min(max(limit, 1), 1000))
+    summaries = client.rooms(limit)
     pipe = client.redis.pipeline(transaction=False)
     for summary in summaries:
         pipe.hmget(client.store.keys.state(summary.room), "prompt_tokens", "completion_tokens")

@@ -173,7 +173,7 @@ function renderCoordinators(data, rooms) {
     const id = typeof c === "string" ? c : c.coordinator || c.id || c.name;
     const heartbeat = c.heartbeat_age_s ?? c.age_s ?? c.heartbeat_age ?? null;
     const held = Array.isArray(c.rooms) ? c.rooms : rooms.filter((r) => r.holder === id).map((r) => r.room);
-    const stale = heartbeat !== null && heartbeat > 30;
+    const stale = c.live === false || (c.live === undefined && heartbeat !== null && heartbeat > 30);
     return el("tr", {class: stale ? "stale" : ""},
       el("td", {}, id), el("td", {class: "num"}, heartbeat !== null ? age(heartbeat) + " ago" : "-"),
       el("td", {}, held.length ? `${held.length}: ${held.join(", ")}` : "0"));
