@@ -6,6 +6,7 @@ failures shown as they happen; pause, resume and a post while paused; screenshot
 from __future__ import annotations
 
 import shutil
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,12 +178,21 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
     save_screenshot(page, tmp_path, "dashboard-overview.png")
 
 
+def add_chunk(client: Client, room: str, turn: int, index: int, text: str) -> None:
+    """A message_chunk event as a worker writing a streamed reply adds it."""
+    client.redis.xadd(client.store.keys.events(room), {
+        "type": "message_chunk", "turn": turn, "run": 1, "phase": 0, "agent": "Optimist",
+        "index": index, "text": text, "ts": f"{time.time():.6f}"})
+
+
 @requires_chromium
-def test_room_content_is_shown_as_text_never_as_markup(processes, settings, queue, api_url,
-                                                      page):
-    processes.coordinator()  # no worker: the post is committed, no agent answers
+def test_room_content_is_text_never_markup_and_a_streamed_message_grows(
+        processes, settings, queue, api_url, page):
+    processes.coordinator()  # no worker: the post is committed and turn 1 stays open
     client = Client(settings)
-    room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
+    spec = spec_on_queue(EXAMPLES / "demo.yaml", queue)
+    spec = spec.model_copy(update={"policy": spec.policy.model_copy(update={"bid_timeout_s": 300})})
+    room = client.create_room(spec)
     payload = '<img src=x onerror="window.pwned=1"><b>bold</b>'
     client.post(room, payload, sender="mallory")
 
@@ -192,5 +202,20 @@ def test_room_content_is_shown_as_text_never_as_markup(processes, settings, queu
     message = page.locator("#transcript li.msg.person").first
     message.wait_for()
     assert message.locator(".content").inner_text() == payload
+    assert message.locator(".sender").inner_text() == "mallory"
+    wait_until(lambda: client.state(room).turn_open, 30, "turn 1 to open")
+
+    # A reply being written shows as it grows, its pieces joined in order, as text too.
+    add_chunk(client, room, 1, 0, "Early users ")
+    add_chunk(client, room, 1, 1, "<b>are</b> asking.")
+    growing = page.locator("#transcript li.streaming[data-agent='Optimist'] .content")
+    page.wait_for_function(
+        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
+        " === 'Early users <b>are</b> asking.'")
+    add_chunk(client, room, 1, 0, "Again: ")  # the call made again starts its text over
+    page.wait_for_function(
+        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
+        " === 'Again: '")
+    assert growing.count() == 1
     assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
     assert page.evaluate("window.pwned === undefined")

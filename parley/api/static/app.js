@@ -208,7 +208,7 @@ function renderWorkers(data) {
 // ---- one room -----------------------------------------------------------------------------
 
 function openRoom(room) {
-  view = {room, lastSeq: 0, turn: null, answers: new Map(), chunks: new Map(), policy: {},
+  view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, answers: new Map(), chunks: new Map(), policy: {},
           adjusted: {}, decided: null, loadingMessages: null};
   crumbs(el("a", {href: "#/"}, "overview"), el("span", {}, room));
   $("room-title").textContent = room;
@@ -274,7 +274,10 @@ async function loadMessages(current) {
 function addMessage(current, m) {
   if (m.seq <= current.lastSeq) return;
   current.lastSeq = m.seq;
-  if (m.turn !== null && m.turn !== undefined) dropChunks(current, m.turn);
+  if (m.turn !== null && m.turn !== undefined) {
+    current.lastTurn = Math.max(current.lastTurn, m.turn);
+    dropChunks(current, m.turn);
+  }
   const isAgent = m.turn !== null && m.turn !== undefined;
   const item = el("li", {class: isAgent ? "msg agent" : "msg person", "data-seq": m.seq},
     el("div", {class: "meta"}, el("b", {class: "sender"}, m.sender),
@@ -291,26 +294,33 @@ function appendScrolled(list, item) {
   if (atEnd) list.scrollTop = list.scrollHeight;
 }
 
-// message_chunk: a message being generated, shown growing until its turn's message lands.
+// message_chunk: a message being written, shown growing until its turn's message lands.
+// A call's chunks concatenate by index; index 0 starts its text over (the call made again).
+const chunkKey = (e) => `${e.turn}:${e.phase || 0}:${e.agent}`;
+
 function addChunk(current, e) {
-  const key = `${e.run}:${e.turn}:${e.phase || 0}:${e.agent}`;
-  let entry = current.chunks.get(key);
+  if (Number(e.turn) <= current.lastTurn) return;  // replayed: its message is shown already
+  let entry = current.chunks.get(chunkKey(e));
   if (!entry) {
     const text = el("div", {class: "content"});
-    const item = el("li", {class: "msg agent streaming", "data-turn": e.turn},
+    const item = el("li", {class: "msg agent streaming", "data-turn": e.turn, "data-agent": e.agent},
       el("div", {class: "meta"}, el("b", {class: "sender"}, e.agent),
         el("span", {class: "muted"}, ` · turn ${e.turn} · writing…`)), text);
-    entry = {turn: Number(e.turn), item, text, parts: []};
-    current.chunks.set(key, entry);
+    entry = {turn: Number(e.turn), agent: e.agent, item, text, parts: []};
+    current.chunks.set(chunkKey(e), entry);
     appendScrolled($("transcript"), item);
   }
-  entry.parts[Number(e.index) || 0] = e.text || "";
+  const index = Number(e.index) || 0;
+  if (index === 0) entry.parts = [];
+  entry.parts[index] = e.text || "";
   entry.text.textContent = entry.parts.join("");
 }
 
-function dropChunks(current, turn) {
+// Drops the growing messages of turns up to ``turn`` (their messages landed or the run
+// ended), or only those ``abandoned`` picks.
+function dropChunks(current, turn, abandoned = () => true) {
   for (const [key, entry] of current.chunks) {
-    if (entry.turn <= turn) { entry.item.remove(); current.chunks.delete(key); }
+    if (entry.turn <= turn && abandoned(entry)) { entry.item.remove(); current.chunks.delete(key); }
   }
 }
 
@@ -332,14 +342,25 @@ function follow(current) {
 
 function onEvent(current, type, e, id) {
   logEvent(type, e, id);
-  if (type === "message_committed") guarded(() => loadMessages(current));
+  if (type === "message_committed") { if (e.seq > current.lastSeq) guarded(() => loadMessages(current)); }
   else if (type === "message_chunk") addChunk(current, e);
   else if (type === "turn_opened") startTurn(current, e);
-  else if (type === "answer_arrived") addAnswer(current, e);
-  else if (type === "turn_decided") decideTurn(current, e);
-  else if (type === "queue_changed") renderSpeakQueue(e);
-  else if (["run_ended", "room_paused", "room_resumed", "run_started"].includes(type)) guarded(() => refreshRoom(current));
+  else if (type === "answer_arrived") {
+    addAnswer(current, e);
+    // A call that failed midway: its text will not be posted.
+    if (e.status && e.status !== "ok") dropChunks(current, e.turn, (c) => c.turn === e.turn && c.agent === e.agent);
+  } else if (type === "turn_decided") {
+    decideTurn(current, e);
+    dropChunks(current, e.turn, (c) => c.turn < e.turn || c.agent !== e.winner || current.lastTurn >= e.turn);
+  } else if (type === "queue_changed") renderSpeakQueue(e);
+  else if (["run_ended", "room_paused", "room_resumed", "run_started"].includes(type)) refreshSoon(current);
   if (type === "run_ended") { dropChunks(current, Infinity); $("turn-note").textContent = `run ${e.run} ended: ${e.stop_reason || e.status}`; }
+}
+
+// Many events at once (a replay of the stream) make one refresh.
+function refreshSoon(current) {
+  if (current.refreshing) return;
+  current.refreshing = setTimeout(() => { current.refreshing = null; guarded(() => refreshRoom(current)); }, 250);
 }
 
 function logEvent(type, e, id) {
