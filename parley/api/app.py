@@ -55,7 +55,8 @@ def make_app(settings: Settings, sync_redis: redis.Redis | None = None,
     app.state.client = client
     app.state.aredis = aredis
     app.state.workers = WorkersView(settings)
-    for router in (rooms.router, streams.router, ops.router, dashboard.router):
+    routers = (rooms.router, streams.router, ops.router, dashboard.router, ops.open_router)
+    for router in routers[:-1]:
         app.include_router(router, dependencies=[BEARER])
     app.include_router(ops.open_router)
     install_handlers(app)
@@ -64,7 +65,9 @@ def make_app(settings: Settings, sync_redis: redis.Redis | None = None,
     # read, the limit refuses before it is parsed.
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(TokenAuth, tokens=settings.api_tokens)
-    app.add_middleware(RequestMetrics, routes=lambda: app.routes)
+    # The routers' own routes: FastAPI may wrap included ones in its app's route list.
+    app.add_middleware(RequestMetrics, routes=lambda: [
+        *app.routes, *(route for router in routers for route in router.routes)])
     return app
 
 
