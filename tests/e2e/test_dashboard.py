@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from parley import processes as procs
 from parley.client import Client, load_spec
@@ -28,6 +29,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rooms"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 TOKEN = "dashboard-test-token"
 UI_TIMEOUT_MS = 30_000
+expect.set_options(timeout=UI_TIMEOUT_MS)
 
 requires_chromium = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -70,8 +72,7 @@ def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def page(tmp_path: Path):  # noqa: ANN201 - playwright's Page
     """A fresh Chromium profile's page; the browser is closed afterwards."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
             args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 1000})
@@ -137,13 +138,13 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
         row = page.locator(f"#floor .share[data-agent='{name}']")
         assert f"({count})" in row.inner_text()
     # The last decided turn's answers with raw and adjusted scores against the threshold.
-    assert "threshold 0.50" in page.inner_text("#turn-note")
+    expect(page.locator("#turn-note")).to_contain_text("threshold 0.50")
     last = client.turns(room)[-1]
     for bid in last.bids:
         if bid.status.value == "ok":
             row = page.locator(f"#answers tbody tr[data-agent='{bid.agent}']")
-            assert row.locator("td.score").inner_text() == f"{bid.score:.2f}"
-            assert row.locator("td.adjusted").inner_text() == f"{last.adjusted[bid.agent]:.2f}"
+            expect(row.locator("td.score")).to_have_text(f"{bid.score:.2f}")
+            expect(row.locator("td.adjusted")).to_have_text(f"{last.adjusted[bid.agent]:.2f}")
     # Ethicist's calls failed: its scripted error on turn 1, its prose reply on turn 5,
     # each with its status and error kind.
     page.locator("#failures tbody tr[data-agent='Ethicist']").nth(1).wait_for()
@@ -175,6 +176,10 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
     assert "launch-panel" in row.inner_text() and "bid" in row.inner_text()
     page.locator("#coordinators tbody tr").first.wait_for()
     assert "ago" in page.inner_text("#coordinators tbody")
+    expect(page.locator("[data-tile='coordinators live'] .value")).to_have_text("1")
+    # The workers as Celery's inspect sees them (the broker's other workers too).
+    page.locator("#workers tbody tr").filter(has_text=queue).wait_for()
+    page.locator("#queues tbody tr").filter(has_text=queue).wait_for()
     save_screenshot(page, tmp_path, "dashboard-overview.png")
 
 

@@ -5,6 +5,7 @@
 
 const TOKEN_KEY = "parley.token";
 const POLL_MS = 2000;
+const STATS_EVERY = 5;  // polls
 const EVENTS_KEPT = 200;
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
@@ -138,9 +139,32 @@ async function refreshOverview() {
   const [rooms, coordinators, workers] = await Promise.allSettled([
     api("/dashboard/rooms"), api("/coordinators"), api("/workers")]);
   if (rooms.status === "rejected") throw rooms.reason;
+  const got = (result) => (result.status === "fulfilled" ? result.value : null);
+  renderTiles(rooms.value.rooms || [], got(coordinators), got(workers));
   renderRooms(rooms.value.rooms || []);
-  renderCoordinators(coordinators.status === "fulfilled" ? coordinators.value : null, rooms.value.rooms || []);
-  renderWorkers(workers.status === "fulfilled" ? workers.value : null);
+  renderCoordinators(got(coordinators), rooms.value.rooms || []);
+  renderWorkers(got(workers));
+}
+
+// The figures an operator reads first, one tile each.
+function renderTiles(rooms, coordinators, workers) {
+  const count = (test) => rooms.filter(test).length;
+  const coordinatorRows = coordinators ? coordinators.coordinators || [] : [];
+  const workerRows = workers ? workers.workers || [] : [];
+  const tiles = [
+    ["running", count((r) => r.status === "running" && !r.paused), "running"],
+    ["paused", count((r) => r.paused), "paused"],
+    ["idle", count((r) => r.status === "idle" && !r.paused), ""],
+    ["failed", count((r) => r.status === "failed"), count((r) => r.status === "failed") ? "failed" : ""],
+    ["coordinators live", coordinators ? coordinatorRows.filter((c) => c.live !== false).length : "?", ""],
+    ["workers", workers ? workerRows.length : "?", workers && !workerRows.length ? "failed" : ""],
+    ["tasks active", workerRows.reduce((n, w) => n + (Array.isArray(w.active) ? w.active.length : 0), 0), ""],
+    ["tasks queued", workers ? (workers.queues || []).reduce((n, q) => n + (Number(q.depth) || 0), 0) : "?", ""],
+    ["tokens", rooms.reduce((n, r) => n + tokens(r), 0), ""],
+    ["cost", usd(rooms.reduce((n, r) => n + Number(r.cost_usd || 0), 0)), ""],
+  ];
+  $("tiles").replaceChildren(...tiles.map(([label, value, tone]) =>
+    el("div", {class: `tile ${tone}`, "data-tile": label}, el("div", {class: "value"}, value), el("div", {class: "label"}, label))));
 }
 
 function renderRooms(rooms) {
@@ -208,7 +232,7 @@ function renderWorkers(data) {
 // ---- one room -----------------------------------------------------------------------------
 
 function openRoom(room) {
-  view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, answers: new Map(), chunks: new Map(), policy: {},
+  view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, polls: 0, answers: new Map(), chunks: new Map(), policy: {},
           adjusted: {}, decided: null, loadingMessages: null};
   crumbs(el("a", {href: "#/"}, "overview"), el("span", {}, room));
   $("room-title").textContent = room;
@@ -223,17 +247,22 @@ function openRoom(room) {
   follow(view);
 }
 
-async function refreshRoom(current) {
-  const [details, stats, turns] = await Promise.all([
-    api(roomPath(current, "")), api(`/dashboard/rooms/${encodeURIComponent(current.room)}/stats`),
-    api(roomPath(current, "/turns"))]);
+// Every poll: the room and its newest turn. The stats (which read the room's whole log and
+// turn records) every STATS_EVERY polls, and soon after a turn is decided or a run ends.
+async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY === 0) {
+  const [details, turns, stats] = await Promise.all([
+    api(roomPath(current, "")), api(roomPath(current, "/turns?last=1")),
+    withStats ? api(`/dashboard/rooms/${encodeURIComponent(current.room)}/stats`) : null]);
   if (view !== current) return;
-  current.policy = stats.policy || {};
   renderDetails(details);
-  renderFloor(stats.floor);
-  renderUsage(stats.usage);
-  renderFailures(stats.failures || []);
-  renderTurns(current, turns, stats.panel);
+  if (stats) {
+    current.policy = stats.policy || {};
+    current.panel = stats.panel;
+    renderFloor(stats.floor);
+    renderUsage(stats.usage);
+    renderFailures(stats.failures || []);
+  }
+  renderTurns(current, turns);
   if (current.policy.kind === "mention") {
     guarded(async () => renderSpeakQueue(await api(roomPath(current, "/queue"))));
   }
@@ -351,6 +380,7 @@ function onEvent(current, type, e, id) {
     if (e.status && e.status !== "ok") dropChunks(current, e.turn, (c) => c.turn === e.turn && c.agent === e.agent);
   } else if (type === "turn_decided") {
     decideTurn(current, e);
+    refreshSoon(current);
     dropChunks(current, e.turn, (c) => c.turn < e.turn || c.agent !== e.winner || current.lastTurn >= e.turn);
   } else if (type === "queue_changed") renderSpeakQueue(e);
   else if (["run_ended", "room_paused", "room_resumed", "run_started"].includes(type)) refreshSoon(current);
@@ -360,7 +390,7 @@ function onEvent(current, type, e, id) {
 // Many events at once (a replay of the stream) make one refresh.
 function refreshSoon(current) {
   if (current.refreshing) return;
-  current.refreshing = setTimeout(() => { current.refreshing = null; guarded(() => refreshRoom(current)); }, 250);
+  current.refreshing = setTimeout(() => { current.refreshing = null; guarded(() => refreshRoom(current, true)); }, 250);
 }
 
 function logEvent(type, e, id) {
@@ -397,12 +427,11 @@ function decideTurn(current, e) {
 
 // From GET /rooms/{room}/turns: the open turn (pending agents) or the last decided one, with
 // its adjusted scores; the live answers keep arriving between polls.
-function renderTurns(current, data, panel) {
+function renderTurns(current, data) {
   const decided = Array.isArray(data) ? data : data.turns || [];
   const open = Array.isArray(data) ? null : data.open_turn;
   const last = decided[decided.length - 1];
   current.pending = open ? open.pending || [] : [];
-  current.panel = panel;
   if (open && (current.turn === null || open.turn >= current.turn)) {
     if (current.turn !== open.turn) { current.turn = open.turn; current.answers = new Map(); current.decided = null; }
     for (const a of open.answers || []) current.answers.set(`${a.phase || 0}:${a.agent}:${a.kind}`, {...a, turn: open.turn});
