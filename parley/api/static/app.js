@@ -7,6 +7,7 @@ const TOKEN_KEY = "parley.token";
 const POLL_MS = 2000;
 const STATS_EVERY = 5;  // polls
 const EVENTS_KEPT = 200;
+const SCORED_KINDS = ["bid", "dispatch"];
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
   "queue_changed", "message_chunk"];
@@ -311,7 +312,7 @@ function addMessage(current, m) {
   const item = el("li", {class: isAgent ? "msg agent" : "msg person", "data-seq": m.seq},
     el("div", {class: "meta"}, el("b", {class: "sender"}, m.sender),
       el("span", {class: "muted"}, ` #${m.seq}` + (isAgent ? ` · turn ${m.turn}` : "") +
-        (m.score !== null && m.score !== undefined ? ` · score ${num(m.score)}` : "") +
+        (m.score ? ` · score ${num(m.score)}` : "") +  // only bids have scores
         (m.ts ? ` · ${new Date(m.ts * 1000).toLocaleTimeString()}` : ""))),
     el("div", {class: "content"}, m.content));
   appendScrolled($("transcript"), item);
@@ -463,12 +464,13 @@ function renderAnswers(current) {
   const winner = current.decided && current.decided.winner;
   const rows = [...current.answers.values()].sort((a, b) => (a.phase || 0) - (b.phase || 0)).map((a) => {
     const failed = a.status && a.status !== "ok";
+    const scored = !a.kind || SCORED_KINDS.includes(a.kind);  // other calls carry no score
     const picked = a.kind === "select" && winner ? `picked ${winner}` : null;
     return el("tr", {class: `${failed ? "failed" : ""} ${winner === a.agent ? "winner" : ""}`, "data-agent": a.agent},
       el("td", {}, a.agent), el("td", {class: "muted"}, a.kind || "bid"),
-      el("td", {class: "num score"}, failed ? "-" : num(a.score)),
-      el("td", {class: "num adjusted"}, a.adjusted !== null && a.adjusted !== undefined ? num(a.adjusted) : "-"),
-      el("td", {}, scoreBar(a.adjusted ?? a.score, threshold, failed)),
+      el("td", {class: "num score"}, failed || !scored ? "-" : num(a.score)),
+      el("td", {class: "num adjusted"}, scored && a.adjusted !== null && a.adjusted !== undefined ? num(a.adjusted) : "-"),
+      el("td", {}, scored ? scoreBar(a.adjusted ?? a.score, threshold, failed) : ""),
       el("td", {}, failed ? `${a.status}${a.error_kind ? " · " + a.error_kind : ""}` : (picked || a.status || "ok")),
       el("td", {class: "num"}, a.latency_ms ? Math.round(a.latency_ms) : "-"));
   });
@@ -521,6 +523,10 @@ function renderUsage(usage) {
   const points = usage.points || [];
   const box = $("usage-chart");
   if (points.length < 1) { box.replaceChildren(el("p", {class: "muted"}, "no decided turn yet")); return; }
+  if (!tokens(t) && !Number(t.cost_usd)) {
+    box.replaceChildren(el("p", {class: "muted"}, `no tokens or cost recorded over ${points.length} turns`));
+    return;
+  }
   const W = 320, H = 110, P = 24;
   const xs = points.map((p, i) => p.ts || i), x0 = Math.min(...xs), x1 = Math.max(...xs);
   const topTokens = Math.max(...points.map(tokens)), topCost = Math.max(...points.map((p) => p.cost_usd));
