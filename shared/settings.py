@@ -202,4 +202,10 @@ def redact_url(url: str) -> str:
         user, colon, password = rest[:at].partition(":")
         if colon and password:
             rest = f"{user}:{MASK}{rest[at:]}"
-    return head + _SECRET_QUERY.sub(rf"\g<1>{MASK}", rest)
+    return head + redact_query(rest)
+
+
+def redact_query(text: str) -> str:
+    """``text`` (a URL's rest, a request path) with credential query values masked:
+    ``/events?access_token=***``."""
+    return _SECRET_QUERY.sub(rf"\g<1>{MASK}", text)

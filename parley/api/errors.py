@@ -3,6 +3,9 @@ parley's own exceptions, FastAPI's validation errors and Starlette's HTTP errors
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import redis
 import structlog
 from fastapi import FastAPI, Request
@@ -44,7 +47,7 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
     return JSONResponse({"error": one_line(message, 1000)}, status_code=status, headers=headers)
 
 
-def describe_problems(errors: list[dict], drop_body: bool = True) -> str:  # type: ignore[type-arg]
+def describe_problems(errors: Sequence[Any], drop_body: bool = True) -> str:
     """pydantic's errors as ``field.path: message`` joined into one line (the request's
     ``body`` prefix left out: the field is named as the client wrote it)."""
     problems = []

@@ -4,12 +4,13 @@ serves the app with uvicorn (its logs through parley's logging configuration).""
 from __future__ import annotations
 
 import ipaddress
+import logging
 
 import structlog
 import uvicorn
 
 from parley.api.app import make_app
-from shared.settings import Settings
+from shared.settings import Settings, redact_query
 
 log = structlog.get_logger("parley.api")
 # Open event streams never end by themselves: a stop waits this long for them.
@@ -34,10 +35,24 @@ def check_bind(settings: Settings, host: str) -> None:
                          "or use --host 127.0.0.1)")
 
 
+class RedactTokens(logging.Filter):
+    """Masks a token given in a request's query (``?access_token=``, which the event
+    streams take) in uvicorn's access log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's path argument; keep every record."""
+        if isinstance(record.args, tuple) and len(record.args) >= 3:
+            args = list(record.args)
+            args[2] = redact_query(str(args[2]))
+            record.args = tuple(args)
+        return True
+
+
 def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the API on ``host:port`` until SIGTERM or SIGINT."""
     check_bind(settings, host)
     app = make_app(settings)
+    logging.getLogger("uvicorn.access").addFilter(RedactTokens())
     if settings.api_tokens:
         log.info("api starting", host=host, port=port, auth="bearer",
                  tokens=len(settings.api_tokens))

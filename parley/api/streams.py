@@ -19,7 +19,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
-from redis.asyncio import Redis
 
 from parley.api import metrics
 from parley.api.errors import ApiError
@@ -48,6 +47,9 @@ RUN_EVENTS = frozenset({EventType.RUN_STARTED.value, EventType.RUN_ENDED.value})
 ROOM_DELETED = "room_deleted"
 _STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?\Z")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The asyncio Redis client: redis-py types its replies as a union of what any client could
+# return; this one returns bytes.
+AsyncRedis = Any
 
 
 def sse(event: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
@@ -73,7 +75,7 @@ def start_id(last_event_id: str | None, after: str | None, default: str) -> str:
     return default
 
 
-def aredis_of(request: Request) -> Redis:
+def aredis_of(request: Request) -> AsyncRedis:
     """The app's asyncio Redis client."""
     return request.app.state.aredis
 
@@ -127,7 +129,7 @@ async def room_events(
                         follow_room(redis, keys, room, after_id, request))
 
 
-async def follow_room(redis: Redis, keys: Keys, room: str, after: str, request: Request
+async def follow_room(redis: AsyncRedis, keys: Keys, room: str, after: str, request: Request
                       ) -> AsyncIterator[bytes]:
     """The room's events after ``after`` as SSE messages, keep-alives between, until the
     room is gone or its follower leaves."""
@@ -171,7 +173,7 @@ async def run_events(
     return event_stream(request, "/events", follow_runs(redis, keys, after_id, request))
 
 
-async def follow_runs(redis: Redis, keys: Keys, after: str, request: Request
+async def follow_runs(redis: AsyncRedis, keys: Keys, after: str, request: Request
                       ) -> AsyncIterator[bytes]:
     """Run starts and ends of every active room after ``after`` as SSE messages.
 
@@ -200,7 +202,7 @@ async def follow_runs(redis: Redis, keys: Keys, after: str, request: Request
             yield KEEPALIVE
 
 
-async def watched_rooms(redis: Redis, keys: Keys) -> tuple[int, set[str]]:
+async def watched_rooms(redis: AsyncRedis, keys: Keys) -> tuple[int, set[str]]:
     """Redis's clock (ms) and the rooms that are due or held, or were active lately."""
     seconds, micros = await redis.time()
     now_ms = int(seconds) * 1000 + int(micros) // 1000
@@ -212,7 +214,7 @@ async def watched_rooms(redis: Redis, keys: Keys) -> tuple[int, set[str]]:
     return now_ms, {decode(room) for room in [*runnable, *active]}
 
 
-async def read_runs(redis: Redis, keys: Keys, cursors: dict[str, str]
+async def read_runs(redis: AsyncRedis, keys: Keys, cursors: dict[str, str]
                     ) -> list[tuple[str, Any]]:
     """The run events after each room's cursor, waiting up to RUNS_BLOCK_MS for any event
     at all, in stream-id order across rooms; the cursors move past every event read."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import fakeredis
 import pytest
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from parley import cli
 from parley.api import streams
 from parley.api.app import make_app
-from parley.api.server import check_bind, is_loopback
+from parley.api.server import RedactTokens, check_bind, is_loopback
 from shared.keys import Keys
 from shared.settings import Settings
 from tests.support.fake_turns import serve_once
@@ -319,3 +320,25 @@ def test_parley_api_refuses_a_public_host_without_tokens_in_one_line(worker_env)
     assert result.output.strip().splitlines() == [
         "parley: refusing to serve the API on 0.0.0.0: PARLEY_API_TOKENS is not set, and "
         "without tokens the API listens on loopback only (set tokens, or use --host 127.0.0.1)"]
+
+
+def test_a_token_in_a_query_is_masked_in_the_access_log():
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1,
+                               '%s - "%s %s HTTP/%s" %d', ("127.0.0.1:5", "GET",
+                               f"/events?after=1-0&access_token={TOKEN}", "1.1", 200), None)
+    assert RedactTokens().filter(record)
+    assert record.getMessage() == '127.0.0.1:5 - "GET /events?after=1-0&access_token=*** HTTP/1.1" 200'
+
+
+def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
+    spec = {"name": "incident",
+            "policy": {"kind": "mention", "everyone": ["dev", "sre"], "people": ["oncall"]},
+            "agents": [{"name": "dev", "model": "scripted",
+                        "script": [{"content": "@oncall roll back?"}]},
+                       {"name": "sre", "model": "scripted", "script": [{"content": "ok"}]}]}
+    assert api.post("/rooms", json=spec, params={"room": "m1"}).status_code == 201
+    api.post("/rooms/m1/messages", json={"sender": "oncall", "content": "@dev status?"})
+    run_room(server, "m1")
+    assert api.get("/rooms/m1/queue").json() == {
+        "speaking": None, "queue": [], "listening": [], "asked": [["dev", "oncall"]],
+        "waiting": True, "over": False}
