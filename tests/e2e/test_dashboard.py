@@ -224,3 +224,29 @@ def test_room_content_is_text_never_markup_and_a_streamed_message_grows(
     assert growing.count() == 1
     assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
     assert page.evaluate("window.pwned === undefined")
+
+
+@requires_chromium
+def test_a_mention_rooms_speak_queue_and_its_deletion_show_on_the_page(
+        processes, settings, queue, api_url, page):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(spec_on_queue(EXAMPLES / "incident.yaml", queue))
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+    page.fill("#post-sender", "oncall")
+    page.fill("#post-content", "checkout-api is failing")
+    page.click("#post-form button")
+    # dev asks @oncall before rolling back: the run ends waiting for that person.
+    page.locator("#room-status").filter(has_text="waiting_for_person").wait_for()
+    expect(page.locator("#speak-queue")).to_contain_text("asked: dev → oncall")
+    expect(page.locator("#speak-queue")).to_contain_text("waiting for a person")
+    page.locator("#transcript li.msg.agent .sender").filter(has_text="dev").wait_for()
+
+    client.delete(room, force=True)
+    page.locator("#room-status").filter(has_text="deleted").wait_for()
+    expect(page.locator("#conn")).to_have_text("room deleted")

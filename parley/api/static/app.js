@@ -10,7 +10,7 @@ const EVENTS_KEPT = 200;
 const SCORED_KINDS = ["bid", "dispatch"];
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
-  "queue_changed", "message_chunk"];
+  "queue_changed", "message_chunk", "room_deleted"];
 
 const $ = (id) => document.getElementById(id);
 let timer = null;       // the current view's poll
@@ -385,6 +385,12 @@ function onEvent(current, type, e, id) {
     dropChunks(current, e.turn, (c) => c.turn < e.turn || c.agent !== e.winner || current.lastTurn >= e.turn);
   } else if (type === "queue_changed") renderSpeakQueue(e);
   else if (["run_ended", "room_paused", "room_resumed", "run_started"].includes(type)) refreshSoon(current);
+  if (type === "room_deleted") {
+    source.close();  // the room is gone: its stream has ended, nothing to reconnect to
+    clearInterval(timer);
+    setConn(false, "room deleted");
+    $("room-status").replaceChildren(el("span", {class: "badge failed"}, "deleted"));
+  }
   if (type === "run_ended") { dropChunks(current, Infinity); $("turn-note").textContent = `run ${e.run} ended: ${e.stop_reason || e.status}`; }
 }
 
