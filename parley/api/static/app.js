@@ -296,6 +296,7 @@ async function loadMessages(current) {
       const data = await api(`${roomPath(current, "/messages")}?after_seq=${current.lastSeq}`);
       if (view !== current) return;
       for (const message of Array.isArray(data) ? data : data.messages || []) addMessage(current, message);
+      if (data.more) current.again = true;  // paged: the next page follows
     } while (current.again);
   })();
   try { await current.loadingMessages; } finally { current.loadingMessages = null; }
