@@ -18,10 +18,13 @@ from coordinator.policies import roundtable
 from parley.api.rooms import ClientDep
 from parley.client import Client
 from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
-from shared.records import decode, usage_from
+from shared.records import decode, message_from_fields, usage_from
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
+# The floor share counts the newest messages of the log, at most this many: a room's log may
+# be uncapped (log_stream_maxlen 0), and the page asks every few seconds.
+FLOOR_WINDOW = 10_000
 
 
 def gini(values: Iterable[float]) -> float:
@@ -154,6 +157,12 @@ def lease_view(lease: str | None, ttl_ms: int, lease_ttl_s: float) -> dict[str, 
             "lease_age_s": round(max(0.0, lease_ttl_s - left), 3), "lease_left_s": left}
 
 
+def newest_messages(client: Client, room: str, count: int) -> list[Message]:
+    """The newest ``count`` messages of the room's log, newest first."""
+    entries = client.redis.xrevrange(client.store.keys.log(room), "+", "-", count=count)
+    return [message_from_fields(fields) for _, fields in entries]
+
+
 def stats(client: Client, room: str) -> dict[str, Any]:
     """What the room page charts: floor share, usage over time, failures, policy and a
     round-table's panel position."""
@@ -162,7 +171,7 @@ def stats(client: Client, room: str) -> dict[str, Any]:
     records = client.turns(room)
     agents = [agent.name for agent in spec.agents]
     return {"room": room, "policy": policy_view(spec),
-            "floor": floor_share(client.messages(room), agents),
+            "floor": floor_share(newest_messages(client, room, FLOOR_WINDOW), agents),
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},
             "failures": failures(records),

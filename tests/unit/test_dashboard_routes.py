@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from parley.api import dashboard
 from tests.support.rooms import rotating_scripts
 from tests.unit.test_api import AUTH, app_client, run_room, spec_json
 
@@ -25,7 +26,8 @@ def test_the_page_is_served_without_a_token_and_its_data_needs_one(secured) -> N
     assert secured.get("/dashboard/rooms", headers=AUTH).json() == {"rooms": []}
 
 
-def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured) -> None:
+def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured,
+                                                                monkeypatch) -> None:
     scripts = rotating_scripts(2, 3)
     scripts["agent1"][1] = {"error": "provider down"}
     spec = spec_json()
@@ -47,6 +49,9 @@ def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured)
     assert [(f["agent"], f["status"], f["error_kind"]) for f in stats["failures"]] == [
         ("agent1", "error", "scripted")]
     assert stats["panel"] is None
+    monkeypatch.setattr(dashboard, "FLOOR_WINDOW", 2)  # only the newest messages count
+    newest = secured.get(f"/dashboard/rooms/{room}/stats", headers=AUTH).json()["floor"]
+    assert newest["total"] == 2
 
     [row] = secured.get("/dashboard/rooms", headers=AUTH).json()["rooms"]
     assert (row["room"], row["policy"], row["status"]) == (room, "bid", "idle")

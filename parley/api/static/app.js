@@ -6,6 +6,7 @@
 const TOKEN_KEY = "parley.token";
 const POLL_MS = 2000;
 const STATS_EVERY = 5;  // polls
+const STATS_MIN_MS = 2000;
 const EVENTS_KEPT = 200;
 const SCORED_KINDS = ["bid", "dispatch"];
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
@@ -233,7 +234,7 @@ function renderWorkers(data) {
 // ---- one room -----------------------------------------------------------------------------
 
 function openRoom(room) {
-  view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, polls: 0, answers: new Map(), chunks: new Map(), policy: {},
+  view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, polls: 0, statsAt: 0, answers: new Map(), chunks: new Map(), policy: {},
           adjusted: {}, decided: null, loadingMessages: null};
   crumbs(el("a", {href: "#/"}, "overview"), el("span", {}, room));
   $("room-title").textContent = room;
@@ -257,6 +258,7 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
   if (view !== current) return;
   renderDetails(details);
   if (stats) {
+    current.statsAt = Date.now();
     current.policy = stats.policy || {};
     current.panel = stats.panel;
     renderFloor(stats.floor);
@@ -398,7 +400,11 @@ function onEvent(current, type, e, id) {
 // Many events at once (a replay of the stream) make one refresh.
 function refreshSoon(current) {
   if (current.refreshing) return;
-  current.refreshing = setTimeout(() => { current.refreshing = null; guarded(() => refreshRoom(current, true)); }, 250);
+  current.refreshing = setTimeout(() => {
+    current.refreshing = null;
+    // The stats read the whole room: a fast run refreshes them at most every STATS_MIN_MS.
+    guarded(() => refreshRoom(current, Date.now() - current.statsAt >= STATS_MIN_MS));
+  }, 250);
 }
 
 function logEvent(type, e, id) {
