@@ -130,15 +130,14 @@ def new_room_id(spec: RoomSpec) -> str:
 
 
 class Client:
-    """A connection to one parley deployment (its Redis and key prefix), or to the Redis
-    ``client`` given."""
+    """A connection to one parley deployment (its Redis and key prefix)."""
 
-    def __init__(self, settings: Settings | None = None,
-                 client: redis.Redis | None = None) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
-        self.redis = client or redis.Redis.from_url(
-            self.settings.redis_url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-            socket_timeout=REDIS_READ_TIMEOUT_S, **redis_kwargs(self.settings))
+        self.redis = redis.Redis.from_url(self.settings.redis_url,
+                                          socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+                                          socket_timeout=REDIS_READ_TIMEOUT_S,
+                                          **redis_kwargs(self.settings))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
                                self.settings.events_stream_maxlen)

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import redis
 import redis.asyncio
 from fastapi import FastAPI, Security
 from fastapi.responses import FileResponse
@@ -36,10 +35,10 @@ also take `?access_token=`. Every 4xx answer is JSON `{"error": "..."}`."""
 BEARER = Security(HTTPBearer(auto_error=False, description="A token of PARLEY_API_TOKENS"))
 
 
-def make_app(settings: Settings, sync_redis: redis.Redis | None = None,
+def make_app(settings: Settings, client: Client | None = None,
              async_redis: redis.asyncio.Redis | None = None) -> FastAPI:
     """The API over the Redis of ``settings`` (or the clients given, for tests)."""
-    client = Client(settings, sync_redis)
+    client = client or Client(settings)
     aredis = async_redis or redis.asyncio.Redis.from_url(
         settings.redis_url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
         socket_timeout=STREAM_READ_TIMEOUT_S, **redis_kwargs(settings))

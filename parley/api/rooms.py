@@ -84,14 +84,28 @@ async def create_room(request: Request, client: ClientDep,
 @router.get("/rooms")
 def list_rooms(client: ClientDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
                ) -> dict[str, Any]:
-    """Rooms, most recently active first: status, policy, holder, messages, cost."""
-    return {"rooms": [summary.model_dump(mode="json") for summary in client.rooms(limit)]}
+    """Rooms, most recently active first: status, policy, holder, messages, cost, and
+    how long the holder's lease has left (``lease_ttl_left_s``)."""
+    rooms = [summary.model_dump(mode="json") for summary in client.rooms(limit)]
+    return {"rooms": with_lease_left(client, rooms), "lease_ttl_s": client.settings.lease_ttl_s}
 
 
 @router.get("/rooms/{room}")
 def show_room(room: str, client: ClientDep) -> dict[str, Any]:
-    """One room: status, run, holder, usage, streams and their caps."""
-    return client.show(room).model_dump(mode="json")
+    """One room: status, run, holder and its lease's time left, usage, streams and their
+    caps."""
+    return with_lease_left(client, [client.show(room).model_dump(mode="json")])[0]
+
+
+def with_lease_left(client: Client, rooms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each room with ``lease_ttl_left_s``: the seconds its lease has left (None when no
+    coordinator holds it), read in one round trip; the lease's age is the ttl less this."""
+    pipe = client.redis.pipeline(transaction=False)
+    for room in rooms:
+        pipe.pttl(client.store.keys.lease(room["room"]))
+    for room, left_ms in zip(rooms, pipe.execute(), strict=True):
+        room["lease_ttl_left_s"] = left_ms / 1000 if left_ms >= 0 else None
+    return rooms
 
 
 @router.get("/rooms/{room}/spec")

@@ -16,8 +16,10 @@ from parley import cli
 from parley.api import streams
 from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
+from parley.client import Client
 from shared.keys import Keys
 from shared.settings import Settings
+from shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
@@ -33,11 +35,13 @@ def spec_json(turns: int = 2, **policy) -> dict:
                          **policy).model_dump(mode="json")
 
 
-def app_client(server: fakeredis.FakeServer, **settings) -> TestClient:
+def app_client(server: fakeredis.FakeServer, **options) -> TestClient:
     """A TestClient of the API on ``server`` under the test's prefix."""
-    app = make_app(Settings(key_prefix=PREFIX, **settings), fakeredis.FakeRedis(server=server),
-                   fakeredis.FakeAsyncRedis(server=server))
-    return TestClient(app)
+    settings = Settings(key_prefix=PREFIX, **options)
+    client = Client(settings)
+    client.redis = fakeredis.FakeRedis(server=server)
+    client.store = RoomStore(client.redis, Keys(PREFIX))
+    return TestClient(make_app(settings, client, fakeredis.FakeAsyncRedis(server=server)))
 
 
 @pytest.fixture
@@ -169,7 +173,12 @@ def test_pause_resume_cancel_and_delete_answer_as_the_cli_json(api, server):
 
 def test_deleting_a_held_room_is_409_unless_forced(api, server):
     api.post("/rooms", json=spec_json(), params={"room": "r1"})
+    assert api.get("/rooms/r1").json()["lease_ttl_left_s"] is None
     fakeredis.FakeRedis(server=server).set(Keys(PREFIX).lease("r1"), "c9:1")
+    fakeredis.FakeRedis(server=server).pexpire(Keys(PREFIX).lease("r1"), 4000)
+    listed = api.get("/rooms").json()
+    assert 3 < listed["rooms"][0]["lease_ttl_left_s"] <= 4 and listed["lease_ttl_s"] == 5.0
+    assert listed["rooms"][0]["holder"] == "c9"
     held = api.delete("/rooms/r1")
     assert held.status_code == 409 and "held by coordinator c9" in held.json()["error"]
     assert api.delete("/rooms/r1", params={"force": "true"}).status_code == 200
@@ -342,3 +351,17 @@ def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
     assert api.get("/rooms/m1/queue").json() == {
         "speaking": None, "queue": [], "listening": [], "asked": [["dev", "oncall"]],
         "waiting": True, "over": False}
+
+
+def test_redis_or_the_broker_down_is_503_json_without_the_password():
+    settings = Settings(key_prefix=PREFIX, redis_url="redis://:hunter2@127.0.0.1:1/0")
+    with TestClient(make_app(settings)) as api:
+        health = api.get("/healthz")
+        assert health.status_code == 503 and health.json()["status"] == "unavailable"
+        assert "redis://:***@127.0.0.1:1/0 does not answer" in health.json()["error"]
+        rooms = api.get("/rooms")
+        assert (rooms.status_code, rooms.json()) == (
+            503, {"error": "Redis is unavailable: try again shortly"})
+        workers = api.get("/workers")
+        assert workers.status_code == 503 and "the broker at" in workers.json()["error"]
+        assert all("hunter2" not in reply.text for reply in (health, rooms, workers))
