@@ -15,10 +15,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from coordinator.policies import roundtable
-from parley.api.rooms import ClientDep
+from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
 from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
-from shared.records import decode, message_from_fields, usage_from
+from shared.records import message_from_fields, usage_from
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
@@ -114,7 +114,7 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 @router.get("/rooms")
 def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
                    ) -> dict[str, Any]:
-    """The rooms list with each room's tokens and its lease's epoch and age."""
+    """The rooms list with each room's tokens and its lease's age."""
     return {"rooms": overview(client, limit)}
 
 
@@ -126,35 +126,24 @@ def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
 
 
 def overview(client: Client, limit: int) -> list[dict[str, Any]]:
-    """The room summaries (most recent first) with tokens, the lease's epoch, how long
-    ago it was last renewed and how long it has left."""
-    summaries = client.rooms(limit)
+    """The room summaries (most recent first) with their lease's time left, how long ago it
+    was taken or last renewed, and the room's tokens."""
+    rows = with_lease_left(client, [summary.model_dump(mode="json")
+                                    for summary in client.rooms(limit)])
     pipe = client.redis.pipeline(transaction=False)
-    for summary in summaries:
-        pipe.hmget(client.store.keys.state(summary.room), "prompt_tokens", "completion_tokens")
-        pipe.get(client.store.keys.lease(summary.room))
-        pipe.pttl(client.store.keys.lease(summary.room))
-    replies = pipe.execute()
-    rows = []
-    for index, summary in enumerate(summaries):
-        (prompt, completion), lease, ttl_ms = replies[3 * index: 3 * index + 3]
-        rows.append({**summary.model_dump(mode="json"),
-                     **lease_view(decode(lease) if lease else None, ttl_ms,
-                                  client.settings.lease_ttl_s),
-                     "prompt_tokens": int(float(prompt or 0)),
-                     "completion_tokens": int(float(completion or 0))})
+    for row in rows:
+        pipe.hmget(client.store.keys.state(row["room"]), "prompt_tokens", "completion_tokens")
+    for row, (prompt, completion) in zip(rows, pipe.execute(), strict=True):
+        row["lease_age_s"] = lease_age(row["lease_ttl_left_s"], client.settings.lease_ttl_s)
+        row["prompt_tokens"] = int(float(prompt or 0))
+        row["completion_tokens"] = int(float(completion or 0))
     return rows
 
 
-def lease_view(lease: str | None, ttl_ms: int, lease_ttl_s: float) -> dict[str, Any]:
-    """A lease token (``<coordinator>:<epoch>``) and its time to live as the epoch, the
-    seconds since its last take or renewal, and the seconds it has left."""
-    if lease is None or ttl_ms < 0:
-        return {"epoch": None, "lease_age_s": None, "lease_left_s": None}
-    epoch = lease.rpartition(":")[2]
-    left = ttl_ms / 1000
-    return {"epoch": int(epoch) if epoch.isdigit() else None,
-            "lease_age_s": round(max(0.0, lease_ttl_s - left), 3), "lease_left_s": left}
+def lease_age(left_s: float | None, lease_ttl_s: float) -> float | None:
+    """Seconds since a lease with ``left_s`` to live was taken or last renewed (None: no
+    lease)."""
+    return None if left_s is None else round(max(0.0, lease_ttl_s - left_s), 3)
 
 
 def newest_messages(client: Client, room: str, count: int) -> list[Message]:

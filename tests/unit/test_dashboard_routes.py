@@ -3,12 +3,14 @@ one; a room's floor share, usage and failures after it ran; the rooms overview."
 
 from __future__ import annotations
 
+import fakeredis
 import pytest
 from fastapi.testclient import TestClient
 
 from parley.api import dashboard
+from shared.keys import Keys
 from tests.support.rooms import rotating_scripts
-from tests.unit.test_api import AUTH, app_client, run_room, spec_json
+from tests.unit.test_api import AUTH, PREFIX, app_client, run_room, spec_json
 
 
 @pytest.fixture
@@ -56,7 +58,10 @@ def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured,
     [row] = secured.get("/dashboard/rooms", headers=AUTH).json()["rooms"]
     assert (row["room"], row["policy"], row["status"]) == (room, "bid", "idle")
     assert row["prompt_tokens"] == row["completion_tokens"] == 0  # scripted agents are free
-    assert row["lease_age_s"] is None and row["epoch"] is None  # let go once idle
+    assert row["lease_age_s"] is None and row["lease_ttl_left_s"] is None  # let go once idle
+    fakeredis.FakeRedis(server=server).set(Keys(PREFIX).lease(room), "c9:3", px=4000)
+    [row] = secured.get("/dashboard/rooms", headers=AUTH).json()["rooms"]
+    assert row["holder"] == "c9" and 1.0 <= row["lease_age_s"] < 2.0  # a 5 s ttl, 4 s left
 
 
 def test_the_stats_of_a_room_that_is_not_there_is_a_json_404(secured) -> None:

@@ -8,7 +8,7 @@ from parley.api.dashboard import (
     failures,
     floor_share,
     gini,
-    lease_view,
+    lease_age,
     panel_position,
     usage_series,
 )
@@ -98,13 +98,9 @@ def test_failures_lists_failed_calls_newest_first_with_their_kinds() -> None:
     assert len(failures(records, limit=1)) == 1
 
 
-def test_lease_view_reads_the_epoch_and_the_age_since_renewal() -> None:
-    assert lease_view("coord-1:7", 4000, 10.0) == {"epoch": 7, "lease_age_s": 6.0,
-                                                   "lease_left_s": 4.0}
-
-
-def test_lease_view_of_no_lease_is_empty() -> None:
-    assert lease_view(None, -2, 10.0)["lease_age_s"] is None
+def test_lease_age_is_the_ttl_less_the_time_left() -> None:
+    assert lease_age(4.0, 10.0) == 6.0
+    assert lease_age(None, 10.0) is None
 
 
 def test_panel_position_names_the_next_panelist_then_the_moderator() -> None:

@@ -178,7 +178,7 @@ function renderRooms(rooms) {
     el("td", {class: "num"}, r.run),
     el("td", {class: "num"}, r.messages),
     el("td", {}, r.holder || "-"),
-    el("td", {class: "num", title: r.lease_left_s != null ? `epoch ${r.epoch}, ${num(r.lease_left_s, 1)}s left` : ""},
+    el("td", {class: "num", title: r.lease_ttl_left_s != null ? `${num(r.lease_ttl_left_s, 1)}s left` : ""},
        r.lease_age_s != null ? age(r.lease_age_s) : "-"),
     el("td", {}, ago(r.last_activity)),
     el("td", {class: "num"}, tokens(r)),
@@ -277,7 +277,8 @@ function renderDetails(d) {
   const status = $("room-status");
   status.replaceChildren(statusBadge(d.status, d.paused, d.stop_reason));
   const facts = [`${d.policy}`, `run ${d.run}`, `turn ${d.turn}`, `${d.messages} messages`,
-    `holder ${d.holder || "-"}`, `last activity ${ago(d.last_activity)}`,
+    `holder ${d.holder || "-"}` + (d.lease_ttl_left_s != null ? ` (lease ${num(d.lease_ttl_left_s, 1)}s left)` : ""),
+    `last activity ${ago(d.last_activity)}`,
     `${tokens(d)} tokens`, usd(d.cost_usd)];
   if (d.posts_waiting) facts.push(`${d.posts_waiting} posts waiting`);
   if (d.last_error) facts.push(`last error: ${d.last_error}`);
