@@ -191,7 +191,7 @@ def add_chunk(client: Client, room: str, turn: int, index: int, text: str) -> No
 
 
 @requires_chromium
-def test_room_content_is_text_never_markup_and_a_streamed_message_grows(
+def test_room_content_is_text_never_markup_a_streamed_message_grows_and_cancel_ends_it(
         processes, settings, queue, api_url, page):
     processes.coordinator()  # no worker: the post is committed and turn 1 stays open
     client = Client(settings)
@@ -224,6 +224,13 @@ def test_room_content_is_text_never_markup_and_a_streamed_message_grows(
     assert growing.count() == 1
     assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
     assert page.evaluate("window.pwned === undefined")
+
+    # Cancel from the page (after confirming): the run ends, its unfinished reply goes.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel")
+    page.locator("#room-status").filter(has_text="cancelled").wait_for()
+    assert client.state(room).stop_reason.value == "cancelled"
+    expect(growing).to_have_count(0)
 
 
 @requires_chromium
