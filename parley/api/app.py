@@ -1,6 +1,6 @@
-"""The API's FastAPI app: the routes of parley/api/rooms.py, streams.py and ops.py behind
-the request metrics, token auth and size limit of middleware.py, the dashboard's static
-files, and errors answered as JSON (errors.py)."""
+"""The API's FastAPI app: the routes of parley/api/rooms.py, streams.py, ops.py and
+dashboard.py behind the request metrics, token auth and size limit of middleware.py, the
+dashboard's static files, and errors answered as JSON (errors.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse
 from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
-from parley.api import ops, rooms, streams
+from parley.api import dashboard, ops, rooms, streams
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
 from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
@@ -54,7 +54,7 @@ def make_app(settings: Settings, client: Client | None = None,
     app.state.client = client
     app.state.aredis = aredis
     app.state.workers = WorkersView(settings)
-    routers = (rooms.router, streams.router, ops.router, ops.open_router)
+    routers = (rooms.router, streams.router, ops.router, dashboard.router, ops.open_router)
     for router in routers[:-1]:
         app.include_router(router, dependencies=[BEARER])
     app.include_router(ops.open_router)
