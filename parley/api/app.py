@@ -31,7 +31,7 @@ DESCRIPTION = """Rooms, messages, turns and live events of a parley deployment.
 Every path but `/healthz` (and the dashboard at `/`, `/static/`, and this description)
 needs `Authorization: Bearer <token>` when `PARLEY_API_TOKENS` is set; the event streams
 also take `?access_token=`. Every 4xx answer is JSON `{"error": "..."}`."""
-# Documents the bearer scheme (the "Authorize" button of /docs); TokenAuth enforces it.
+# Documents the bearer scheme in the schema; TokenAuth enforces it.
 BEARER = Security(HTTPBearer(auto_error=False, description="A token of PARLEY_API_TOKENS"))
 
 
@@ -50,7 +50,7 @@ def make_app(settings: Settings, client: Client | None = None,
         client.redis.close()
 
     app = FastAPI(title="parley", version=package_version(), description=DESCRIPTION,
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.client = client
     app.state.aredis = aredis
     app.state.workers = WorkersView(settings)

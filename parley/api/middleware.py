@@ -15,10 +15,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from parley.api import metrics
 from parley.api.errors import error_response
 
-# Paths anyone may read: the health check, the dashboard's page and files, and the API's
-# own description (code, not data). Everything else needs a token when tokens are set.
-OPEN_PATHS = frozenset({"/healthz", "/", "/favicon.ico", "/docs", "/docs/oauth2-redirect",
-                        "/openapi.json", "/redoc"})
+# Paths anyone may read: the health check, and the dashboard's page and files (they hold
+# no data: the page asks for a token and sends it). Everything else, the OpenAPI schema
+# included, needs a token when tokens are set.
+OPEN_PATHS = frozenset({"/healthz", "/", "/favicon.ico"})
 OPEN_PREFIX = "/static/"
 UNMATCHED = "unmatched"
 # A browser's EventSource cannot set headers: the event streams also take ?access_token=.

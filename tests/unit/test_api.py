@@ -211,7 +211,10 @@ def test_a_request_without_a_good_token_is_401_json(secured):
 def test_only_the_health_check_dashboard_and_event_streams_take_no_header(secured):
     assert secured.get("/healthz").json() == {"status": "ok"}
     assert "dashboard" in secured.get("/").text
-    assert secured.get("/openapi.json").status_code == 200
+    assert secured.get("/openapi.json").status_code == 401
+    assert secured.get("/openapi.json", headers=AUTH).json()["info"]["title"] == "parley"
+    # The browsable docs load their scripts from a CDN: not served.
+    assert secured.get("/docs", headers=AUTH).status_code == 404
     assert secured.get("/rooms", params={"access_token": TOKEN}).status_code == 401
     # An event stream takes the token in the query: past auth, this one is a 404.
     stream = secured.get("/rooms/nope/events", params={"access_token": TOKEN})
