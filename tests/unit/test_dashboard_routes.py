@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from parley.api import dashboard
 from shared.keys import Keys
+from tests.support.api import AUTH, PREFIX, app_client, run_room, spec_json
 from tests.support.rooms import rotating_scripts
-from tests.unit.test_api import AUTH, PREFIX, app_client, run_room, spec_json
 
 
 @pytest.fixture
