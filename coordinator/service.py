@@ -26,6 +26,7 @@ from coordinator.retention import IdleRooms
 from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared import metrics
 from shared.keys import Keys
 from shared.logs import one_line
 from shared.models import StopReason
@@ -75,6 +76,7 @@ class Coordinator:
         self.idle_rooms = IdleRooms(self.control, self.keys, Scripts(self.control),
                                     settings.room_idle_expiry_s)
         self.rooms: ServedRooms = {}
+        metrics.ROOMS_HELD.labels(coordinator=self.id).set_function(lambda: len(self.rooms))
         self.outages = OutageClock()
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
@@ -168,6 +170,7 @@ class Coordinator:
             await runner.run()
             reschedule = False  # the room went idle and left the runnable set
         except LeaseLost as error:
+            metrics.LEASE_LOSSES.inc()
             log.warning("lease_lost", reason=str(error))
         except UNREACHABLE_ERRORS as error:
             # Back off; whoever holds the room next resumes the turn.
@@ -241,6 +244,7 @@ class Coordinator:
         for client in {self.redis, self.control}:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
+        metrics.ROOMS_HELD.remove(self.id)
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
 
 
