@@ -27,6 +27,7 @@ from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
 from shared import metrics
+from shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
 from shared.keys import Keys
 from shared.logs import one_line
 from shared.models import StopReason
@@ -39,6 +40,9 @@ log = structlog.get_logger("parley.coordinator")
 
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
 FORGET_VANISHED_MS = 24 * 3600 * 1000
+# The scheduler's loop is not live once a round is this late: a scan is bounded by the
+# lease ttl, so a live loop goes round at least every ttl (plus the scan interval).
+LIVE_ROUNDS_S = 30.0
 
 
 def new_coordinator_id() -> str:
@@ -80,6 +84,7 @@ class Coordinator:
         self.outages = OutageClock()
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
+        self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
@@ -91,6 +96,7 @@ class Coordinator:
         try:
             while not self.stopping.is_set():
                 await self.scan_once()
+                self.liveness.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
@@ -255,10 +261,18 @@ def error_line(error: BaseException, most_chars: int = 500) -> str:
                     type(error).__name__, most_chars)
 
 
-async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "") -> None:
-    """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly."""
+async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "",
+                        health_port: int | None = None) -> None:
+    """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
+    checks and metrics are served on ``health_port`` (default: the settings')."""
     coordinator = Coordinator(settings, transport, coordinator_id)
+    health = start_health_server(Probes(coordinator.liveness, readiness_checks(settings)),
+                                 settings, COORDINATOR_PORT, health_port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)
-    await coordinator.run()
+    try:
+        await coordinator.run()
+    finally:
+        if health is not None:
+            health.stop()
