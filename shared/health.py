@@ -4,8 +4,8 @@ small stdlib server on a daemon thread (``parley coordinator|worker --health-por
 ===========  ==================================================================
 GET /livez   200 while the process's own loop goes round (the coordinator's
              scheduler, the worker's Celery consumer), else 503
-GET /readyz  200 when Redis and the broker answer (and the loop is live), else
-             503 with a JSON body naming what is down
+GET /readyz  200 when Redis and the broker answer and the loop runs (not stuck,
+             not reconnecting), else 503 with a JSON body naming what is down
 GET /metrics the process's Prometheus metrics (shared/metrics.py)
 ===========  ==================================================================
 
@@ -96,7 +96,10 @@ class Probes:
     def readyz(self) -> tuple[int, dict[str, Any]]:
         """The readiness answer: 200 when every check passes, else 503 naming what is down."""
         results = {name: failure(check) for name, check in self.checks.items()}
-        if not self.liveness.live():
+        if self.liveness.connecting:
+            # A worker's consumer takes no task until it has (re)connected to its broker.
+            results["loop"] = "connecting"
+        elif not self.liveness.live():
             results["loop"] = f"did not go round for {self.liveness.age_s():.1f}s"
         down = sorted(name for name, problem in results.items() if problem)
         body: dict[str, Any] = {"ready": not down,

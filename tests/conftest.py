@@ -107,6 +107,9 @@ def processes(tmp_path: Path, prefix: str, real_redis: redis.Redis,
         "PARLEY_WORKER_PRELOAD_LITELLM": "false",
         "PARLEY_LOG_FORMAT": "json",
         "PARLEY_SCAN_INTERVAL_S": "0.1",
+        # No health server unless a test asks for one (--health-port): tests run side by
+        # side, and the default ports are one per host.
+        "PARLEY_HEALTH_PORT": "0",
     }
     group = ProcessGroup(tmp_path, env)
     try:

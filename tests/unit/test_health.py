@@ -88,6 +88,15 @@ def test_a_stuck_loop_is_neither_live_nor_ready():
     assert (status, body["down"]) == (503, ["loop"])
 
 
+def test_a_loop_still_connecting_is_live_but_not_ready():
+    probes = Probes(Liveness(30, connecting=True), {"broker": lambda: True})
+
+    status, body = probes.livez()
+    assert (status, body["live"], body["connecting"]) == (200, True, True)
+    assert probes.readyz() == (503, {"ready": False, "down": ["loop"],
+                                     "checks": {"broker": "ok", "loop": "connecting"}})
+
+
 def test_the_readiness_checks_name_an_unreachable_redis_and_broker():
     closed = f"redis://127.0.0.1:{closed_port()}/0"
     checks = readiness_checks(Settings(redis_url=closed, broker_url=closed))

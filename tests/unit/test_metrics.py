@@ -176,3 +176,23 @@ def test_a_coordinator_counts_the_rooms_it_holds_and_a_room_fenced_out_as_a_lost
     assert asyncio.run(serve_until_fenced_out()) == 1
     assert delta("parley_lease_losses_total") == 1
     assert sample("parley_rooms_held", coordinator="c-metrics") == 0
+
+
+def test_each_lease_renewed_is_counted(sync_redis, async_redis):
+    keys = Keys("t")
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1), bid_timeout_s=30))
+    store.post(ROOM, "User", "go")
+    coordinator = Coordinator(Settings(key_prefix="t"), LocalWorkerTransport(
+        sync_redis, keys, answering=set()), "c-renew", client=async_redis)
+    delta = Delta(("parley_lease_renewals_total", {}))
+
+    async def hold_and_renew() -> None:
+        await coordinator.scan()
+        await coordinator.keeper.renew_held(coordinator.leases)
+        for _, task in coordinator.rooms.values():
+            task.cancel()
+
+    asyncio.run(hold_and_renew())
+
+    assert delta("parley_lease_renewals_total") == 1
