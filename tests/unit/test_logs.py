@@ -6,13 +6,16 @@ from __future__ import annotations
 import io
 import json
 import logging
+import socket
 import sys
+import threading
 import warnings
 
 import pytest
 import structlog
 
 from shared.logs import HANDLER_MARK, configure_logging, log_uncaught, route_to_root
+from tests.support.polling import wait_until
 
 
 @pytest.fixture
@@ -101,3 +104,31 @@ def test_configuring_twice_replaces_the_handler(json_lines):
     configure_logging("json", "INFO", "WARNING")
 
     assert len([h for h in logging.getLogger().handlers if getattr(h, HANDLER_MARK, False)]) == 1
+
+
+def test_uvicorn_started_with_log_config_none_logs_json_lines(json_lines):
+    uvicorn = pytest.importorskip("uvicorn")
+
+    async def app(scope, receive, send) -> None:  # noqa: ANN001 - a bare ASGI app
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
+                                          log_level="info", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, 10, "uvicorn to start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port), 5) as client:
+        client.sendall(b"GET /probe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        client.recv(1024)
+    wait_until(lambda: any("/probe" in line["event"] for line in json_lines()), 10,
+               "uvicorn's access line")
+    server.should_exit = True
+    thread.join(10)
+
+    lines = json_lines()
+    assert {"uvicorn.error", "uvicorn.access"} <= {line["logger"] for line in lines}
+    assert any(line["event"].startswith("Uvicorn running on") for line in lines)
