@@ -671,7 +671,7 @@ def worker(
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level, loglevel)
         from workers.app import app as celery_app
-        from workers.app import log_celery_notices
+        from workers.app import log_celery_notices, stopped_with
 
     events = settings.worker_task_events if events is None else events
     celery_app.conf.worker_send_task_events = events
@@ -696,6 +696,9 @@ def worker(
         "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
         "--loglevel", loglevel, "--without-gossip", "--without-mingle",
     ])
+    # worker_main drops the worker's exit code: an unrecoverable error (a health port asked
+    # for and taken) must not exit 0.
+    raise typer.Exit(max(stopped_with, default=0))
 
 
 @app.command()

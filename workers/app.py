@@ -14,7 +14,7 @@ import redis
 import structlog
 from celery import Celery, bootsteps
 from celery.app.amqp import AMQP
-from celery.signals import setup_logging, worker_ready
+from celery.signals import setup_logging, worker_ready, worker_shutdown
 
 from shared.connections import broker_use_ssl
 from shared.health import (
@@ -36,6 +36,8 @@ LIVENESS_TICK_S = 1.0
 LIVE_ROUNDS_S = 30.0
 # The worker's liveness: ticked from the Celery consumer's own loop (ConsumerLiveness).
 consumer_liveness = Liveness(LIVE_ROUNDS_S, connecting=True)
+# The exit codes the worker stopped with, for `parley worker` to exit with.
+stopped_with: list[int] = []
 
 
 class RedisTransport(kombu.transport.redis.Transport):
@@ -201,6 +203,12 @@ class ConsumerLiveness(bootsteps.StartStopStep):
             self.ticking = None
 
     shutdown = stop
+
+
+@worker_shutdown.connect
+def note_exit_code(sender: Any, **_: object) -> None:
+    """Keep the code the worker stops with (Celery's worker_main does not return it)."""
+    stopped_with.append(int(sender.exitcode or 0))
 
 
 @setup_logging.connect

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -205,3 +206,17 @@ def test_readiness_follows_redis_while_liveness_holds_and_parley_health_says_so(
         group.stop_all()
         lines = every_line_is_json(group)
     assert any("Cannot connect" in line["event"] for line in lines)  # Celery's own, as JSON
+
+
+def test_a_health_port_asked_for_and_taken_stops_either_process_with_a_failure(processes):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        worker = processes.worker("--health-port", port)
+        coordinator = processes.coordinator("--health-port", port)
+
+        assert (worker.wait(60), coordinator.wait(60)) == (1, 2)
+    for process in (worker, coordinator):
+        said = processes.logs[process.pid].read_text()
+        assert f"cannot serve health checks on 127.0.0.1:{port}: " in said
