@@ -9,15 +9,20 @@ from collections import Counter
 import pytest
 from prometheus_client import REGISTRY
 
+from coordinator.lease import Leases
+from coordinator.room_io import RoomIO
 from coordinator.service import Coordinator
 from shared import metrics
 from shared.keys import Keys
 from shared.models import Bid, BidStatus, CallKind, ErrorKind, TurnRecord
+from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import RoomStore
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
-from tests.unit.test_turn_loop import ROOM, serve_once
+
+ROOM = "room-1"
 
 
 def sample(name: str, **labels: str) -> float:
@@ -134,9 +139,9 @@ def test_a_resumed_turn_counts_as_a_takeover(sync_redis, async_redis):
     delta = Delta(("parley_takeovers_total", {}))
 
     async def open_and_die() -> None:
-        from tests.unit.test_turn_loop import runner_parts
-
-        io, leases = runner_parts(async_redis, keys, "dead")
+        scripts = Scripts(async_redis)
+        io, leases = RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts,
+                                                               "dead", 5.0)
         lease = await leases.acquire(ROOM)
         await io.drain_inbox(lease)
         await io.open_turn(lease, 30)
