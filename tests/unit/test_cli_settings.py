@@ -116,10 +116,19 @@ def test_worker_passes_its_node_name_concurrency_queues_and_events_to_celery(cel
     assert "--without-heartbeat" not in celery_argv  # Flower tells live workers by them
 
 
-def test_worker_defaults_leave_celery_its_node_name_and_no_events(celery_argv):
+def test_worker_defaults_leave_celery_its_node_name_and_send_task_events(celery_argv):
     result = CliRunner().invoke(cli.app, ["worker"])
 
     assert result.exit_code == 0, result.output
-    assert "--hostname" not in celery_argv and "--task-events" not in celery_argv
-    assert {"--without-heartbeat", "--without-gossip", "--without-mingle"} <= set(celery_argv)
+    assert "--hostname" not in celery_argv and "--health-port" not in celery_argv
+    assert "--task-events" in celery_argv and "--without-heartbeat" not in celery_argv
+    assert {"--without-gossip", "--without-mingle"} <= set(celery_argv)
     assert option(celery_argv, "--concurrency") == str(Settings().worker_concurrency)
+
+
+def test_a_worker_without_task_events_sends_no_heartbeats_either(celery_argv):
+    result = CliRunner().invoke(cli.app, ["worker", "--no-task-events", "--health-port", "9"])
+
+    assert result.exit_code == 0, result.output
+    assert "--task-events" not in celery_argv and "--without-heartbeat" in celery_argv
+    assert option(celery_argv, "--health-port") == "9"
