@@ -156,3 +156,24 @@ def test_follow_live_prints_each_reply_as_it_is_written_then_the_message(
         f"... B: {B_REPLY}", f"  3 B (score 0.80): {B_REPLY}",
         "run 1 ended · idle · stopped by lull"]
     assert plain_lines == [line for line in live_lines if not line.startswith("...")]
+
+
+def test_the_example_intent_room_runs_offline_to_a_lull(sync_redis, async_redis, keys):
+    from pathlib import Path
+
+    from parley.client import load_spec
+
+    spec = load_spec(Path(__file__).parents[2] / "examples" / "rooms" / "intent.yaml")
+    spec = spec.model_copy(update={"agents": [  # the same scripts, without their pauses
+        agent.model_copy(update={"script": [entry.model_copy(update={"sleep": 0.0})
+                                            for entry in agent.script or []]})
+        for agent in spec.agents]})
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, spec)
+    store.post(ROOM, "User", "Ship the beta next week?")
+    asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys, streams=True)))
+
+    assert [m.sender for m in store.read_messages(ROOM)] == [
+        "User", "Planner", "Skeptic", "Economist"]
+    assert store.read_state(ROOM).stop_reason is StopReason.LULL
+    check_event_order(store.read_events(ROOM), store.read_messages(ROOM))
