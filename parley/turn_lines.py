@@ -156,10 +156,15 @@ def bid_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
     """Every agent's bid, and why the winner won where the raw scores do not tell."""
     policy = spec.policy
     assert isinstance(policy, BidPolicy)
-    bids = bids_in_order(spec.agent_names, [b for b in record.bids if b.kind is CallKind.BID])
+    first = bid_policy.first_kind(policy)  # bids, or an intent room's intents
+    bids = bids_in_order(spec.agent_names, [b for b in record.bids if b.kind is first])
     answers = tuple(answer_of(b, record.adjusted.get(b.agent)) for b in bids)
     tie = tied_with(record, bids)
-    raw = bid_policy.select_speaker(policy, bids, ())  # the order without the penalty
+    # The order without the penalty (an intent room's winner whose reply failed is silent).
+    failed = {b.agent for b in record.bids if b.kind is not first and not usable(b)}
+    raw = bid_policy.select_speaker(
+        policy, [b.model_copy(update={"message": ""}) if b.agent in failed else b for b in bids],
+        ())
     leader = raw.agent if raw is not None and raw.agent != record.winner else None
     notes = []
     if tie:
@@ -170,8 +175,7 @@ def bid_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
     elif leader:
         notes.append(f"the recency penalty took {leader} to "
                      f"{record.adjusted.get(leader, 0.0):.2f}, not above {policy.threshold:g}")
-    notes += [failure_note(b) for b in record.bids if b.kind is not CallKind.BID
-              and not usable(b)]
+    notes += [failure_note(b) for b in record.bids if b.kind is not first and not usable(b)]
     return TurnLine(record.turn, record.run, "bid", record.winner, answers, tuple(notes),
                     {"tie_with": tie, "leader_without_penalty": leader})
 

@@ -177,3 +177,26 @@ def test_the_example_intent_room_runs_offline_to_a_lull(sync_redis, async_redis,
         "User", "Planner", "Skeptic", "Economist"]
     assert store.read_state(ROOM).stop_reason is StopReason.LULL
     check_event_order(store.read_events(ROOM), store.read_messages(ROOM))
+
+
+def test_an_intent_turns_line_shows_the_intents_scores_and_a_failed_reply():
+    from parley.turn_lines import turn_line
+    from shared.models import Bid, BidStatus, ErrorKind, TurnRecord
+
+    def answer(agent: str, kind: CallKind, phase: int, score: float = 0.0, text: str = "",
+               **fields) -> Bid:
+        return Bid(agent=agent, turn=1, kind=kind, phase=phase, score=score, message=text,
+                   **fields)
+
+    record = TurnRecord(
+        turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1, messages_in_run=1, recent=[],
+        bids=[answer("A", CallKind.INTENT, 0, 0.9, "plan"),
+              answer("B", CallKind.INTENT, 0, 0.6, "object"),
+              answer("C", CallKind.INTENT, 0),
+              answer("A", CallKind.REPLY, 1, status=BidStatus.ERROR, error="cut off",
+                     error_kind=ErrorKind.CONNECTION),
+              answer("B", CallKind.REPLY, 2, text=B_REPLY)],
+        adjusted={"A": 0.9, "B": 0.6, "C": 0.0}, winner="B", score=0.6)
+
+    assert turn_line(intent_spec(), record).text() == (
+        "bids: A 0.90, B 0.60, C silent · A could not respond (connection)")
