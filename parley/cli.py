@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import ssl
 import sys
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import redis
 import typer
 import yaml
@@ -639,19 +641,24 @@ def coordinator(
     asyncio.run(serve_forever(settings, transport, coordinator_id))
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(
+    ctx: typer.Context,
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
     hostname: Annotated[str | None, typer.Option(
-        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
+        "--hostname", "-n", help="Node name (default parley@%h-<pid>: distinct for each "
+        "worker of a host)")] = None,
     events: Annotated[bool, typer.Option(
         "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
     ] = False,
     loglevel: Annotated[str, typer.Option()] = "WARNING",
 ) -> None:
-    """Run agent tasks (a Celery worker with an I/O-bound pool)."""
+    """Run agent tasks (a Celery worker with an I/O-bound pool).
+
+    Options parley does not know are passed to `celery worker` unchanged, e.g.
+    `parley worker --autoscale 64,8 --max-memory-per-child 500000`."""
     with settings_that_work():
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level)
@@ -659,13 +666,19 @@ def worker(
 
     # Event heartbeats only with task events: without them Flower shows a worker whose
     # tasks it sees as offline a couple of minutes after it started.
-    monitoring = ["--hostname", hostname] if hostname else []
+    # Celery's default node name is celery@<host>: two workers of one host would share it
+    # (a warning, and Flower and inspect mix them up); the pid tells them apart.
+    monitoring = ["--hostname", hostname or f"parley@%h-{os.getpid()}"]
     monitoring += ["--task-events"] if events else ["--without-heartbeat"]
-    celery_app.worker_main([
-        "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
-    ])
+    try:
+        celery_app.worker_main([
+            "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
+            "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+            "--loglevel", loglevel, "--without-gossip", "--without-mingle", *ctx.args,
+        ])
+    except click.ClickException as error:  # a passed-through option Celery does not know
+        print(f"parley: celery worker: {error.format_message()}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 @app.command()
