@@ -684,13 +684,14 @@ def worker(
 @app.command()
 @friendly
 def demo(
-    spec: Annotated[Path, typer.Option(help="Room spec")] = Path("examples/rooms/demo.yaml"),
+    spec: Annotated[Path | None, typer.Option(
+        help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
     task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
 ) -> None:
     """Start a worker and a coordinator, run a scripted room, print it, stop them."""
-    from parley.demo import run_demo
+    from parley.demo import DEMO_SPEC, run_demo
 
-    run_demo(read_spec(spec), task, console)
+    run_demo(read_spec(spec or DEMO_SPEC), task, console)
 
 
 def main() -> None:

@@ -14,6 +14,10 @@ from parley.client import Client
 from shared.models import RoomSpec
 from shared.settings import Settings, get_settings, redact_url
 
+# Package data, so `parley demo` runs from an installed wheel in any directory
+# (examples/rooms/demo.yaml links here).
+DEMO_SPEC = Path(__file__).parent / "rooms" / "demo.yaml"
+
 
 def reachable(url: str) -> bool:
     """True when a Redis server answers at ``url``."""
