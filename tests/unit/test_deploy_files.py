@@ -8,9 +8,7 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,8 +20,8 @@ import yaml
 from shared.models import BidPolicy, MentionPolicy, RoundtablePolicy, SelectorPolicy
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import DEFAULT_WORKER_KEY_ENVS
+from tests.support.image import ROOT, dev_tool, dockerfile_sources
 
-ROOT = Path(__file__).parents[2]
 K8S = ROOT / "deploy" / "k8s"
 # The Kubernetes release the manifests are checked against: the oldest still supported.
 KUBERNETES_VERSION = "1.30.0"
@@ -42,26 +40,7 @@ def run(args: list[Any], env: dict[str, str] | None = None) -> str:
     return result.stdout
 
 
-def installed(name: str) -> Path:
-    """A tool the dev extra installs beside this interpreter (or one on the PATH)."""
-    beside = Path(sys.executable).parent / name
-    found = beside if beside.exists() else shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not installed: pip install -e '.[dev]' installs it")
-    return Path(found)
-
-
 # ---------------------------------------------------------------- the image
-
-
-def dockerfile_sources() -> set[str]:
-    """What the Dockerfile copies from the build context (not from another stage)."""
-    sources = set()
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        words = line.split()
-        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
-            sources.update(word.rstrip("/") for word in words[1:-1])
-    return sources
 
 
 def test_the_build_context_is_what_the_dockerfile_copies():
@@ -196,7 +175,7 @@ def test_the_ops_profile_adds_flower_on_the_same_broker(services):
 
 @pytest.fixture(scope="module", params=["base", "keda"])
 def manifests(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    output = run([installed("kubectl"), "kustomize", K8S / request.param])
+    output = run([dev_tool("kubectl"), "kustomize", K8S / request.param])
     return [document for document in yaml.safe_load_all(output) if document]
 
 

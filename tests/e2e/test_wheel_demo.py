@@ -1,0 +1,91 @@
+"""The wheel the image installs, built from the image's build context alone and installed
+with its dependencies into a new virtualenv, runs ``parley demo`` from a directory outside
+the repository: no repository file is on the path, so its Lua scripts, prompt templates and
+demo room must all come with the package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from parley.processes import free_port
+from tests.support.image import ROOT, dev_tool, dockerfile_sources
+
+# Building the wheel takes most of the time: about 30 s in all with uv's cache warm.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def run(args: list[object], cwd: Path, env: dict[str, str] | None = None,
+        timeout_s: float = 300) -> str:
+    """Run a command; fail with its output when it fails."""
+    result = subprocess.run([str(arg) for arg in args], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=timeout_s)
+    assert result.returncode == 0, f"{args}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment without anything that points into the repository or
+    its virtualenv, nor parley's settings."""
+    return {name: value for name, value in os.environ.items()
+            if name not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"}
+            and not name.startswith("PARLEY_")}
+
+
+def build_wheel(tmp_path: Path) -> Path:
+    """The wheel, built as the Dockerfile builds it: from a copy of its build context."""
+    context = tmp_path / "context"
+    for source in dockerfile_sources():
+        origin = ROOT / source
+        if origin.is_dir():
+            shutil.copytree(origin, context / source, symlinks=False,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"))
+        else:
+            context.mkdir(exist_ok=True)
+            shutil.copy(origin, context / source)
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp_path / "dist",
+         context], cwd=tmp_path)
+    (wheel,) = (tmp_path / "dist").glob("parley-*.whl")
+    return wheel
+
+
+def package_files(python: Path, cwd: Path, env: dict[str, str]) -> list[str]:
+    """Where the installed packages are, and their Lua and template files' names."""
+    probe = ("import importlib.resources as r, parley, shared, workers;"
+             "print(parley.__file__); print(shared.__file__); print(workers.__file__);"
+             "print(sorted(p.name for p in (r.files('shared') / 'lua').iterdir()));"
+             "print(sorted(p.name for p in (r.files('workers') / 'templates').iterdir()))")
+    return run([python, "-c", probe], cwd=cwd, env=env).splitlines()
+
+
+def test_the_wheel_runs_the_demo_in_a_clean_virtualenv(tmp_path):
+    wheel = build_wheel(tmp_path)
+    venv = tmp_path / "venv"
+    env = clean_environment()
+    # uv, not pip: the same virtualenv and the dependencies from the same registry (through
+    # uv's cache), in seconds rather than a minute.
+    uv = dev_tool("uv")
+    run([uv, "venv", "--quiet", "--python", sys.executable, venv], cwd=tmp_path, env=env)
+    python, parley = venv / "bin" / "python", venv / "bin" / "parley"
+    run([uv, "pip", "install", "--quiet", "--python", python, wheel], cwd=tmp_path, env=env)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    *paths, lua, templates = package_files(python, elsewhere, env)
+    assert all(path.startswith(str(venv)) for path in paths), paths
+    assert lua == str(sorted(p.name for p in (ROOT / "shared" / "lua").glob("*.lua")))
+    assert templates == str(sorted(p.name for p in (ROOT / "workers" / "templates").glob("*.md")))
+    version = run([parley, "--version"], cwd=elsewhere, env=env)
+    assert version.startswith("parley ") and "unknown" not in version
+
+    # Nothing answers on this port: the demo starts a private redis-server of its own.
+    env["PARLEY_REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    shown = run([parley, "demo"], cwd=elsewhere, env={**env, "COLUMNS": "200"}, timeout_s=180)
+    assert "launch-panel" in shown
+    assert "Then rehearse the migration on a snapshot this week, and ship Monday." in shown
+    assert not any(elsewhere.iterdir())  # it wrote nothing where it ran
