@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The image of every parley process (coordinator, worker, api): `make image`, then
 # `docker run --rm parley:<version> --version`. The builder turns the source into a wheel
 # and installs it with its dependencies into a virtualenv; the runtime stage copies that
