@@ -4,6 +4,7 @@ the Compose v2 binary, `kubectl kustomize`, and the Kubernetes API schemas
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -23,8 +24,9 @@ from shared.settings import DEFAULT_WORKER_KEY_ENVS
 from tests.support.image import ROOT, dev_tool, dockerfile_sources
 
 K8S = ROOT / "deploy" / "k8s"
-# The Kubernetes release the manifests are checked against: the oldest still supported.
-KUBERNETES_VERSION = "1.30.0"
+# The Kubernetes releases the manifests are checked against: one older clusters still run,
+# and the newest the schemas know.
+KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 # The floor policies' longest default deadline of one call; a room may set longer ones, up
 # to the visibility timeout (shared/settings.py).
 LONGEST_DEFAULT_TIMEOUT_S = max(
@@ -173,10 +175,16 @@ def test_the_ops_profile_adds_flower_on_the_same_broker(services):
 # ---------------------------------------------------------------- kubernetes
 
 
-@pytest.fixture(scope="module", params=["base", "keda"])
-def manifests(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
-    output = run([dev_tool("kubectl"), "kustomize", K8S / request.param])
+@functools.cache
+def rendered(variant: str) -> list[dict[str, Any]]:
+    """The resources `kubectl kustomize deploy/k8s/<variant>` renders."""
+    output = run([dev_tool("kubectl"), "kustomize", K8S / variant])
     return [document for document in yaml.safe_load_all(output) if document]
+
+
+@pytest.fixture(params=["base", "keda"])
+def manifests(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return rendered(request.param)
 
 
 def of_kind(documents: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
@@ -196,11 +204,12 @@ def container(deployment: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_manifests_match_the_kubernetes_schemas(manifests):
     for document in manifests:
-        try:
-            kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.SchemaNotFoundError:
-            # KEDA's resources: their schemas come with KEDA (checked below by hand).
-            assert document["apiVersion"].startswith("keda.sh/"), document["kind"]
+        for version in KUBERNETES_VERSIONS:
+            try:
+                kubernetes_validate.validate(document, version, strict=True)
+            except kubernetes_validate.SchemaNotFoundError:
+                # KEDA's resources: their schemas come with KEDA (checked below by hand).
+                assert document["apiVersion"].startswith("keda.sh/"), document["kind"]
 
 
 def test_every_deployment_has_probes_on_its_health_port_and_bounded_memory(manifests):
@@ -276,11 +285,10 @@ def test_secrets_are_references_to_keys_of_the_example_with_placeholders(manifes
         assert all("<" in value for value in values.values())  # placeholders only
 
 
-def test_keda_scales_the_worker_deployment_on_the_queue_it_serves(manifests):
-    scalers = list(of_kind(manifests, "ScaledObject"))
-    if not scalers:
-        pytest.skip("the base has no autoscaler; deploy/k8s/keda adds it")
-    (scaler,) = scalers
+def test_keda_scales_the_worker_deployment_on_the_queue_it_serves():
+    manifests = rendered("keda")
+    (scaler,) = of_kind(manifests, "ScaledObject")
+    assert not list(of_kind(rendered("base"), "ScaledObject"))  # the base needs no KEDA
     worker = deployments(manifests)["worker"]
     args = container(worker)["args"]
     (trigger,) = scaler["spec"]["triggers"]
