@@ -16,6 +16,7 @@ import pytest
 from parley.processes import free_port
 from tests.support.image import ROOT, dev_tool, dockerfile_sources
 
+PACKAGES = ("parley", "coordinator", "workers", "shared")
 # Building the wheel takes most of the time: about 30 s in all with uv's cache warm.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -54,13 +55,13 @@ def build_wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-def package_files(python: Path, cwd: Path, env: dict[str, str]) -> list[str]:
-    """Where the installed packages are, and their Lua and template files' names."""
-    probe = ("import importlib.resources as r, parley, shared, workers;"
-             "print(parley.__file__); print(shared.__file__); print(workers.__file__);"
-             "print(sorted(p.name for p in (r.files('shared') / 'lua').iterdir()));"
-             "print(sorted(p.name for p in (r.files('workers') / 'templates').iterdir()))")
-    return run([python, "-c", probe], cwd=cwd, env=env).splitlines()
+def data_files() -> list[str]:
+    """The packages' files that are not Python (Lua scripts, prompt templates, the demo
+    room, static files), relative to the repository: each must be in the wheel."""
+    return sorted(str(path.relative_to(ROOT)) for package in PACKAGES
+                  for path in (ROOT / package).rglob("*")
+                  if path.is_file() and path.suffix not in {".py", ".pyc"}
+                  and "__pycache__" not in path.parts)
 
 
 def test_the_wheel_runs_the_demo_in_a_clean_virtualenv(tmp_path):
@@ -76,10 +77,12 @@ def test_the_wheel_runs_the_demo_in_a_clean_virtualenv(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
-    *paths, lua, templates = package_files(python, elsewhere, env)
-    assert all(path.startswith(str(venv)) for path in paths), paths
-    assert lua == str(sorted(p.name for p in (ROOT / "shared" / "lua").glob("*.lua")))
-    assert templates == str(sorted(p.name for p in (ROOT / "workers" / "templates").glob("*.md")))
+    where = run([python, "-c", f"import {', '.join(PACKAGES)}; print(parley.__file__)"],
+                cwd=elsewhere, env=env)
+    site_packages = Path(where).parents[1]
+    assert site_packages.is_relative_to(venv), where
+    missing = [name for name in data_files() if not (site_packages / name).exists()]
+    assert not missing, f"not in the wheel (pyproject.toml's package-data): {missing}"
     version = run([parley, "--version"], cwd=elsewhere, env=env)
     assert version.startswith("parley ") and "unknown" not in version
 

@@ -89,6 +89,16 @@ def compose_config(*options: str, env: dict[str, str] | None = None) -> dict[str
     return json.loads(output)
 
 
+def test_docker_compose_config_passes_with_the_binary_as_the_docker_cli_plugin(tmp_path):
+    plugins = tmp_path / "cli-plugins"
+    plugins.mkdir()
+    (plugins / "docker-compose").symlink_to(compose_binary())
+
+    # `docker compose` finds its plugin under DOCKER_CONFIG; no engine is asked.
+    run([dev_tool("docker"), "compose", "config", "--quiet"],
+        env={**os.environ, "DOCKER_CONFIG": str(tmp_path)})
+
+
 def seconds(duration: str) -> float:
     """A Go duration as compose prints it (``5m30s``) in seconds."""
     units = {"h": 3600, "m": 60, "s": 1}
