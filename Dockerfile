@@ -5,7 +5,7 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 # The wheel is built from these alone (tests/e2e/test_wheel_demo.py builds the same one).
 COPY pyproject.toml README.md ./
@@ -13,7 +13,10 @@ COPY parley parley
 COPY coordinator coordinator
 COPY workers workers
 COPY shared shared
-RUN pip wheel --no-deps --wheel-dir /dist . \
+# pip's cache stays outside the image (BuildKit), so a change to the source does not
+# download every dependency again.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip wheel --no-deps --wheel-dir /dist . \
  && python -m venv /opt/parley \
  && /opt/parley/bin/pip install /dist/*.whl
 # The example rooms, for `parley run examples/rooms/...` in a container; -L resolves
