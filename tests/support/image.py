@@ -6,19 +6,29 @@ import shutil
 import sys
 from pathlib import Path
 
+import dockerfile as dockerfile_parser
 import pytest
 
 ROOT = Path(__file__).parents[2]
 
 
+def dockerfile() -> list[dockerfile_parser.Command]:
+    """The Dockerfile's instructions, as BuildKit's parser reads them."""
+    return list(dockerfile_parser.parse_file(str(ROOT / "Dockerfile")))
+
+
+def final_stage() -> list[dockerfile_parser.Command]:
+    """The instructions of the image's last stage (the one that runs)."""
+    commands = dockerfile()
+    start = max(i for i, command in enumerate(commands) if command.cmd == "FROM")
+    return commands[start:]
+
+
 def dockerfile_sources() -> set[str]:
     """What the Dockerfile copies from the build context (not from another stage)."""
-    sources = set()
-    for line in (ROOT / "Dockerfile").read_text().splitlines():
-        words = line.split()
-        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
-            sources.update(word.rstrip("/") for word in words[1:-1])
-    return sources
+    return {source.rstrip("/") for command in dockerfile()
+            if command.cmd == "COPY" and not any(f.startswith("--from") for f in command.flags)
+            for source in command.value[:-1]}
 
 
 def dev_tool(name: str) -> Path:

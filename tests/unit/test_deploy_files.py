@@ -21,7 +21,7 @@ import yaml
 from shared.models import BidPolicy, MentionPolicy, RoundtablePolicy, SelectorPolicy
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import DEFAULT_WORKER_KEY_ENVS
-from tests.support.image import ROOT, dev_tool, dockerfile_sources
+from tests.support.image import ROOT, dev_tool, dockerfile_sources, final_stage
 
 K8S = ROOT / "deploy" / "k8s"
 # The Kubernetes releases the manifests are checked against: one older clusters still run,
@@ -56,16 +56,17 @@ def test_the_build_context_is_what_the_dockerfile_copies():
 
 
 def test_the_image_runs_parley_as_a_numeric_non_root_user():
-    lines = (ROOT / "Dockerfile").read_text().splitlines()
-    final_stage = lines[max(i for i, line in enumerate(lines) if line.startswith("FROM")):]
-    text = "\n".join(final_stage)
+    stage = final_stage()
+    values = {command.cmd: command.value for command in stage}
+    env = dict(pair for command in stage if command.cmd == "ENV"
+               for pair in zip(command.value[::2], command.value[1::2], strict=True))
 
-    users = re.findall(r"^USER (\d+):(\d+)$", text, re.MULTILINE)
-    assert users and all(int(uid) > 0 and int(gid) > 0 for uid, gid in users)
-    assert 'ENTRYPOINT ["parley"]' in text
-    assert "RUN parley --version" in text
-    for variable in ("PYTHONUNBUFFERED=1", "LITELLM_LOCAL_MODEL_COST_MAP=True"):
-        assert variable in text
+    uid, gid = values["USER"][0].split(":")
+    assert int(uid) > 0 and int(gid) > 0  # numeric, so runAsNonRoot can check it
+    assert values["ENTRYPOINT"] == ("parley",)
+    assert ("parley --version",) in [c.value for c in stage if c.cmd == "RUN"]
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
 
 
 # ---------------------------------------------------------------- compose
