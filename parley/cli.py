@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from functools import wraps
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import click
 import redis
@@ -21,11 +21,11 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from parley import output
-from parley.client import Client, RunResult, RunTimeout, load_spec
+from parley import output, run_printer
+from parley.client import Client, RunTimeout, load_spec
 from shared.connections import redis_kwargs
 from shared.logs import configure_logging, one_line
-from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
+from shared.models import POLICY_KINDS, Message, RoomSpec, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.records import ZERO_TOTALS
 from shared.settings import Settings, get_settings, redact_url, variable_name
@@ -41,6 +41,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
 console = output.make_console()
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="The transcript only: no "
+                                         "turn lines, the end as one short line")]
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
@@ -214,8 +216,11 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
     sender: Annotated[str, typer.Option("--as", help="Who posts the task")] = "User",
+    quiet: QuietFlag = False,
 ) -> None:
-    """Run TASK in a new room built from SPEC and print the conversation.
+    """Run TASK in a new room built from SPEC and print the conversation: under each
+    message, the bids (or the policy's decision) of the turn that posted it; last, why the
+    run ended and what to do next.
 
     Exits 1 when the run ends failed (the conversation or JSON object is printed first),
     2 on bad input, 3 when the run does not end within --timeout."""
@@ -223,17 +228,38 @@ def run(
     configure_logging("console", "WARNING")
     client = Client()
     client.ping()
-    live = None if as_json else (lambda message: output.print_message(console, message))
-    result = client.run(room_spec, task, timeout_s=timeout, on_message=live, sender=sender)
-    print_result(result, as_json)
+    room = client.create_room(room_spec)
+    inbox_id = client.post(room, task, sender)
+    print_run_of(client, room, inbox_id, RunOutput(room_spec, as_json, quiet), timeout)
 
 
-def print_result(result: RunResult, as_json: bool) -> None:
-    """A run's end as ``parley run`` prints it; exit 1 when it ended failed."""
-    if as_json:
-        print(json.dumps(output.run_json(result), ensure_ascii=False))
-    else:
+class RunOutput(NamedTuple):
+    """How a run is printed: the room's spec (its turns' lines need it), --json, --quiet,
+    and the last turn before the run (only later turns are the run's)."""
+
+    spec: RoomSpec
+    as_json: bool
+    quiet: bool
+    after_turn: int = 0
+
+
+def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
+                 timeout: float | None) -> None:
+    """Wait for the run the post ``inbox_id`` joined, printing it as it goes (or as one
+    JSON object at its end); exit 1 when it ended failed."""
+    if how.as_json:
+        result = client.wait(room, inbox_id, timeout)
+        records = run_printer.turns_after(client.store, room, how.after_turn)
+        print(json.dumps(run_printer.explained_json(how.spec, result, records),
+                         ensure_ascii=False))
+    elif how.quiet:
+        result = client.wait(room, inbox_id, timeout,
+                             on_message=lambda message: output.print_message(console, message))
         output.print_run(console, result, printed=True)
+    else:
+        printer = run_printer.RunPrinter(console, client.store, room, how.spec, how.after_turn)
+        result = client.wait(room, inbox_id, timeout, on_message=printer.message)
+        printer.finish(result)
     if result.status is RoomStatus.FAILED:
         raise typer.Exit(EXIT_RUN_FAILED)
 
@@ -250,18 +276,20 @@ def post(
                        ] = False,
     timeout: Annotated[float | None, typer.Option(help="With --wait: give up after this "
                                                   "many seconds")] = None,
+    quiet: QuietFlag = False,
 ) -> None:
     """Post a message into a room (starting a run if the room is idle).
 
     With --wait, exits as parley run does: 1 when the run ends failed, 3 on --timeout."""
-    if wait:
-        configure_logging("console", "WARNING")
     client = Client()
-    inbox_id = client.post(room, content, sender)
     if not wait:
+        client.post(room, content, sender)
         return
-    live = None if as_json else (lambda message: output.print_message(console, message))
-    print_result(client.wait(room, inbox_id, timeout, on_message=live), as_json)
+    configure_logging("console", "WARNING")
+    state = client.state(room)
+    how = RunOutput(client.store.read_spec(room)[1], as_json, quiet,
+                    state.turn - 1 if state.turn_open else state.turn)
+    print_run_of(client, room, client.post(room, content, sender), how, timeout)
 
 
 @app.command()
@@ -664,11 +692,11 @@ def worker(
         configure_logging(settings.log_format, settings.log_level)
         from workers.app import app as celery_app
 
-    # Event heartbeats only with task events: without them Flower shows a worker whose
-    # tasks it sees as offline a couple of minutes after it started.
     # Celery's default node name is celery@<host>: two workers of one host would share it
     # (a warning, and Flower and inspect mix them up); the pid tells them apart.
     monitoring = ["--hostname", hostname or f"parley@%h-{os.getpid()}"]
+    # Event heartbeats only with task events: without them Flower shows a worker whose
+    # tasks it sees as offline a couple of minutes after it started.
     monitoring += ["--task-events"] if events else ["--without-heartbeat"]
     try:
         celery_app.worker_main([
@@ -682,16 +710,39 @@ def worker(
 
 
 @app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Address to listen on (default "
+                                             "PARLEY_API_HOST, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default PARLEY_API_PORT, 8700)")
+                    ] = None,
+) -> None:
+    """Serve the HTTP API and the dashboard (until SIGTERM). Without PARLEY_API_TOKENS it
+    listens on loopback only."""
+    from parley.api.server import check_bind, serve
+
+    with settings_that_work():
+        settings = get_settings()
+        host = settings.api_host if host is None else host
+        redis_kwargs(settings)  # checks the TLS settings before anything connects
+        check_bind(settings, host)
+    configure_logging(settings.log_format, settings.log_level)
+    serve(settings, host, settings.api_port if port is None else port)
+
+
+@app.command()
 @friendly
 def demo(
     spec: Annotated[Path | None, typer.Option(
         help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
     task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
+    keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the processes' logs "
+                                            "(their folder is named at the end)")] = False,
 ) -> None:
-    """Start a worker and a coordinator, run a scripted room, print it, stop them."""
+    """Start a worker and a coordinator, run a scripted room, print it with each turn's
+    bids, stop them and remove their logs."""
     from parley.demo import DEMO_SPEC, run_demo
 
-    run_demo(read_spec(spec or DEMO_SPEC), task, console)
+    run_demo(read_spec(spec or DEMO_SPEC), task, console, keep_logs)
 
 
 def main() -> None:

@@ -72,6 +72,13 @@ Adding an event type:
 
 Readers keep the fields of a type or a field they do not know (``Event`` allows extras), so
 followers built before a new type still read the stream.
+
+Over HTTP, ``parley api`` serves a room's stream as server-sent events
+(``GET /rooms/{room}/events``, resumable by stream id) and every room's ``run_started`` and
+``run_ended`` (``GET /events``). There is no global stream for the latter: a room's scripts
+write its own keys only, so that each runs in one Redis Cluster slot. The API follows the
+events streams of the rooms that are due or held (``runnable``) or were active lately
+(``rooms``) instead, in one ``XREAD BLOCK`` over them all (parley/api/streams.py).
 """
 
 from __future__ import annotations

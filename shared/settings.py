@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.api_bases import parse_api_base
+from shared.spec_limits import MAX_SPEC_JSON_BYTES
 
 # litellm fetches its model cost map over the network at import unless told not to;
 # there may be no network, so every parley process sets this before anything imports it.
@@ -110,7 +111,15 @@ class Settings(BaseSettings):
     redis_tls_cert_file: str = ""
     redis_tls_key_file: str = ""
 
-    @field_validator("worker_key_envs", "worker_allowed_api_bases", mode="before")
+    # The HTTP API (``parley api``): where it listens by default, the bearer tokens it
+    # accepts (comma-separated; none: it serves loopback only, unauthenticated) and the
+    # largest request body it reads (a room spec's stored JSON may be 2 MiB).
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8700, ge=1, le=65535)
+    api_tokens: Annotated[tuple[str, ...], NoDecode] = ()
+    api_max_body_bytes: int = Field(default=MAX_SPEC_JSON_BYTES, ge=1024)
+
+    @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -193,4 +202,10 @@ def redact_url(url: str) -> str:
         user, colon, password = rest[:at].partition(":")
         if colon and password:
             rest = f"{user}:{MASK}{rest[at:]}"
-    return head + _SECRET_QUERY.sub(rf"\g<1>{MASK}", rest)
+    return head + redact_query(rest)
+
+
+def redact_query(text: str) -> str:
+    """``text`` (a URL's rest, a request path) with credential query values masked:
+    ``/events?access_token=***``."""
+    return _SECRET_QUERY.sub(rf"\g<1>{MASK}", text)

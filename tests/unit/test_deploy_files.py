@@ -226,14 +226,21 @@ def test_the_manifests_match_the_kubernetes_schemas(manifests):
 def test_every_deployment_has_probes_on_its_health_port_and_bounded_memory(manifests):
     found = deployments(manifests)
     assert set(found) == {"coordinator", "worker", "api"}
-    paths = {"coordinator": ("/livez", "/readyz"), "worker": ("/livez", "/readyz"),
-             "api": ("/healthz", "/healthz")}
+    # Liveness never asks for Redis (an outage must not restart every pod); readiness does.
+    liveness = {"coordinator": {"httpGet": {"path": "/livez", "port": "health"}},
+                "worker": {"httpGet": {"path": "/livez", "port": "health"}},
+                "api": {"tcpSocket": {"port": "http"}}}
+    readiness = {"coordinator": {"path": "/readyz", "port": "health"},
+                 "worker": {"path": "/readyz", "port": "health"},
+                 "api": {"path": "/healthz", "port": "http"}}
     for name, deployment in found.items():
         box = container(deployment)
         env = {item["name"]: item for item in box.get("env", [])}
         (port,) = box["ports"]
-        assert box["livenessProbe"]["httpGet"] == {"path": paths[name][0], "port": port["name"]}
-        assert box["readinessProbe"]["httpGet"] == {"path": paths[name][1], "port": port["name"]}
+        probe = {key: box["livenessProbe"][key] for key in ("httpGet", "tcpSocket")
+                 if key in box["livenessProbe"]}
+        assert probe == liveness[name], name
+        assert box["readinessProbe"]["httpGet"] == readiness[name], name
         if name != "api":
             assert env["PARLEY_HEALTH_PORT"]["value"] == str(port["containerPort"])
         assert {"cpu", "memory"} <= set(box["resources"]["requests"])
