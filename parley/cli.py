@@ -17,6 +17,7 @@ from typing import Annotated, Any, NamedTuple
 
 import click
 import redis
+import structlog
 import typer
 import yaml
 from pydantic import ValidationError
@@ -24,7 +25,7 @@ from pydantic import ValidationError
 from parley import output, run_printer
 from parley.client import Client, RunTimeout, load_spec
 from shared.connections import redis_kwargs
-from shared.logs import configure_logging, one_line
+from shared.logs import configure_logging, one_line, resolve_format
 from shared.models import POLICY_KINDS, Message, RoomSpec, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.records import ZERO_TOTALS
@@ -650,14 +651,21 @@ def transcript(
     print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
 
 
+HealthPort = Annotated[int | None, typer.Option(
+    "--health-port", help="Serve /livez, /readyz and /metrics on this port (0: off; "
+    "default PARLEY_HEALTH_PORT, else 8701 for a coordinator, 8702 for a worker)")]
+
+
 @app.command()
 def coordinator(
     coordinator_id: Annotated[str, typer.Option("--id", help="Coordinator id")] = "",
     capacity: Annotated[int | None, typer.Option(help="Most rooms served at once")] = None,
+    health_port: HealthPort = None,
 ) -> None:
     """Serve rooms: lease runnable rooms and run their turns (until SIGTERM)."""
     from coordinator.service import serve_forever
     from coordinator.transport import CeleryTransport
+    from shared.health import HealthPortError
 
     with settings_that_work():
         settings = get_settings()
@@ -666,7 +674,11 @@ def coordinator(
         redis_kwargs(settings)  # checks the TLS settings before anything connects
         transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
     configure_logging(settings.log_format, settings.log_level)
-    asyncio.run(serve_forever(settings, transport, coordinator_id))
+    try:
+        asyncio.run(serve_forever(settings, transport, coordinator_id, health_port))
+    except HealthPortError as error:
+        print(f"parley: {error}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -678,10 +690,13 @@ def worker(
     hostname: Annotated[str | None, typer.Option(
         "--hostname", "-n", help="Node name (default parley@%h-<pid>: distinct for each "
         "worker of a host)")] = None,
-    events: Annotated[bool, typer.Option(
-        "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
-    ] = False,
-    loglevel: Annotated[str, typer.Option()] = "WARNING",
+    events: Annotated[bool | None, typer.Option(
+        "--task-events/--no-task-events", "-E",
+        help="Send task events and heartbeats for Flower, celery events and the dashboard "
+             "(default PARLEY_WORKER_TASK_EVENTS, on)")] = None,
+    loglevel: Annotated[str, typer.Option(help="Level of Celery's and other libraries' "
+                                          "logs (parley's own: PARLEY_LOG_LEVEL)")] = "WARNING",
+    health_port: HealthPort = None,
 ) -> None:
     """Run agent tasks (a Celery worker with an I/O-bound pool).
 
@@ -689,17 +704,33 @@ def worker(
     `parley worker --autoscale 64,8 --max-memory-per-child 500000`."""
     with settings_that_work():
         settings = get_settings()
-        configure_logging(settings.log_format, settings.log_level)
+        configure_logging(settings.log_format, settings.log_level, loglevel)
         from workers.app import app as celery_app
+        from workers.app import log_celery_notices, stopped_with
 
+    events = settings.worker_task_events if events is None else events
+    celery_app.conf.worker_send_task_events = events
     # Celery's default node name is celery@<host>: two workers of one host would share it
     # (a warning, and Flower and inspect mix them up); the pid tells them apart.
-    monitoring = ["--hostname", hostname or f"parley@%h-{os.getpid()}"]
+    hostname = hostname or f"parley@%h-{os.getpid()}"
+    monitoring = ["--hostname", hostname]
     # Event heartbeats only with task events: without them Flower shows a worker whose
     # tasks it sees as offline a couple of minutes after it started.
     monitoring += ["--task-events"] if events else ["--without-heartbeat"]
+    monitoring += [] if health_port is None else ["--health-port", str(health_port)]
+    # In JSON mode Celery's banner (plain text on stdout) gives way to parley's own
+    # start-up line, and its shutdown notices go through logging.
+    quiet = resolve_format(settings.log_format) == "json"
+    if quiet:
+        log_celery_notices()
+        structlog.get_logger("parley.worker").info(
+            "worker_starting", queues=queues, pool=pool or settings.worker_pool,
+            concurrency=concurrency or settings.worker_concurrency, hostname=hostname,
+            task_events=events, broker=redact_url(settings.broker_url),
+            redis=redact_url(settings.redis_url))
     try:
         celery_app.worker_main([
+            *(["--quiet"] if quiet else []),
             "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
             "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
             "--loglevel", loglevel, "--without-gossip", "--without-mingle", *ctx.args,
@@ -707,6 +738,34 @@ def worker(
     except click.ClickException as error:  # a passed-through option Celery does not know
         print(f"parley: celery worker: {error.format_message()}", file=sys.stderr)
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    # worker_main drops the worker's exit code: an unrecoverable error (a health port asked
+    # for and taken) must not exit 0.
+    raise typer.Exit(max(stopped_with, default=0))
+
+
+@app.command()
+def health(
+    host: Annotated[str | None, typer.Option(help="Where the process serves its checks "
+                                             "(default PARLEY_HEALTH_HOST, on loopback)")] = None,
+    port: Annotated[int | None, typer.Option(help="Its health port (default PARLEY_HEALTH_PORT, "
+                                             "else 8701 then 8702)")] = None,
+    ready: Annotated[bool, typer.Option("--ready", help="Ask whether it is ready (Redis "
+                                        "and the broker answer), not only live")] = False,
+) -> None:
+    """Exec probe for a local coordinator or worker: exit 0 when it answers live (ready
+    with --ready), 1 with one line saying why otherwise."""
+    from shared.health import COORDINATOR_PORT, WORKER_PORT, probe, probe_host
+
+    try:
+        settings = get_settings()
+    except ValidationError as error:
+        print(f"parley: {describe_invalid(error)}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    chosen = port or settings.health_port
+    ports = [chosen] if chosen else [COORDINATOR_PORT, WORKER_PORT]
+    ok, line = probe(probe_host(settings, host), ports, ready)
+    print(line, file=sys.stdout if ok else sys.stderr)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command()

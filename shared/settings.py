@@ -94,6 +94,14 @@ class Settings(BaseSettings):
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"
 
+    # The coordinator's and the worker's HTTP health checks and metrics (/livez, /readyz,
+    # /metrics). Unset: each process's default port (8701 coordinator, 8702 worker); 0: off.
+    health_port: int | None = Field(default=None, ge=0, le=65535)
+    # 0.0.0.0 in a container, so that the orchestrator's probes and Prometheus reach it.
+    health_host: str = "127.0.0.1"
+    # Workers send task events and heartbeats (Flower, `celery events`, the dashboard).
+    worker_task_events: bool = True
+
     # After losing Redis or the broker, workers try again at most this long apart (Celery's
     # own backoff grows to 30 s): a worker is back within about this long of an outage's end.
     worker_reconnect_max_s: float = Field(default=1.0, gt=0, le=30)

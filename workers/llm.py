@@ -22,6 +22,7 @@ import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before 
 # isort: split
 import litellm
 
+from shared.logs import route_to_root
 from shared.models import AgentSpec, CallKind, ErrorKind, Message
 from shared.protocol import RESPOND_TOOL
 from workers.credentials import (
@@ -48,6 +49,9 @@ from workers.prompts import (
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
+# litellm's loggers come with plain-text handlers of their own: its lines go through
+# parley's handler instead (JSON in JSON mode), its secret redaction kept.
+route_to_root("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 # Count tokens with the bundled tiktoken encoding for every model: otherwise litellm fetches
 # some models' tokenizers (Llama, ...) from the Hugging Face hub on first use, inside a bid's
 # deadline (23 s of retries here, offline). The context budget's margin absorbs the

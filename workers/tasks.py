@@ -14,6 +14,7 @@ import structlog
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from shared import metrics
 from shared.connections import redis_kwargs
 from shared.keys import Keys
 from shared.models import AgentSpec, BidRequest, CallKind, MentionPolicy, Message, RoomSpec
@@ -157,15 +158,19 @@ def answer_chunk(req: BidRequest) -> None:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     maxlen = get_settings().bids_stream_maxlen
+    callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, make_bid, caller(spec, req, name),
-                      spec.agents, call_in(req, name), transcript, req.deadline)
-        for name in req.agents
+        _calls.submit(contextvars.copy_context().run, make_bid, agent, spec.agents,
+                      call_in(req, name), transcript, req.deadline)
+        for name, agent in callers.items()
     }
     while pending:
         # Bids that finish together go out in one round trip and wake the coordinator once.
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
-        store.write_bids(req.room, [future.result() for future in done], maxlen)
+        answers = [future.result() for future in done]
+        store.write_bids(req.room, answers, maxlen)
+        for answer in answers:
+            metrics.observe_answer(answer, callers[answer.agent].model)
 
 
 def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
