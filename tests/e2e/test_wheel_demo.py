@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from parley.processes import free_port
-from tests.support.image import ROOT, dev_tool, dockerfile_sources
+from tests.support.deploy_files import ROOT, dev_tool, dockerfile_sources
 
 PACKAGES = ("parley", "coordinator", "workers", "shared")
 # Building the wheel takes most of the time: about 30 s in all with uv's cache warm.

