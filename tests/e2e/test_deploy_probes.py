@@ -65,6 +65,8 @@ def test_compose_checks_and_kubernetes_probes_pass_on_the_health_port(name, serv
     assert str(port) != old_port and box["ports"][0]["containerPort"] == int(old_port)
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert answers(port, box[probe]["httpGet"]["path"]) == 200, probe
+    scraped = deployments(rendered("base"))[name]["spec"]["template"]["metadata"]["annotations"]
+    assert answers(port, scraped["prometheus.io/path"]) == 200
 
 
 def test_the_api_started_as_the_deploy_files_start_it_is_healthy(services, processes):

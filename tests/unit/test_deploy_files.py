@@ -203,6 +203,8 @@ def test_every_deployment_has_probes_on_its_health_port_and_bounded_memory(manif
         assert box["readinessProbe"]["httpGet"] == readiness[name], name
         if name != "api":
             assert env["PARLEY_HEALTH_PORT"]["value"] == str(port["containerPort"])
+            scraped = deployment["spec"]["template"]["metadata"]["annotations"]
+            assert scraped["prometheus.io/port"] == str(port["containerPort"])
         assert {"cpu", "memory"} <= set(box["resources"]["requests"])
         assert "memory" in box["resources"]["limits"]
         assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"]
