@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import ssl
 import sys
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
+import click
 import redis
 import structlog
 import typer
@@ -714,13 +716,15 @@ def coordinator(
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(
+    ctx: typer.Context,
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
     hostname: Annotated[str | None, typer.Option(
-        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
+        "--hostname", "-n", help="Node name (default parley@%h-<pid>: distinct for each "
+        "worker of a host)")] = None,
     events: Annotated[bool | None, typer.Option(
         "--task-events/--no-task-events", "-E",
         help="Send task events and heartbeats for Flower, celery events and the dashboard "
@@ -729,7 +733,10 @@ def worker(
                                           "logs (parley's own: PARLEY_LOG_LEVEL)")] = "WARNING",
     health_port: HealthPort = None,
 ) -> None:
-    """Run agent tasks (a Celery worker with an I/O-bound pool)."""
+    """Run agent tasks (a Celery worker with an I/O-bound pool).
+
+    Options parley does not know are passed to `celery worker` unchanged, e.g.
+    `parley worker --autoscale 64,8 --max-memory-per-child 500000`."""
     with settings_that_work():
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level, loglevel)
@@ -738,9 +745,12 @@ def worker(
 
     events = settings.worker_task_events if events is None else events
     celery_app.conf.worker_send_task_events = events
+    # Celery's default node name is celery@<host>: two workers of one host would share it
+    # (a warning, and Flower and inspect mix them up); the pid tells them apart.
+    hostname = hostname or f"parley@%h-{os.getpid()}"
+    monitoring = ["--hostname", hostname]
     # Event heartbeats only with task events: without them Flower shows a worker whose
     # tasks it sees as offline a couple of minutes after it started.
-    monitoring = ["--hostname", hostname] if hostname else []
     monitoring += ["--task-events"] if events else ["--without-heartbeat"]
     monitoring += [] if health_port is None else ["--health-port", str(health_port)]
     # In JSON mode Celery's banner (plain text on stdout) gives way to parley's own
@@ -753,12 +763,16 @@ def worker(
             concurrency=concurrency or settings.worker_concurrency, hostname=hostname,
             task_events=events, broker=redact_url(settings.broker_url),
             redis=redact_url(settings.redis_url))
-    celery_app.worker_main([
-        *(["--quiet"] if quiet else []),
-        "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
-    ])
+    try:
+        celery_app.worker_main([
+            *(["--quiet"] if quiet else []),
+            "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
+            "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+            "--loglevel", loglevel, "--without-gossip", "--without-mingle", *ctx.args,
+        ])
+    except click.ClickException as error:  # a passed-through option Celery does not know
+        print(f"parley: celery worker: {error.format_message()}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     # worker_main drops the worker's exit code: an unrecoverable error (a health port asked
     # for and taken) must not exit 0.
     raise typer.Exit(max(stopped_with, default=0))
@@ -812,16 +826,17 @@ def api(
 @app.command()
 @friendly
 def demo(
-    spec: Annotated[Path, typer.Option(help="Room spec")] = Path("examples/rooms/demo.yaml"),
+    spec: Annotated[Path | None, typer.Option(
+        help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
     task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
     keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the processes' logs "
                                             "(their folder is named at the end)")] = False,
 ) -> None:
     """Start a worker and a coordinator, run a scripted room, print it with each turn's
     bids, stop them and remove their logs."""
-    from parley.demo import run_demo
+    from parley.demo import DEMO_SPEC, run_demo
 
-    run_demo(read_spec(spec), task, console, keep_logs)
+    run_demo(read_spec(spec or DEMO_SPEC), task, console, keep_logs)
 
 
 def main() -> None:

@@ -22,6 +22,9 @@ from shared.settings import Settings, get_settings, redact_url
 DASHBOARD_PROBE_S = 0.3
 # Where ``parley api`` listens unless its settings say otherwise.
 DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
+# Package data, so `parley demo` runs from an installed wheel in any directory
+# (examples/rooms/demo.yaml links here).
+DEMO_SPEC = Path(__file__).parent / "rooms" / "demo.yaml"
 
 
 def reachable(url: str) -> bool:
