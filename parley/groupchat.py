@@ -273,7 +273,7 @@ class GroupChat:
         streams = (callback is not None and isinstance(self.spec.policy, BidPolicy)
                    and self.spec.policy.bid_mode == "intent")
         result = self.client.run(self.spec, task, on_message=on_message,
-                                 **({"on_chunk": on_chunk} if streams else {}))
+                                 on_chunk=on_chunk if streams else None)
         # The wait may end before its last message reached on_message: none is ever missed.
         for message in result.messages:
             if message.seq > seen:

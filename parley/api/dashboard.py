@@ -148,7 +148,7 @@ def lease_age(left_s: float | None, lease_ttl_s: float) -> float | None:
 
 def newest_messages(client: Client, room: str, count: int) -> list[Message]:
     """The newest ``count`` messages of the room's log, newest first."""
-    entries = client.redis.xrevrange(client.store.keys.log(room), "+", "-", count=count)
+    entries: Any = client.redis.xrevrange(client.store.keys.log(room), "+", "-", count=count)
     return [message_from_fields(fields) for _, fields in entries]
 
 
