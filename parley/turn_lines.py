@@ -136,8 +136,10 @@ def legend(spec: RoomSpec) -> str:
     if isinstance(policy, BidPolicy):
         window = bid_policy.recent_window(policy)
         recent = "the last speaker's" if window == 1 else f"the last {window} speakers'"
-        return (f"Each turn every agent bids: a score from 0 to 1 and a message. The highest "
-                f"score above {policy.threshold:g} is posted (a tie goes to the agent listed "
+        offer, outcome = (("a message", "is posted") if policy.bid_mode == "full" else
+                          ("a one-line intent", "takes the floor and only then writes its message"))
+        return (f"Each turn every agent bids: a score from 0 to 1 and {offer}. The highest "
+                f"score above {policy.threshold:g} {outcome} (a tie goes to the agent listed "
                 f"first; {recent} score counts {policy.recency_penalty:g} less); no score "
                 "above it ends the run. Under each message: that turn's bids.")
     if isinstance(policy, SelectorPolicy):

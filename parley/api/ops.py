@@ -13,6 +13,7 @@ from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
+from parley.api import metrics as api_metrics
 from parley.api.errors import ApiError
 from parley.client import Client
 from shared.records import decode
@@ -45,7 +46,7 @@ async def healthz(request: Request) -> JSONResponse:
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}})
 def metrics() -> Response:
     """This API process's metrics in Prometheus's text format."""
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(api_metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/coordinators")

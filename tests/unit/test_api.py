@@ -222,6 +222,9 @@ def test_metrics_count_requests_by_route_template_and_status(api):
     assert 'parley_api_requests_total{method="GET",route="/rooms/{room}",status="404"}' in text
     assert "parley_api_request_seconds_bucket" in text
     assert "parley_api_sse_streams" in text
+    assert "process_cpu_seconds_total" in text
+    # The coordinators' and workers' metrics are theirs to serve, not the API's.
+    assert "parley_turns_total" not in text and "parley_answers_total" not in text
 
 
 def test_unknown_routes_and_methods_are_json(api):

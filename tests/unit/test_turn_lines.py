@@ -275,3 +275,12 @@ def test_the_legend_gives_the_bid_rules_with_the_specs_numbers():
     spec = scripted_spec({"A": [], "B": []}, threshold=0.6, recency_window=2)
     assert "above 0.6" in legend(spec) and "the last 2 speakers' score counts 0.3 less" in (
         legend(spec))
+
+
+def test_an_intent_rooms_legend_says_only_the_winner_writes_its_message():
+    full = scripted_spec({"A": [], "B": []})
+    intent = scripted_spec({"A": [], "B": []}, bid_mode="intent")
+    assert "a score from 0 to 1 and a message. The highest score above 0.5 is posted" in (
+        legend(full))
+    assert "and a one-line intent. The highest score above 0.5 takes the floor and only " \
+        "then writes its message" in legend(intent)
