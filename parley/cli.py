@@ -727,7 +727,7 @@ def worker(
         "worker of a host)")] = None,
     events: Annotated[bool | None, typer.Option(
         "--task-events/--no-task-events", "-E",
-        help="Send task events and heartbeats for Flower, celery events and the dashboard "
+        help="Send task events and heartbeats for Flower and celery events "
              "(default PARLEY_WORKER_TASK_EVENTS, on)")] = None,
     loglevel: Annotated[str, typer.Option(help="Level of Celery's and other libraries' "
                                           "logs (parley's own: PARLEY_LOG_LEVEL)")] = "WARNING",
