@@ -15,7 +15,7 @@ from rich.markup import escape
 from parley import processes, turn_lines
 from parley.client import Client
 from parley.run_printer import RunPrinter
-from shared.models import RoomSpec
+from shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from shared.settings import Settings, get_settings, redact_url
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
@@ -47,6 +47,13 @@ def dashboard_url(settings: Settings, timeout_s: float = DASHBOARD_PROBE_S) -> s
             return f"{base}/" if reply.status == 200 else None
     except (OSError, ValueError):
         return None
+
+
+def task_sender(spec: RoomSpec) -> str:
+    """Who posts the demo's task: the default poster, or the room's first person where its
+    roster of people leaves the default out (a discussion room with ``people``)."""
+    people = spec.policy.people if isinstance(spec.policy, MentionPolicy) else None
+    return people[0] if people and SEED_SENDER not in people else SEED_SENDER
 
 
 def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = False) -> None:
@@ -82,7 +89,7 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
         console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
         # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
         printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
-        result = client.wait(room, client.post(room, task), timeout_s=120,
+        result = client.wait(room, client.post(room, task, task_sender(spec)), timeout_s=120,
                              on_message=printer.message)
         printer.finish(result)
         # A dashboard reads the configured Redis: a private one's rooms are not in it.
