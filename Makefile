@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The image is tagged with the package's version, as deploy/k8s/base/kustomization.yaml names it.
+IMAGE ?= parley
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
 $(BIN)/parley: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -9,7 +12,7 @@ $(BIN)/parley: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(BIN)/parley
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench image
 setup: $(BIN)/parley
 
 demo: setup
@@ -24,3 +27,6 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.run_all
+
+image:
+	docker build --tag $(IMAGE):$(VERSION) .

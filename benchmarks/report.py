@@ -302,6 +302,38 @@ def prompt_budget(budget: dict | None) -> list[str]:
                     "budget check µs", "whole prompt ms"], rows), ""]
 
 
+def intent_bidding(results: dict) -> list[str]:
+    """Section 8: intent bidding against full bids, and streaming (benchmarks/intent.py)."""
+    bench = results.get("intent")
+    if not bench:
+        return []
+    work = bench["workload"]
+    rows = [[r["agents"], r["mode"], f"{r['output_tokens_per_message']:.0f}",
+             f"{r['usd_per_message'] * 1000:.3f}", f"{r['median_ms']:.0f}",
+             f"{r['p95_ms']:.0f}", f"{r['first_text_ms']:.0f}" if r["first_text_ms"] else "-",
+             f"{r['decision_to_first_chunk_ms']:.0f}" if r["decision_to_first_chunk_ms"]
+             else "-", f"{r['cached_prompt_share']:.0%}"] for r in bench["rows"]]
+    checks = [[g["agents"], f"{g['token_ratio']:.2f}", f"{g['latency_ratio']:.2f}",
+               "yes" if g["same_speakers"] else "NO", verdict(g["met"])]
+              for g in bench["goals"]]
+    return ["## 8. Intent bidding and streaming", "",
+            f"`.venv/bin/python -m benchmarks.intent`: LLM agents over HTTP on the local "
+            f"stub, a full bid or a reply {work['reply_tokens']} tokens, an intent "
+            f"{work['intent_tokens']}, each answer starting after {work['first_token_s']:g} s "
+            f"and writing a token every {work['token_s'] * 1000:g} ms; {work['turns']} turns a "
+            "room, the same scores in both modes; gpt-4o-mini list prices. Turn times skip "
+            "turn 1; first text is from a turn's opening to the first words a client sees (a "
+            "streamed chunk, or the whole message in full mode); decision to first chunk is "
+            "from the intent phase's last answer to the reply's first chunk at the client.", "",
+            *table(["N", "mode", "output tokens / message", "$ / 1000 messages",
+                    "turn median ms", "turn p95 ms", "first text ms",
+                    "decision to first chunk ms", "cached prompt"], rows), "",
+            "Goals (issue 14, at N = 8 and 16): intent mode's output tokens per message at "
+            "most 0.25 of full mode's, turn latency within 1.5x, the same speakers.", "",
+            *table(["N", "output tokens intent/full", "latency intent/full", "same speakers",
+                    "goal"], checks), ""]
+
+
 def anatomy(results: dict) -> list[str]:
     """Where a turn's time goes, from the turn records of the N=4 and N=16 rooms."""
     rows = [[a["agents"], f"{a['decided_to_opened_ms']:.2f}", f"{a['opened_to_decided_ms']:.2f}",
@@ -341,5 +373,5 @@ def render(results: dict) -> str:
     """The whole RESULTS.md."""
     sections = [header(results), targets(results), per_turn(results), anatomy(results),
                 history(results), many_rooms(results), waves(results), takeover(results),
-                llm_cost(results)]
+                llm_cost(results), intent_bidding(results)]
     return "\n".join(line for section in sections for line in section).rstrip() + "\n"

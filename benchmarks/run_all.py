@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import anchor, llm_cost, many_rooms, report, turns
+from benchmarks import anchor, intent, llm_cost, many_rooms, report, turns
 
 HERE = Path(__file__).parent
 TAKEOVER_TIMEOUT_S = 300
@@ -87,6 +87,8 @@ def run_all(quick: bool) -> dict[str, Any]:
         results["ten_thousand_rooms"] = {"rooms": held, "error": str(error)}
     print("LLM client cost", flush=True)
     results["llm_cost"] = llm_cost.run(20 if quick else 200)
+    print("intent bidding and streaming", flush=True)
+    results["intent"] = intent.run([4, 8] if quick else [4, 8, 16], 3 if quick else 6)
     print("takeover", flush=True)
     results["takeover"] = takeover()
     return results

@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from coordinator.connections import CONTROL_CONNECTIONS, connect
 from coordinator.lease import Lease, Leases
 from coordinator.outages import OutageClock
+from shared import metrics
 from shared.keys import Keys
 from shared.scripts import Scripts
 from shared.settings import Settings
@@ -105,6 +106,7 @@ class LeaseKeeper:
             log.exception("renew_failed", rooms=len(held))
             return
         lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
+        metrics.LEASE_RENEWALS.inc(len(held) - len(lost))
         self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
         self.on_rooms_loop(self.drop_lapsing)
 
@@ -132,4 +134,5 @@ class LeaseKeeper:
             if held is lease and task is not None and not task.cancelling():
                 log.warning("room_dropped", room=lease.room, epoch=lease.epoch, reason=reason,
                             lease_left_s=round(lease.seconds_left(), 3))
+                metrics.LEASE_LOSSES.inc()
                 task.cancel()

@@ -14,10 +14,10 @@ from coordinator.policies.base import POSTED, Decision
 from shared.keys import Keys
 from shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
 from shared.records import (
+    CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
     POLICY_FIELD_PREFIX,
     SENDER_MAX_BYTES,
-    USAGE_TOTALS,
     RoomState,
     agent_message_fields,
     agent_total_field,
@@ -299,7 +299,7 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
 
     for bid in bids:
         add(agent_total_field(bid.agent, "calls"), 1)
-        for total in USAGE_TOTALS:
+        for total in CALL_TOTALS:
             amount = float(getattr(bid, total))
             if amount:
                 add(total, amount)

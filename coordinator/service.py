@@ -26,6 +26,8 @@ from coordinator.retention import IdleRooms
 from coordinator.room_io import InboxLimits, RoomIO
 from coordinator.transport import HeldTransport, Transport
 from coordinator.turn_loop import RoomRunner, TurnOptions
+from shared import metrics
+from shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
 from shared.keys import Keys
 from shared.logs import one_line
 from shared.models import StopReason
@@ -38,6 +40,9 @@ log = structlog.get_logger("parley.coordinator")
 
 # A vanished coordinator stays visible to operators this long, then its heartbeat goes.
 FORGET_VANISHED_MS = 24 * 3600 * 1000
+# The scheduler's loop is not live once a round is this late: a scan is bounded by the
+# lease ttl, so a live loop goes round at least every ttl (plus the scan interval).
+LIVE_ROUNDS_S = 30.0
 
 
 def new_coordinator_id() -> str:
@@ -75,9 +80,11 @@ class Coordinator:
         self.idle_rooms = IdleRooms(self.control, self.keys, Scripts(self.control),
                                     settings.room_idle_expiry_s)
         self.rooms: ServedRooms = {}
+        metrics.ROOMS_HELD.labels(coordinator=self.id).set_function(lambda: len(self.rooms))
         self.outages = OutageClock()
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
+        self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
@@ -89,6 +96,7 @@ class Coordinator:
         try:
             while not self.stopping.is_set():
                 await self.scan_once()
+                self.liveness.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
@@ -168,6 +176,7 @@ class Coordinator:
             await runner.run()
             reschedule = False  # the room went idle and left the runnable set
         except LeaseLost as error:
+            metrics.LEASE_LOSSES.inc()
             log.warning("lease_lost", reason=str(error))
         except UNREACHABLE_ERRORS as error:
             # Back off; whoever holds the room next resumes the turn.
@@ -241,6 +250,7 @@ class Coordinator:
         for client in {self.redis, self.control}:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
+        metrics.ROOMS_HELD.remove(self.id)
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
 
 
@@ -251,10 +261,18 @@ def error_line(error: BaseException, most_chars: int = 500) -> str:
                     type(error).__name__, most_chars)
 
 
-async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "") -> None:
-    """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly."""
+async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "",
+                        health_port: int | None = None) -> None:
+    """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
+    checks and metrics are served on ``health_port`` (default: the settings')."""
     coordinator = Coordinator(settings, transport, coordinator_id)
+    health = start_health_server(Probes(coordinator.liveness, readiness_checks(settings)),
+                                 settings, COORDINATOR_PORT, health_port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)
-    await coordinator.run()
+    try:
+        await coordinator.run()
+    finally:
+        if health is not None:
+            health.stop()

@@ -14,6 +14,7 @@ from coordinator.outages import OutageClock
 from coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
 from coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from coordinator.transport import Transport, chunk_requests
+from shared import metrics
 from shared.logs import one_line
 from shared.models import (
     Bid,
@@ -173,6 +174,7 @@ class RoomRunner:
             deadline = max(deadline, now + self.spec.policy.call_timeout)
         log.info("turn_resumed", room=self.lease.room, turn=state.turn,
                  given_time_again=graced or None)
+        metrics.TAKEOVERS.inc()
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
                         state.turn_opened_at, resumed=True)
 
@@ -280,6 +282,7 @@ class RoomRunner:
         seq, drained = await self.io.commit(self.lease, record, decision,
                                             self.options.turns_maxlen)
         log_turn(record, decision, seq)
+        metrics.observe_turn(record)
         for line in decision.log_lines:
             log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
         return drained

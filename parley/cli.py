@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import ssl
 import sys
@@ -12,18 +13,21 @@ from contextlib import contextmanager
 from functools import wraps
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
+import click
 import redis
+import structlog
 import typer
 import yaml
 from pydantic import ValidationError
 
-from parley import output
-from parley.client import Client, RunResult, RunTimeout, load_spec
+from parley import output, run_printer
+from parley.client import Client, RunTimeout, load_spec
 from shared.connections import redis_kwargs
-from shared.logs import configure_logging, one_line
-from shared.models import POLICY_KINDS, Message, RoomStatus, StopReason
+from shared.events import MessageChunk
+from shared.logs import configure_logging, one_line, resolve_format
+from shared.models import POLICY_KINDS, Message, RoomSpec, RoomStatus, StopReason
 from shared.protocol import DEFAULT_QUEUE
 from shared.records import ZERO_TOTALS
 from shared.settings import Settings, get_settings, redact_url, variable_name
@@ -39,6 +43,8 @@ EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
 console = output.make_console()
+QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="The transcript only: no "
+                                         "turn lines, the end as one short line")]
 # PyYAML names the text it read, not the file: the error line names the file already.
 _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
@@ -212,8 +218,11 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object")] = False,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds")] = None,
     sender: Annotated[str, typer.Option("--as", help="Who posts the task")] = "User",
+    quiet: QuietFlag = False,
 ) -> None:
-    """Run TASK in a new room built from SPEC and print the conversation.
+    """Run TASK in a new room built from SPEC and print the conversation: under each
+    message, the bids (or the policy's decision) of the turn that posted it; last, why the
+    run ended and what to do next.
 
     Exits 1 when the run ends failed (the conversation or JSON object is printed first),
     2 on bad input, 3 when the run does not end within --timeout."""
@@ -221,17 +230,38 @@ def run(
     configure_logging("console", "WARNING")
     client = Client()
     client.ping()
-    live = None if as_json else (lambda message: output.print_message(console, message))
-    result = client.run(room_spec, task, timeout_s=timeout, on_message=live, sender=sender)
-    print_result(result, as_json)
+    room = client.create_room(room_spec)
+    inbox_id = client.post(room, task, sender)
+    print_run_of(client, room, inbox_id, RunOutput(room_spec, as_json, quiet), timeout)
 
 
-def print_result(result: RunResult, as_json: bool) -> None:
-    """A run's end as ``parley run`` prints it; exit 1 when it ended failed."""
-    if as_json:
-        print(json.dumps(output.run_json(result), ensure_ascii=False))
-    else:
+class RunOutput(NamedTuple):
+    """How a run is printed: the room's spec (its turns' lines need it), --json, --quiet,
+    and the last turn before the run (only later turns are the run's)."""
+
+    spec: RoomSpec
+    as_json: bool
+    quiet: bool
+    after_turn: int = 0
+
+
+def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
+                 timeout: float | None) -> None:
+    """Wait for the run the post ``inbox_id`` joined, printing it as it goes (or as one
+    JSON object at its end); exit 1 when it ended failed."""
+    if how.as_json:
+        result = client.wait(room, inbox_id, timeout)
+        records = run_printer.turns_after(client.store, room, how.after_turn)
+        print(json.dumps(run_printer.explained_json(how.spec, result, records),
+                         ensure_ascii=False))
+    elif how.quiet:
+        result = client.wait(room, inbox_id, timeout,
+                             on_message=lambda message: output.print_message(console, message))
         output.print_run(console, result, printed=True)
+    else:
+        printer = run_printer.RunPrinter(console, client.store, room, how.spec, how.after_turn)
+        result = client.wait(room, inbox_id, timeout, on_message=printer.message)
+        printer.finish(result)
     if result.status is RoomStatus.FAILED:
         raise typer.Exit(EXIT_RUN_FAILED)
 
@@ -248,18 +278,20 @@ def post(
                        ] = False,
     timeout: Annotated[float | None, typer.Option(help="With --wait: give up after this "
                                                   "many seconds")] = None,
+    quiet: QuietFlag = False,
 ) -> None:
     """Post a message into a room (starting a run if the room is idle).
 
     With --wait, exits as parley run does: 1 when the run ends failed, 3 on --timeout."""
-    if wait:
-        configure_logging("console", "WARNING")
     client = Client()
-    inbox_id = client.post(room, content, sender)
     if not wait:
+        client.post(room, content, sender)
         return
-    live = None if as_json else (lambda message: output.print_message(console, message))
-    print_result(client.wait(room, inbox_id, timeout, on_message=live), as_json)
+    configure_logging("console", "WARNING")
+    state = client.state(room)
+    how = RunOutput(client.store.read_spec(room)[1], as_json, quiet,
+                    state.turn - 1 if state.turn_open else state.turn)
+    print_run_of(client, room, client.post(room, content, sender), how, timeout)
 
 
 @app.command()
@@ -317,19 +349,53 @@ def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
 @app.command()
 @friendly
 def follow(room: Annotated[str, typer.Argument(help="Room id")],
-           after: Annotated[int, typer.Option(help="Start after this seq")] = 0) -> None:
+           after: Annotated[int, typer.Option(help="Start after this seq")] = 0,
+           live: Annotated[bool, typer.Option(
+               "--live", help="Also print each message as it is written, before it is "
+                              "committed")] = False) -> None:
     """Print a room's messages as they are committed, and each run's end (Ctrl-C to
     stop)."""
     client = Client()
     client.state(room)
+    writing = LiveText()
     try:
-        for item in client.timeline(room, after):
+        for item in client.timeline(room, after, **({"chunks": True} if live else {})):
+            if isinstance(item, MessageChunk):
+                writing.show(item)
+                continue
+            writing.end()
             if isinstance(item, Message):
                 output.print_message(console, item)
             else:
                 output.print_run_end(console, item)
     except KeyboardInterrupt:
         pass
+
+
+class LiveText:
+    """``parley follow --live``: a message being written, on a line of its own as its
+    chunks come; the committed message is printed after it as usual (it is the truth: a
+    call that failed midway leaves its line unfinished, and nothing is committed)."""
+
+    def __init__(self) -> None:
+        self.open: tuple[int, int, str] | None = None  # the (turn, phase, agent) shown
+
+    def show(self, chunk: MessageChunk) -> None:
+        """Print a chunk, after a header when it starts another call's text."""
+        key = (chunk.turn, chunk.phase, chunk.agent)
+        if key != self.open or chunk.index == 0:
+            self.end()
+            console.print(f"... {chunk.agent}: ", end="", style="dim", highlight=False,
+                          markup=False)
+            self.open = key
+        console.print(chunk.text, end="", style="dim", highlight=False, markup=False,
+                      soft_wrap=True)
+
+    def end(self) -> None:
+        """End the line of the text being shown, if any."""
+        if self.open is not None:
+            console.print()
+            self.open = None
 
 
 # A stream id as Redis reads it: milliseconds, and optionally -sequence.
@@ -620,14 +686,21 @@ def transcript(
     print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
 
 
+HealthPort = Annotated[int | None, typer.Option(
+    "--health-port", help="Serve /livez, /readyz and /metrics on this port (0: off; "
+    "default PARLEY_HEALTH_PORT, else 8701 for a coordinator, 8702 for a worker)")]
+
+
 @app.command()
 def coordinator(
     coordinator_id: Annotated[str, typer.Option("--id", help="Coordinator id")] = "",
     capacity: Annotated[int | None, typer.Option(help="Most rooms served at once")] = None,
+    health_port: HealthPort = None,
 ) -> None:
     """Serve rooms: lease runnable rooms and run their turns (until SIGTERM)."""
     from coordinator.service import serve_forever
     from coordinator.transport import CeleryTransport
+    from shared.health import HealthPortError
 
     with settings_that_work():
         settings = get_settings()
@@ -636,48 +709,134 @@ def coordinator(
         redis_kwargs(settings)  # checks the TLS settings before anything connects
         transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
     configure_logging(settings.log_format, settings.log_level)
-    asyncio.run(serve_forever(settings, transport, coordinator_id))
+    try:
+        asyncio.run(serve_forever(settings, transport, coordinator_id, health_port))
+    except HealthPortError as error:
+        print(f"parley: {error}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def worker(
+    ctx: typer.Context,
     queues: Annotated[str, typer.Option("--queues", "-Q", help="Comma-separated queues")] = DEFAULT_QUEUE,
     concurrency: Annotated[int | None, typer.Option("--concurrency", "-c")] = None,
     pool: Annotated[str | None, typer.Option("--pool", "-P", help="threads, gevent, prefork")] = None,
     hostname: Annotated[str | None, typer.Option(
-        "--hostname", "-n", help="Node name, e.g. w1@%h: distinct for each worker of a host")] = None,
-    events: Annotated[bool, typer.Option(
-        "--task-events", "-E", help="Send task events and heartbeats (for Flower, celery events)")
-    ] = False,
-    loglevel: Annotated[str, typer.Option()] = "WARNING",
+        "--hostname", "-n", help="Node name (default parley@%h-<pid>: distinct for each "
+        "worker of a host)")] = None,
+    events: Annotated[bool | None, typer.Option(
+        "--task-events/--no-task-events", "-E",
+        help="Send task events and heartbeats for Flower and celery events "
+             "(default PARLEY_WORKER_TASK_EVENTS, on)")] = None,
+    loglevel: Annotated[str, typer.Option(help="Level of Celery's and other libraries' "
+                                          "logs (parley's own: PARLEY_LOG_LEVEL)")] = "WARNING",
+    health_port: HealthPort = None,
 ) -> None:
-    """Run agent tasks (a Celery worker with an I/O-bound pool)."""
+    """Run agent tasks (a Celery worker with an I/O-bound pool).
+
+    Options parley does not know are passed to `celery worker` unchanged, e.g.
+    `parley worker --autoscale 64,8 --max-memory-per-child 500000`."""
     with settings_that_work():
         settings = get_settings()
-        configure_logging(settings.log_format, settings.log_level)
+        configure_logging(settings.log_format, settings.log_level, loglevel)
         from workers.app import app as celery_app
+        from workers.app import log_celery_notices, stopped_with
 
+    events = settings.worker_task_events if events is None else events
+    celery_app.conf.worker_send_task_events = events
+    # Celery's default node name is celery@<host>: two workers of one host would share it
+    # (a warning, and Flower and inspect mix them up); the pid tells them apart.
+    hostname = hostname or f"parley@%h-{os.getpid()}"
+    monitoring = ["--hostname", hostname]
     # Event heartbeats only with task events: without them Flower shows a worker whose
     # tasks it sees as offline a couple of minutes after it started.
-    monitoring = ["--hostname", hostname] if hostname else []
     monitoring += ["--task-events"] if events else ["--without-heartbeat"]
-    celery_app.worker_main([
-        "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
-        "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
-        "--loglevel", loglevel, "--without-gossip", "--without-mingle",
-    ])
+    monitoring += [] if health_port is None else ["--health-port", str(health_port)]
+    # In JSON mode Celery's banner (plain text on stdout) gives way to parley's own
+    # start-up line, and its shutdown notices go through logging.
+    quiet = resolve_format(settings.log_format) == "json"
+    if quiet:
+        log_celery_notices()
+        structlog.get_logger("parley.worker").info(
+            "worker_starting", queues=queues, pool=pool or settings.worker_pool,
+            concurrency=concurrency or settings.worker_concurrency, hostname=hostname,
+            task_events=events, broker=redact_url(settings.broker_url),
+            redis=redact_url(settings.redis_url))
+    try:
+        celery_app.worker_main([
+            *(["--quiet"] if quiet else []),
+            "worker", "--queues", queues, "--pool", pool or settings.worker_pool,
+            "--concurrency", str(concurrency or settings.worker_concurrency), *monitoring,
+            "--loglevel", loglevel, "--without-gossip", "--without-mingle", *ctx.args,
+        ])
+    except click.ClickException as error:  # a passed-through option Celery does not know
+        print(f"parley: celery worker: {error.format_message()}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    # worker_main drops the worker's exit code: an unrecoverable error (a health port asked
+    # for and taken) must not exit 0.
+    raise typer.Exit(max(stopped_with, default=0))
+
+
+@app.command()
+def health(
+    host: Annotated[str | None, typer.Option(help="Where the process serves its checks "
+                                             "(default PARLEY_HEALTH_HOST, on loopback)")] = None,
+    port: Annotated[int | None, typer.Option(help="Its health port (default PARLEY_HEALTH_PORT, "
+                                             "else 8701 then 8702)")] = None,
+    ready: Annotated[bool, typer.Option("--ready", help="Ask whether it is ready (Redis "
+                                        "and the broker answer), not only live")] = False,
+) -> None:
+    """Exec probe for a local coordinator or worker: exit 0 when it answers live (ready
+    with --ready), 1 with one line saying why otherwise."""
+    from shared.health import COORDINATOR_PORT, WORKER_PORT, probe, probe_host
+
+    try:
+        settings = get_settings()
+    except ValidationError as error:
+        print(f"parley: {describe_invalid(error)}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    chosen = port or settings.health_port
+    ports = [chosen] if chosen else [COORDINATOR_PORT, WORKER_PORT]
+    ok, line = probe(probe_host(settings, host), ports, ready)
+    print(line, file=sys.stdout if ok else sys.stderr)
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Address to listen on (default "
+                                             "PARLEY_API_HOST, 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default PARLEY_API_PORT, 8700)")
+                    ] = None,
+) -> None:
+    """Serve the HTTP API and the dashboard (until SIGTERM). Without PARLEY_API_TOKENS it
+    listens on loopback only."""
+    from parley.api.server import check_bind, serve
+
+    with settings_that_work():
+        settings = get_settings()
+        host = settings.api_host if host is None else host
+        redis_kwargs(settings)  # checks the TLS settings before anything connects
+        check_bind(settings, host)
+    configure_logging(settings.log_format, settings.log_level)
+    serve(settings, host, settings.api_port if port is None else port)
 
 
 @app.command()
 @friendly
 def demo(
-    spec: Annotated[Path, typer.Option(help="Room spec")] = Path("examples/rooms/demo.yaml"),
+    spec: Annotated[Path | None, typer.Option(
+        help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
     task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
+    keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the processes' logs "
+                                            "(their folder is named at the end)")] = False,
 ) -> None:
-    """Start a worker and a coordinator, run a scripted room, print it, stop them."""
-    from parley.demo import run_demo
+    """Start a worker and a coordinator, run a scripted room, print it with each turn's
+    bids, stop them and remove their logs."""
+    from parley.demo import DEMO_SPEC, run_demo
 
-    run_demo(read_spec(spec), task, console)
+    run_demo(read_spec(spec or DEMO_SPEC), task, console, keep_logs)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from parley import live, speak_queue
 from shared.archive import ArchiveResult, archive_room, import_room
 from shared.connections import cluster_client, redis_kwargs
-from shared.events import Event, RunEnded
+from shared.events import Event, MessageChunk, RunEnded
 from shared.keys import Keys
 from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from shared.records import RoomState
@@ -199,10 +199,13 @@ class Client:
             if isinstance(item, Message):
                 yield item
 
-    def timeline(self, room: str, after_seq: int = 0) -> Iterator[Message | RunEnded]:
+    def timeline(self, room: str, after_seq: int = 0, chunks: bool = False
+                 ) -> Iterator[Message | RunEnded | MessageChunk]:
         """Yield the room's messages after ``after_seq``, then each message and each run's
-        end as they are committed, forever; a run's end comes after its last message."""
-        return live.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS)
+        end as they are committed, forever; a run's end comes after its last message. With
+        ``chunks``, each message's chunks too as it is written, before the message."""
+        return live.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS,
+                             chunks=chunks)
 
     def events(self, room: str, after: str = "0-0", follow: bool = True) -> Iterator[Event]:
         """Yield the room's events after the stream id ``after`` (from the oldest kept by
@@ -213,11 +216,15 @@ class Client:
         return iter(self.store.read_events(room, after))
 
     def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
-             start_timeout_s: float = 15.0, on_message=None) -> RunResult:  # noqa: ANN001
+             start_timeout_s: float = 15.0, on_message=None,  # noqa: ANN001
+             on_chunk=None) -> RunResult:  # noqa: ANN001
         """Wait until the post ``inbox_id`` is in the log and the run it joined has ended.
 
         ``on_message`` is called with each message of the room as it is committed, each
-        once and in seq order, and with every message before this returns. The wait blocks
+        once and in seq order, and with every message before this returns. ``on_chunk`` is
+        called with each ``MessageChunk`` (shared.events) of a message being written, as it
+        comes and before that message's ``on_message``; the committed message is the truth
+        (chunks of a call that then failed are abandoned: see shared/events.py). The wait blocks
         on the room's log and events: the run's end is seen as it is committed, whatever
         ended it (a turn, a budget, a cancel: status idle, stop_reason cancelled). A run
         cancelled while the post still waited in the inbox is not the post's: the post
@@ -228,7 +235,7 @@ class Client:
         within ``timeout_s``.
         """
         started = time.monotonic()
-        waiter = live.RunWaiter(self.store, room, inbox_id, on_message)
+        waiter = live.RunWaiter(self.store, room, inbox_id, on_message, on_chunk)
         while waiter.ended is None:
             waiter.step(self._block_ms(started, timeout_s,
                                        None if waiter.picked_up else start_timeout_s))
@@ -318,12 +325,13 @@ class Client:
         return format_history(messages, output_type)
 
     def run(self, spec: RoomSpec, task: str, timeout_s: float | None = None,
-            on_message=None, sender: str = SEED_SENDER) -> RunResult:  # noqa: ANN001
+            on_message=None, sender: str = SEED_SENDER,  # noqa: ANN001
+            on_chunk=None) -> RunResult:  # noqa: ANN001
         """Run ``task`` in a new room (as swarms gives each task a fresh conversation),
         posted as ``sender``."""
         room = self.create_room(spec)
         inbox_id = self.post(room, task, sender)
-        return self.wait(room, inbox_id, timeout_s, on_message=on_message)
+        return self.wait(room, inbox_id, timeout_s, on_message=on_message, on_chunk=on_chunk)
 
     def _block_ms(self, started: float, *timeouts: float | None) -> int:
         """How long the next blocking read may wait: a second at most, and no later than

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import redis
 from rich.console import Console
+from rich.markup import escape
 
-from parley import output, processes
+from parley import processes, turn_lines
 from parley.client import Client
-from shared.models import RoomSpec
+from parley.run_printer import RunPrinter
+from shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from shared.settings import Settings, get_settings, redact_url
+
+# The dashboard is looked for this long: a demo never waits on one that is not there.
+DASHBOARD_PROBE_S = 0.3
+# Where ``parley api`` listens unless its settings say otherwise.
+DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
+# Package data, so `parley demo` runs from an installed wheel in any directory
+# (examples/rooms/demo.yaml links here).
+DEMO_SPEC = Path(__file__).parent / "rooms" / "demo.yaml"
 
 
 def reachable(url: str) -> bool:
@@ -23,11 +35,34 @@ def reachable(url: str) -> bool:
         return False
 
 
-def run_demo(spec: RoomSpec, task: str, console: Console) -> None:
-    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process."""
+def dashboard_url(settings: Settings, timeout_s: float = DASHBOARD_PROBE_S) -> str | None:
+    """The dashboard's address when a ``parley api`` answers its health check there
+    (``api_host``/``api_port`` from the settings, else 127.0.0.1:8700), else None."""
+    host = getattr(settings, "api_host", DEFAULT_API_HOST)
+    if host in ("0.0.0.0", "::", ""):  # listening everywhere: ask it locally
+        host = DEFAULT_API_HOST
+    base = f"http://{host}:{getattr(settings, 'api_port', DEFAULT_API_PORT)}"
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=timeout_s) as reply:  # noqa: S310
+            return f"{base}/" if reply.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def task_sender(spec: RoomSpec) -> str:
+    """Who posts the demo's task: the default poster, or the room's first person where its
+    roster of people leaves the default out (a discussion room with ``people``)."""
+    people = spec.policy.people if isinstance(spec.policy, MentionPolicy) else None
+    return people[0] if people and SEED_SENDER not in people else SEED_SENDER
+
+
+def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = False) -> None:
+    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process; the
+    processes' logs are removed at the end unless ``keep_logs``."""
     settings = get_settings()
     workdir = Path(tempfile.mkdtemp(prefix="parley-demo-"))
     started = []
+    private_redis = False
     try:
         redis_url = settings.redis_url
         if not reachable(redis_url):
@@ -40,22 +75,34 @@ def run_demo(spec: RoomSpec, task: str, console: Console) -> None:
                     "not installed: install it (apt-get install redis-server) or set "
                     "PARLEY_REDIS_URL"
                 ) from None
-            redis_url = f"redis://127.0.0.1:{port}/0"
+            redis_url, private_redis = f"redis://127.0.0.1:{port}/0", True
             console.print(f"[dim]started a private redis-server on port {port}[/dim]")
         env = {"PARLEY_REDIS_URL": redis_url, "PARLEY_BROKER_URL": "",
                "PARLEY_WORKER_PRELOAD_LITELLM": "false", "PARLEY_LOG_FORMAT": "json"}
         started.append(processes.start_worker(workdir / "worker.log", env, "-c", "16"))
         started.append(processes.start_coordinator(workdir / "coordinator.log", env))
-        console.print(f"[dim]worker pid {started[-2].pid}, coordinator pid {started[-1].pid}, "
-                      f"logs in {workdir}[/dim]")
+        console.print(f"[dim]worker pid {started[-2].pid}, coordinator pid {started[-1].pid}"
+                      "[/dim]")
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
-        result = client.run(spec, task, timeout_s=120,
-                            on_message=lambda message: output.print_message(console, message))
-        output.print_run(console, result, printed=True)
+        room = client.create_room(spec)
+        console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
+        # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
+        printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
+        result = client.wait(room, client.post(room, task, task_sender(spec)), timeout_s=120,
+                             on_message=printer.message)
+        printer.finish(result)
+        # A dashboard reads the configured Redis: a private one's rooms are not in it.
+        dashboard = None if private_redis else dashboard_url(settings)
+        if dashboard:
+            console.print(f"dashboard: {dashboard} (room {room})", highlight=False)
     finally:
         for process in reversed(started):
             with contextlib.suppress(Exception):
                 processes.stop(process)
         console.print(f"[dim]stopped {len(started)} process(es): "
                       f"{', '.join(str(p.pid) for p in started)}[/dim]")
+        if keep_logs:
+            console.print(f"logs kept in {workdir}", highlight=False)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -12,6 +12,12 @@ always forces the ``respond`` tool.
 The one deliberate difference: a run that ends ``failed`` (every agent failed on the first
 turn, no worker answered, the room kept erroring) logs swarms' warning and raises
 ``RunFailed``; swarms logs the warning and returns. ``raise_on_failure=False`` returns.
+
+``streaming_callback(agent_name, chunk, is_final)`` gets a message's real chunks as the
+model writes it, then an empty chunk with ``is_final=True`` once it is posted; a message
+that was not streamed (a full-mode bid's, whose text arrives whole) is replayed word by
+word, as swarms does. ``bid_mode="intent"`` (and ``intent_max_tokens``) makes every agent
+bid one line of what it would say, and only the winner write its message.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from rich.panel import Panel
 
 from parley.client import Client, RunResult
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from shared.events import MessageChunk
 from shared.logs import one_line
 from shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
 
@@ -194,6 +201,8 @@ class GroupChat:
         bid_timeout_s: float = 30.0,
         client: Client | None = None,
         raise_on_failure: bool = True,
+        bid_mode: str = "full",
+        intent_max_tokens: int = 60,
     ) -> None:
         agent_specs = [as_agent_spec(agent) for agent in agents or []]
         if len(agent_specs) < 2:
@@ -209,7 +218,8 @@ class GroupChat:
         self.auto_equip = auto_equip  # accepted: the respond tool is always forced
         self.raise_on_failure = raise_on_failure
         self.spec = self._room_spec(agent_specs, max_loops, threshold, recency_penalty,
-                                    recency_window, bid_timeout_s)
+                                    recency_window, bid_timeout_s,
+                                    {"bid_mode": bid_mode, "intent_max_tokens": intent_max_tokens})
         self.client = client or Client()
         self.rooms: list[str] = []
         self.conversation = Conversation()
@@ -246,13 +256,24 @@ class GroupChat:
     def _run_room(self, task: str, callback: StreamingCallback | None,
                   deliver: Deliver) -> Outcome:
         seen = 0
+        streamed: set[tuple[int | None, str]] = set()  # (turn, agent) whose chunks came
+
+        def on_chunk(chunk: MessageChunk) -> None:
+            streamed.add((chunk.turn, chunk.agent))
+            if callback is not None and chunk.text:
+                deliver(lambda: callback(chunk.agent, chunk.text, False))
 
         def on_message(message: Message) -> None:
             nonlocal seen
             seen = max(seen, message.seq)
-            deliver(lambda: self._show(message, callback))
+            was_streamed = (message.turn, message.sender) in streamed
+            deliver(lambda: self._show(message, callback, was_streamed))
 
-        result = self.client.run(self.spec, task, on_message=on_message)
+        # Only an intent room streams (a full-mode bid's message arrives whole).
+        streams = (callback is not None and isinstance(self.spec.policy, BidPolicy)
+                   and self.spec.policy.bid_mode == "intent")
+        result = self.client.run(self.spec, task, on_message=on_message,
+                                 on_chunk=on_chunk if streams else None)
         # The wait may end before its last message reached on_message: none is ever missed.
         for message in result.messages:
             if message.seq > seen:
@@ -292,8 +313,12 @@ class GroupChat:
         turns = self.client.turns(room)
         return bool(turns) and not any(bid.message for bid in turns[0].bids)
 
-    def _show(self, message: Message, callback: StreamingCallback | None) -> None:
-        if callback is not None:
+    def _show(self, message: Message, callback: StreamingCallback | None,
+              streamed: bool = False) -> None:
+        # A streamed message's chunks were handed on as they came: only its end is left.
+        if callback is not None and streamed:
+            callback(message.sender, "", True)
+        elif callback is not None:
             stream_message(message, callback)
         if self.verbose:
             score = "" if message.score is None else f"  (score={message.score:.2f})"
@@ -302,13 +327,14 @@ class GroupChat:
                                   border_style=style))
 
     def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,
-                   recency_penalty: float, recency_window: int, bid_timeout_s: float) -> RoomSpec:
+                   recency_penalty: float, recency_window: int, bid_timeout_s: float,
+                   intent: dict[str, Any]) -> RoomSpec:
         try:
             return RoomSpec(
                 name=self.name, description=self.description, agents=agents,
                 policy=BidPolicy(threshold=threshold, recency_penalty=recency_penalty,
                                  recency_window=recency_window, max_messages=max_loops,
-                                 bid_timeout_s=bid_timeout_s),
+                                 bid_timeout_s=bid_timeout_s, **intent),
             )
         except ValidationError as error:
             raise ValueError(f"GroupChat {self.name!r}: {describe(error, {'max_messages': 'max_loops'})}"

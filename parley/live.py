@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from shared.events import Event, MessageCommitted, RunEnded
+from shared.events import Event, MessageChunk, MessageCommitted, RunEnded
 from shared.models import Message, RoomStatus, StopReason
 from shared.records import RoomState
 from shared.store import RoomStore
@@ -93,13 +93,16 @@ class PostWatch:
 
 class RunWaiter:
     """Waits for the end of the run a post joined, handing every message of the room to
-    ``on_message`` on the way (each once, in seq order)."""
+    ``on_message`` on the way (each once, in seq order), and to ``on_chunk`` each
+    ``message_chunk`` event (a message as it is written) in its place among them."""
 
     def __init__(self, store: RoomStore, room: str, inbox_id: str,
-                 on_message: Callable[[Message], None] | None = None) -> None:
+                 on_message: Callable[[Message], None] | None = None,
+                 on_chunk: Callable[[MessageChunk], None] | None = None) -> None:
         self.store = store
         self.room = room
         self.on_message = on_message
+        self.on_chunk = on_chunk
         self.seen = 0  # the last seq handed to on_message
         self.watch = PostWatch(inbox_id)
         # The state and the events after it are read together: nothing falls in between.
@@ -122,11 +125,16 @@ class RunWaiter:
         messages, take in its events, and read the state when they cannot tell enough (or
         when it was last read ``STATE_CHECK_S`` ago)."""
         messages, events = self.store.wait_room(self.room, self.seen, self.cursor, block_ms)
-        self.deliver(messages)
         unclear = not (messages or events) or time.monotonic() - self.checked >= STATE_CHECK_S
         for event in events:
+            # Messages and chunks in the order they were written: a message's chunks first.
+            if isinstance(event, MessageCommitted):
+                self.deliver([message for message in messages if message.seq <= event.seq])
+            elif isinstance(event, MessageChunk) and self.on_chunk is not None:
+                self.on_chunk(event)
             self.cursor = event.id
             unclear = self.watch.see_event(event) or unclear
+        self.deliver(messages)
         if unclear and self.ended is None:
             self.read_state()
 
@@ -151,28 +159,30 @@ class RunWaiter:
         return messages
 
 
-def timeline(store: RoomStore, room: str, after_seq: int = 0, block_ms: int = 1000
-             ) -> Iterator[Message | RunEnded]:
+def timeline(store: RoomStore, room: str, after_seq: int = 0, block_ms: int = 1000,
+             chunks: bool = False) -> Iterator[Message | RunEnded | MessageChunk]:
     """The room's messages after ``after_seq``, then each message and each run's end in the
-    order they were committed, forever (stop iterating to end); each wait blocks up to
-    ``block_ms``."""
+    order they were committed (with ``chunks``, each message_chunk event too, before its
+    message), forever (stop iterating to end); each wait blocks up to ``block_ms``."""
     _, cursor = store.state_and_last_event(room)
     while True:
         messages, events = store.wait_room(room, after_seq, cursor, block_ms)
         if events:
             cursor = events[-1].id
-        for item in in_commit_order(messages, events):
+        for item in in_commit_order(messages, events, chunks):
             if isinstance(item, Message):
                 after_seq = item.seq
             yield item
 
 
-def in_commit_order(messages: list[Message], events: list[Event]) -> list[Message | RunEnded]:
-    """Messages and the runs' ends among ``events``, read together, in the order they were
-    committed: each ``message_committed`` event places the messages up to its seq, and the
-    messages no event places (committed before the first event) come first."""
+def in_commit_order(messages: list[Message], events: list[Event], chunks: bool = False
+                    ) -> list[Message | RunEnded | MessageChunk]:
+    """Messages and the runs' ends among ``events`` (and, with ``chunks``, the message_chunk
+    events), read together, in the order they were committed: each ``message_committed``
+    event places the messages up to its seq, and the messages no event places (committed
+    before the first event) come first."""
     pending = list(messages)
-    placed: list[Message | RunEnded] = []
+    placed: list[Message | RunEnded | MessageChunk] = []
 
     def place_upto(seq: float) -> None:
         while pending and pending[0].seq <= seq:
@@ -183,7 +193,7 @@ def in_commit_order(messages: list[Message], events: list[Event]) -> list[Messag
     for event in events:
         if isinstance(event, MessageCommitted):
             place_upto(event.seq)
-        elif isinstance(event, RunEnded):
+        elif isinstance(event, RunEnded) or (chunks and isinstance(event, MessageChunk)):
             placed.append(event)
     place_upto(float("inf"))
     return placed

@@ -65,6 +65,12 @@ def start_worker(log_path: Path, env: dict[str, str] | None = None,
     return start(parley_command("worker", *extra), log_path, env)
 
 
+def start_api(log_path: Path, env: dict[str, str] | None = None,
+              *extra: str) -> subprocess.Popen[bytes]:
+    """Start ``parley api`` as its own process."""
+    return start(parley_command("api", *extra), log_path, env)
+
+
 def start_redis(port: int, directory: Path, *options: str) -> subprocess.Popen[bytes]:
     """Start a private redis-server on ``port``, keeping its files in ``directory``;
     waits until it answers. Raises FileNotFoundError when redis-server is not installed."""
@@ -86,7 +92,7 @@ def start_redis(port: int, directory: Path, *options: str) -> subprocess.Popen[b
 
 
 class ProcessGroup:
-    """Coordinators and workers started together and all stopped together, by PID.
+    """Coordinators, workers and APIs started together and all stopped together, by PID.
 
     Use as a context manager so that they are stopped even when the caller fails.
     """
@@ -119,6 +125,10 @@ class ProcessGroup:
     def worker(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start one more worker."""
         return self._track("worker", start_worker, *extra, env=env)
+
+    def api(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start the HTTP API (``parley api``)."""
+        return self._track("api", start_api, *extra, env=env)
 
     def kill(self, process: subprocess.Popen[bytes], signum: int = signal.SIGKILL) -> None:
         """Send ``signum`` to one process (by PID) and reap it if it was a kill."""

@@ -71,9 +71,7 @@ class TurnReport:
 def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> TurnReport:
     """The room's turn report; ``last`` keeps only that many of the newest decided turns."""
     state = store.read_state(room)
-    records = store.read_turns(room)
-    if last is not None:
-        records = records[-last:] if last > 0 else []
+    records = store.read_turns(room, last)
     open_turn = None
     if state.turn_open:
         _, spec = store.read_spec(room)

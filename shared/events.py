@@ -24,6 +24,10 @@ type                    written by                          fields
 ``answer_arrived``      write_bids.lua (the worker), with   turn, agent, kind, phase, score,
                         the answer                          status, error_kind (failed calls),
                                                             latency_ms
+``message_chunk``       write_chunk.lua (the worker, while      turn, run, phase, agent, index
+                        a call whose answer is posted       (0, 1, 2 .. per call), text
+                        streams; only while its turn is
+                        open)
 ``turn_decided``        commit.lua                          turn, run; winner, score and
                                                             stop_reason when there are some
 ``run_ended``           commit.lua (the turn stopped the    run, status, stop_reason,
@@ -53,6 +57,21 @@ last run's number. A cancelled run's open turn has a ``turn_opened`` and no
 ``room_paused`` and ``room_resumed`` no turn opens and no post is committed, but a turn open
 at the pause is still decided.
 
+``message_chunk`` events carry the text of a message as the model writes it: every call
+whose answer is posted (an intent-mode winner's ``reply``, a selector room's ``speak``, a
+``panel`` or ``moderate`` turn, a ``discuss`` turn) streams, its chunks coalesced (the
+first at once, then at most one every 100 ms: workers/streaming.py) so that one message
+costs the capped stream a few dozen entries, not one per token. A call's chunks, by
+``index`` from 0, concatenate to the reply it answers with; ``index`` 0 starts a call's
+text over (the same call made again after a takeover). They come before that call's
+``answer_arrived``, and the committed message is the whole reply (as the policy posts it:
+cut where it starts speaking for another participant). A follower knows the chunks of
+(turn, phase, agent) were abandoned, nothing of them to be posted, when that call's
+``answer_arrived`` has a status other than ``ok`` (the call failed midway: the policy's
+failure rule applies, e.g. an intent room asks the next bidder) or when the turn's
+``turn_decided`` names another winner or none. A full-mode bid is not streamed: its
+message arrives whole in its respond call.
+
 Adding an event type:
 
 1. a member of ``EventType`` and a model below with its fields (its docstring says who
@@ -72,6 +91,13 @@ Adding an event type:
 
 Readers keep the fields of a type or a field they do not know (``Event`` allows extras), so
 followers built before a new type still read the stream.
+
+Over HTTP, ``parley api`` serves a room's stream as server-sent events
+(``GET /rooms/{room}/events``, resumable by stream id) and every room's ``run_started`` and
+``run_ended`` (``GET /events``). There is no global stream for the latter: a room's scripts
+write its own keys only, so that each runs in one Redis Cluster slot. The API follows the
+events streams of the rooms that are due or held (``runnable``) or were active lately
+(``rooms``) instead, in one ``XREAD BLOCK`` over them all (parley/api/streams.py).
 """
 
 from __future__ import annotations
@@ -99,6 +125,7 @@ class EventType(StrEnum):
     ROOM_PAUSED = "room_paused"  # the room was paused: no turn opens, posts wait
     ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
     QUEUE_CHANGED = "queue_changed"  # a mention room's speak queue changed
+    MESSAGE_CHUNK = "message_chunk"  # a piece of a message a call is writing
 
 
 class Event(BaseModel):
@@ -214,6 +241,18 @@ class QueueChanged(Event):
         return orjson.loads(value) if isinstance(value, str | bytes) else value
 
 
+class MessageChunk(Event):
+    """write_chunk.lua (the worker): the ``index``-th piece of the message ``agent`` writes
+    for phase ``phase`` of turn ``turn`` (run ``run``), while the turn is open."""
+
+    turn: int
+    run: int
+    phase: int = 0
+    agent: str
+    index: int
+    text: str = ""
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -226,6 +265,7 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.ROOM_PAUSED: RoomPaused,
     EventType.ROOM_RESUMED: RoomResumed,
     EventType.QUEUE_CHANGED: QueueChanged,
+    EventType.MESSAGE_CHUNK: MessageChunk,
 }
 
 

@@ -1,39 +1,106 @@
-"""structlog set-up: JSON lines in production, readable lines on a terminal."""
+"""Logging for every parley process, in one place: parley's own events through structlog,
+and everything else that logs through the standard library (Celery, kombu, uvicorn,
+litellm, redis, warnings) through structlog's stdlib bridge, so that in JSON mode every
+line a process writes is one JSON object.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+from types import TracebackType
 
 import structlog
+from structlog.stdlib import ProcessorFormatter
+
+# The stdlib logger above every structlog logger of parley ("parley.turn", "parley.worker").
+PARLEY_LOGGER = "parley"
+# Marks the handler configure_logging installs, so that a second call replaces it.
+HANDLER_MARK = "parley_handler"
 
 
-def configure_logging(log_format: str = "auto", level: str = "INFO") -> None:
-    """Configure structlog and stdlib logging once for this process.
-
-    Room id, turn and epoch reach every line through ``structlog.contextvars``: each room's
-    asyncio task binds them in its own context.
-    """
+def resolve_format(log_format: str) -> str:
+    """``json`` or ``console``: ``auto`` is console on a terminal, JSON otherwise."""
     if log_format == "auto":
-        log_format = "console" if sys.stderr.isatty() else "json"
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if log_format == "console"
-        else structlog.processors.JSONRenderer()
-    )
+        return "console" if sys.stderr.isatty() else "json"
+    return log_format
+
+
+def configure_logging(log_format: str = "auto", level: str = "INFO",
+                      libraries_level: str | None = None) -> None:
+    """Configure structlog and stdlib logging for this process: one handler on the root
+    logger, writing to stderr, renders parley's events and every library's records alike.
+
+    Parley's events are kept at ``level``, the libraries' at ``libraries_level`` (default
+    the same). Room id, turn and epoch reach every line through ``structlog.contextvars``:
+    each room's asyncio task binds them in its own context. Call it before starting a
+    server (uvicorn with ``log_config=None``, a Celery worker): their loggers then
+    propagate here.
+    """
+    as_json = resolve_format(log_format) == "json"
+    stamped: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*stamped, ProcessorFormatter.wrap_for_formatter],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.stdlib.LoggerFactory(),
         # Not cached: tests re-configure structlog (capture_logs) after loggers were used.
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+    renderer: list[structlog.typing.Processor] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()] if as_json
+        else [structlog.dev.ConsoleRenderer()])
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ProcessorFormatter(
+        foreign_pre_chain=stamped,
+        processors=[ProcessorFormatter.remove_processors_meta, *renderer]))
+    setattr(handler, HANDLER_MARK, True)
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not getattr(h, HANDLER_MARK, False)] + [handler]
+    root.setLevel((libraries_level or level).upper())
+    logging.getLogger(PARLEY_LOGGER).setLevel(level.upper())
+    logging.captureWarnings(True)
+    if as_json:
+        sys.excepthook = log_uncaught
+        threading.excepthook = log_uncaught_in_thread
+
+
+def route_to_root(*names: str) -> None:
+    """Send these loggers' records through the root handler instead of handlers of their
+    own (litellm installs plain-text stream handlers at import). The filters of the
+    handlers removed (litellm's secret redaction) move to the logger, so they still apply."""
+    for name in names:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            for record_filter in handler.filters:
+                logger.addFilter(record_filter)
+            logger.removeHandler(handler)
+        logger.propagate = True
+
+
+def log_uncaught(kind: type[BaseException], error: BaseException,
+                 traceback: TracebackType | None) -> None:
+    """An exception nothing caught, as one log event with its traceback."""
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, error, traceback)
+        return
+    structlog.get_logger(PARLEY_LOGGER).critical("uncaught_exception",
+                                                 exc_info=(kind, error, traceback))
+
+
+def log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    """An exception that ended a thread, as one log event naming the thread."""
+    if args.exc_value is None or args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread else "?"
+    structlog.get_logger(PARLEY_LOGGER).critical(
+        "uncaught_exception", thread=thread,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
 
 
 def one_line(text: str, most_chars: int | None = None) -> str:

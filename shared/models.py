@@ -277,6 +277,10 @@ class BidPolicy(Strict):
     recency_window: int = Field(default=1, ge=0, le=MAX_RUN_MESSAGES)
     max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
     bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
+    # full: every agent writes its whole reply as its bid (swarms). intent: every agent bids
+    # a one-line intent, and only the winner then writes its reply.
+    bid_mode: Literal["full", "intent"] = "full"
+    intent_max_tokens: int = Field(default=60, ge=1, le=MAX_REPLY_TOKENS)
 
     @property
     def call_timeout(self) -> float:
@@ -433,6 +437,7 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cached_tokens: int = 0  # of prompt_tokens: read from providers' prompt caches
 
     @property
     def tokens(self) -> int:
@@ -611,6 +616,14 @@ class CallKind(StrEnum):
     MODERATE = "moderate"  # the round-table moderator's verdict, posted as its message
     DISPATCH = "dispatch"  # a mention room's classifier: which agents take a message
     DISCUSS = "discuss"  # a mention room's agent turn: its message, or the silent token
+    INTENT = "intent"  # respond(score, intent): an intent-mode bid, one line of what it would say
+    REPLY = "reply"  # the intent-mode winner's message, written from its intent
+
+
+# The calls whose answer is posted as a message: their text streams to the room's events as
+# the model writes it (a full-mode bid's message comes whole, inside its respond call).
+STREAMED_KINDS = frozenset({CallKind.REPLY, CallKind.SPEAK, CallKind.PANEL, CallKind.MODERATE,
+                            CallKind.DISCUSS})
 
 
 class BidStatus(StrEnum):
@@ -698,6 +711,7 @@ class Bid(BaseModel):
     attempt: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, those the provider read from its prompt cache
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     dropped_messages: int = 0
@@ -752,6 +766,12 @@ class TurnRecord(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens of the turn's calls that providers read from their prompt cache."""
+        return sum(bid.cached_tokens for bid in self.bids)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
     def cost_usd(self) -> float:
         """What the turn's calls cost, in US dollars."""
         return sum(bid.cost_usd for bid in self.bids)
@@ -768,7 +788,8 @@ class BidRequest(BaseModel):
     kind: CallKind = CallKind.BID
     phase: int = 0
     calls: dict[str, int] = Field(default_factory=dict)  # agent -> its call number
-    # agent -> the operator's instruction its turn takes as its input (a mention room's)
+    # agent -> the input its turn takes: a mention room's operator instruction, or the
+    # intent an intent-mode winner announced
     instructions: dict[str, str] = Field(default_factory=dict)
     snapshot_seq: int
     deadline: float

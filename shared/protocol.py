@@ -39,3 +39,30 @@ RESPOND_TOOL: dict[str, Any] = {
         },
     },
 }
+
+# An intent-mode bid (bid_mode: intent): the respond tool with, instead of the message, one
+# short line of what the agent would say; only the turn's winner then writes its message.
+INTENT_FIELD = "intent"
+RESPOND_INTENT_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": RESPOND,
+        "description": (
+            "Decide whether to reply in the groupchat. Set score 0..1 for how much you want "
+            "to speak, and intent to one short line of what you would say. If you don't want "
+            "to speak, set intent to empty string."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "score": RESPOND_TOOL["function"]["parameters"]["properties"]["score"],
+                INTENT_FIELD: {
+                    "type": "string",
+                    "description": "One short line of what you would say, or empty string "
+                                   "if you don't want to speak.",
+                },
+            },
+            "required": ["score", INTENT_FIELD],
+        },
+    },
+}

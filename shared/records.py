@@ -97,6 +97,10 @@ AGENT_FIELD_PREFIX = "agent:"
 # The token and cost totals kept for the room (plain names), for its current run
 # (``run_<total>``, reset when a run starts) and for each agent.
 USAGE_TOTALS = ("prompt_tokens", "completion_tokens", "cost_usd")
+# The part of prompt_tokens providers read from their prompt caches (billed at a discount):
+# kept the same way, its fields absent (0) until a provider reports some.
+CACHED_TOKENS = "cached_tokens"
+CALL_TOTALS = (*USAGE_TOTALS, CACHED_TOKENS)
 RUN_TOTAL_PREFIX = "run_"
 
 
@@ -119,7 +123,8 @@ def usage_from(fields: dict[str, str], prefix: str = "") -> Usage:
     missing field is 0."""
     return Usage(prompt_tokens=int(float(fields.get(f"{prefix}prompt_tokens") or 0)),
                  completion_tokens=int(float(fields.get(f"{prefix}completion_tokens") or 0)),
-                 cost_usd=float(fields.get(f"{prefix}cost_usd") or 0))
+                 cost_usd=float(fields.get(f"{prefix}cost_usd") or 0),
+                 cached_tokens=int(float(fields.get(f"{prefix}cached_tokens") or 0)))
 
 
 class RoomState:
@@ -172,7 +177,7 @@ class RoomState:
         """Token and cost totals, for the room (plain names, 0 before any call) and per
         agent (``agent:..``)."""
         return {**dict.fromkeys(USAGE_TOTALS, 0.0),
-                **{k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in USAGE_TOTALS}}
+                **{k: float(v) for k, v in self.raw.items() if k.rsplit(":", 1)[-1] in CALL_TOTALS}}
 
 
 def turn_record_fields(record: TurnRecord) -> dict[str, str]:

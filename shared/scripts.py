@@ -9,7 +9,7 @@ from typing import Any
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_bids", "pause", "resume",
-    "cancel", "delete", "floor_op",
+    "cancel", "delete", "floor_op", "write_chunk",
 )
 
 
@@ -48,3 +48,4 @@ class Scripts:
     cancel: Any
     delete: Any
     floor_op: Any
+    write_chunk: Any

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.api_bases import parse_api_base
+from shared.spec_limits import MAX_SPEC_JSON_BYTES
 
 # litellm fetches its model cost map over the network at import unless told not to;
 # there may be no network, so every parley process sets this before anything imports it.
@@ -96,6 +97,14 @@ class Settings(BaseSettings):
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"
 
+    # The coordinator's and the worker's HTTP health checks and metrics (/livez, /readyz,
+    # /metrics). Unset: each process's default port (8701 coordinator, 8702 worker); 0: off.
+    health_port: int | None = Field(default=None, ge=0, le=65535)
+    # 0.0.0.0 in a container, so that the orchestrator's probes and Prometheus reach it.
+    health_host: str = "127.0.0.1"
+    # Workers send task events and heartbeats (Flower, `celery events`, the dashboard).
+    worker_task_events: bool = True
+
     # After losing Redis or the broker, workers try again at most this long apart (Celery's
     # own backoff grows to 30 s): a worker is back within about this long of an outage's end.
     worker_reconnect_max_s: float = Field(default=1.0, gt=0, le=30)
@@ -113,7 +122,15 @@ class Settings(BaseSettings):
     redis_tls_cert_file: str = ""
     redis_tls_key_file: str = ""
 
-    @field_validator("worker_key_envs", "worker_allowed_api_bases", mode="before")
+    # The HTTP API (``parley api``): where it listens by default, the bearer tokens it
+    # accepts (comma-separated; none: it serves loopback only, unauthenticated) and the
+    # largest request body it reads (a room spec's stored JSON may be 2 MiB).
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8700, ge=1, le=65535)
+    api_tokens: Annotated[tuple[str, ...], NoDecode] = ()
+    api_max_body_bytes: int = Field(default=MAX_SPEC_JSON_BYTES, ge=1024)
+
+    @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -200,4 +217,10 @@ def redact_url(url: str) -> str:
         user, colon, password = rest[:at].partition(":")
         if colon and password:
             rest = f"{user}:{MASK}{rest[at:]}"
-    return head + _SECRET_QUERY.sub(rf"\g<1>{MASK}", rest)
+    return head + redact_query(rest)
+
+
+def redact_query(text: str) -> str:
+    """``text`` (a URL's rest, a request path) with credential query values masked:
+    ``/events?access_token=***``."""
+    return _SECRET_QUERY.sub(rf"\g<1>{MASK}", text)

@@ -336,9 +336,21 @@ class RoomStore:
             raise RoomNotFound(f"no room {room!r}")
         return RoomState(fields), decode(last[0][0]) if last else "0-0"
 
-    def read_turns(self, room: str) -> list[TurnRecord]:
-        """Every turn record still in the turns stream, oldest first."""
-        return [turn_record_from_fields(f) for _, f in self.redis.xrange(self.keys.turns(room))]
+    def read_turns(self, room: str, last: int | None = None) -> list[TurnRecord]:
+        """Every turn record still in the turns stream (or only the ``last`` newest), oldest
+        first. The newest are read from the stream's end, so a long room costs no more."""
+        if last is None:
+            return [record for _, record in self.read_turn_entries(room)]
+        if last <= 0:
+            return []
+        entries = self.redis.xrevrange(self.keys.turns(room), "+", "-", count=last)
+        return [turn_record_from_fields(fields) for _, fields in reversed(entries)]
+
+    def read_turn_entries(self, room: str, after: str = "0-0") -> list[tuple[str, TurnRecord]]:
+        """The turn records still in the turns stream after the id ``after``, oldest first,
+        each with its entry id."""
+        entries = self.redis.xrange(self.keys.turns(room), f"({after}", "+")
+        return [(decode(entry_id), turn_record_from_fields(f)) for entry_id, f in entries]
 
     def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
         """Append a worker's bid to the room's bids stream."""
@@ -355,6 +367,14 @@ class RoomStore:
         return int(self.scripts.write_bids(
             keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
             args=args))
+
+    def write_chunk(self, room: str, turn: int, phase: int, agent: str, index: int,
+                    text: str) -> bool:
+        """Write a ``message_chunk`` event of the message ``agent`` is writing in ``turn``;
+        False when it was not written (the room is gone, or the turn no longer open)."""
+        return bool(self.scripts.write_chunk(
+            keys=[self.keys.state(room), self.keys.events(room)],
+            args=[self.events_maxlen, turn, phase, agent, index, text]))
 
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,

@@ -107,6 +107,9 @@ def processes(tmp_path: Path, prefix: str, real_redis: redis.Redis,
         "PARLEY_WORKER_PRELOAD_LITELLM": "false",
         "PARLEY_LOG_FORMAT": "json",
         "PARLEY_SCAN_INTERVAL_S": "0.1",
+        # No health server unless a test asks for one (--health-port): tests run side by
+        # side, and the default ports are one per host.
+        "PARLEY_HEALTH_PORT": "0",
     }
     group = ProcessGroup(tmp_path, env)
     try:
@@ -128,9 +131,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 @pytest.fixture(autouse=True)
 def fresh_structlog() -> Iterator[None]:
-    """Each test starts from structlog's defaults, whatever an earlier test configured."""
+    """Each test starts from structlog's defaults and without parley's log handler (bound
+    to the stream of the test that configured it), whatever an earlier test configured."""
     yield
+    import logging
+
     import structlog
+
+    from shared.logs import HANDLER_MARK
 
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()
+    root = logging.getLogger()
+    root.handlers = [h for h in root.handlers if not getattr(h, HANDLER_MARK, False)]

@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
+import celery.apps.worker
+import click
 import kombu
 import kombu.transport.redis
 import redis
-from celery import Celery
+import structlog
+from celery import Celery, bootsteps
 from celery.app.amqp import AMQP
-from celery.signals import worker_ready
+from celery.signals import setup_logging, worker_ready, worker_shutdown
 
 from shared.connections import broker_use_ssl
+from shared.health import (
+    WORKER_PORT,
+    HealthServer,
+    Liveness,
+    Probes,
+    readiness_checks,
+    start_health_server,
+)
 from shared.protocol import DEFAULT_QUEUE
 from shared.settings import Settings, get_settings
+
+log = structlog.get_logger("parley.worker")
+
+# The consumer's loop ticks the worker's liveness this often; it is not live once a tick
+# is this late (a live consumer loop never blocks that long).
+LIVENESS_TICK_S = 1.0
+LIVE_ROUNDS_S = 30.0
+# The worker's liveness: ticked from the Celery consumer's own loop (ConsumerLiveness).
+consumer_liveness = Liveness(LIVE_ROUNDS_S, connecting=True)
+# The exit codes the worker stopped with, for `parley worker` to exit with.
+stopped_with: list[int] = []
 
 
 class RedisTransport(kombu.transport.redis.Transport):
@@ -119,10 +142,94 @@ def make_app(settings: Settings) -> Celery:
         # minutes and stop the worker: it waits for its broker however long an outage lasts.
         broker_connection_max_retries=None,
         worker_hijack_root_logger=False,
-        worker_send_task_events=False,
+        # Task events and heartbeats for Flower, `celery events` and the dashboard;
+        # `parley worker --no-task-events` turns them off.
+        worker_send_task_events=settings.worker_task_events,
+        # Publishing a task stays one message: coordinators send no task-sent events.
         task_send_sent_event=False,
     )
+    app.steps["worker"].add(WorkerHealth)
+    app.steps["consumer"].add(ConsumerLiveness)
+    app.user_options["worker"].add(click.Option(
+        ["--health-port"], type=int, default=None,
+        help=f"Serve /livez, /readyz and /metrics on this port (0: off; default {WORKER_PORT})"))
     return app
+
+
+class WorkerHealth(bootsteps.StartStopStep):
+    """Serves the worker's /livez, /readyz and /metrics while the worker runs."""
+
+    def __init__(self, worker: Any, health_port: int | None = None, **options: Any) -> None:
+        super().__init__(worker, **options)
+        self.port = health_port
+        self.server: HealthServer | None = None
+
+    def start(self, worker: Any) -> None:
+        """Start serving; a prefork pool counts its answers where /metrics cannot see."""
+        settings = get_settings()
+        self.server = start_health_server(Probes(consumer_liveness, readiness_checks(settings)),
+                                          settings, WORKER_PORT, self.port)
+        if self.server is not None and "prefork" in getattr(worker.pool_cls, "__module__", ""):
+            log.warning("metrics_need_threads_pool",
+                        detail="answers, tokens and cost are counted in the pool's child "
+                               "processes and are not in /metrics: run a threads or gevent pool")
+
+    def stop(self, worker: Any) -> None:
+        """Stop serving."""
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+class ConsumerLiveness(bootsteps.StartStopStep):
+    """Ticks the worker's liveness from the consumer's timer, which runs in the consumer's
+    own event loop: a consumer that hangs stops ticking. While it (re)connects to a lost
+    broker it does not tick either, and counts as live (readiness says the broker is down)."""
+
+    def __init__(self, consumer: Any, **options: Any) -> None:
+        super().__init__(consumer, **options)
+        self.ticking: Any = None
+
+    def start(self, consumer: Any) -> None:
+        """Tick every second once the consumer's loop runs."""
+        consumer_liveness.reconnect()
+        self.ticking = consumer.timer.call_repeatedly(LIVENESS_TICK_S, consumer_liveness.tick)
+
+    def stop(self, consumer: Any) -> None:
+        """The consumer stops, to reconnect or to shut down."""
+        consumer_liveness.reconnect()
+        if self.ticking is not None:
+            self.ticking.cancel()
+            self.ticking = None
+
+    shutdown = stop
+
+
+@worker_shutdown.connect
+def note_exit_code(sender: Any, **_: object) -> None:
+    """Keep the code the worker stops with (Celery's worker_main does not return it)."""
+    stopped_with.append(int(sender.exitcode or 0))
+
+
+@setup_logging.connect
+def leave_logging_to_parley(**_: object) -> None:
+    """Celery configures no logging of its own: ``parley worker`` has called
+    shared.logs.configure_logging, and Celery's loggers propagate to its handler. What
+    Celery would still do, redirect stray prints to its logger, is kept (that handler
+    writes to the stderr it was given, not to the redirected one)."""
+    if app.conf.worker_redirect_stdouts:
+        app.log.redirect_stdouts(app.conf.worker_redirect_stdouts_level)
+
+
+def log_celery_notices() -> None:
+    """Celery writes its shutdown notices ("worker: Warm shutdown (MainProcess)") straight
+    to the stdout file descriptor; in JSON mode they go through logging instead."""
+    notices = logging.getLogger("celery.apps.worker")
+
+    def say(message: str, f: object = None) -> None:
+        notices.warning(message.strip())
+
+    celery.apps.worker.safe_say = say
 
 
 # The app `parley worker` runs, and the one workers.tasks registers its task on.

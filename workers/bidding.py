@@ -19,8 +19,12 @@ from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, Error
 from workers.credentials import redact_keys
 from workers.parsing import parse_respond, parse_text
 from workers.scripted import ScriptedError, scripted_completion
+from workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
+
+# The calls answered with a respond(score, ...) tool call.
+RESPOND_KINDS = frozenset({CallKind.BID, CallKind.INTENT})
 
 Transcript = Callable[[], list[Message]]
 
@@ -39,37 +43,46 @@ class Call:
     kind: CallKind = CallKind.BID
     phase: int = 0
     number: int = 0  # 0 for a request that does not number its calls: the turn stands in
+    intent: str = ""  # an intent-mode reply's: what the agent said it would say
 
 
 def call_in(request: BidRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
+    intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
-                request.calls.get(agent, 0))
+                request.calls.get(agent, 0), intent)
 
 
 def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
-             transcript: Transcript, deadline: float) -> Bid:
+             transcript: Transcript, deadline: float, stream: ChunkWriter | None = None
+             ) -> Bid:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
-    reason."""
+    reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
+    model writes it, all of it before this returns; a call that fails midway leaves its
+    chunks unfinished (its failed answer tells followers they were abandoned)."""
     started = time.perf_counter()
     turn = call.turn
     bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
               phase=call.phase, call=call.number)
     usage: dict[str, Any]
     try:
+        on_text = stream.write if stream is not None else None
         if agent.is_scripted:
-            raw, usage = scripted_completion(agent, call.number or turn), {}
+            raw, usage = scripted_completion(agent, call.number or turn, on_text), {}
         else:
             from workers.llm import call_model  # imports litellm: only for real agents
 
-            raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind)
+            raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
+                                    on_text=on_text, intent=call.intent)
+        if stream is not None:
+            stream.flush()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
         bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error),
                                      "error_kind": failure_kind(agent, error)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
                     kind=call.kind.value, error=bid.error, error_kind=bid.error_kind.value)
     else:
-        parsed = parse_respond(raw) if call.kind is CallKind.BID else parse_text(raw)
+        parsed = parse_respond(raw) if call.kind in RESPOND_KINDS else parse_text(raw)
         status = BidStatus.UNPARSED if parsed.error else BidStatus.OK
         bid = bid.model_copy(update={"score": parsed.score, "message": parsed.message,
                                      "status": status, "error": parsed.error,

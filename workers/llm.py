@@ -13,7 +13,8 @@ import math
 import random
 import re
 import time
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 from typing import Any
 
 import structlog
@@ -23,8 +24,9 @@ import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before 
 # isort: split
 import litellm
 
-from shared.models import AgentSpec, CallKind, ErrorKind, Message
-from shared.protocol import RESPOND_TOOL
+from shared.logs import route_to_root
+from shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
+from shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
 from workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
@@ -39,16 +41,22 @@ from workers.prompts import (
     ChatMessage,
     build_discuss_prompt,
     build_dispatch_prompt,
+    build_intent_prompt,
     build_moderate_prompt,
     build_panel_prompt,
     build_prompt,
+    build_reply_prompt,
     build_select_prompt,
     build_speak_prompt,
     input_budget,
+    with_cache_breakpoint,
 )
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
+# litellm's loggers come with plain-text handlers of their own: its lines go through
+# parley's handler instead (JSON in JSON mode), its secret redaction kept.
+route_to_root("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 # Count tokens with the bundled tiktoken encoding for every model: otherwise litellm fetches
 # some models' tokenizers (Llama, ...) from the Hugging Face hub on first use, inside a bid's
 # deadline (23 s of retries here, offline). The context budget's margin absorbs the
@@ -80,33 +88,88 @@ class DeadlinePassed(TimeoutError):
     """Too little time is left before the turn's deadline to make (another) call."""
 
 
-# Each call kind's prompt; only a bid forces the respond tool.
+# Each call kind's prompt; only a bid (or an intent) forces the respond tool.
 PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
            CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
            CallKind.MODERATE: build_moderate_prompt, CallKind.DISPATCH: build_dispatch_prompt,
-           CallKind.DISCUSS: build_discuss_prompt}
+           CallKind.DISCUSS: build_discuss_prompt, CallKind.INTENT: build_intent_prompt,
+           CallKind.REPLY: build_reply_prompt}
+# The tool a call kind forces, if any: an intent bids respond(score, intent).
+FORCED = {CallKind.BID: FORCE_RESPOND,
+          CallKind.INTENT: {"tools": [RESPOND_INTENT_TOOL], "tool_choice": RESPOND_CHOICE}}
+# Providers that cache a prompt's prefix only where the request marks it (cache_control);
+# OpenAI, DeepSeek and others cache prefixes on their own. Claude on Bedrock and Vertex too.
+CACHE_HINT_PROVIDERS = frozenset({"anthropic"})
+CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_ai",
+                                         "vertex_ai_beta"})
 
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
-               deadline: float, kind: CallKind = CallKind.BID) -> tuple[Any, dict[str, Any]]:
+               deadline: float, kind: CallKind = CallKind.BID,
+               on_text: Callable[[str], None] | None = None, intent: str = ""
+               ) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
-    (bid), a name (select), its message (speak), its turn in a round-table (panel) or
-    the verdict (moderate).
+    (bid, intent), a name (select), its message (speak, reply: written from ``intent``),
+    its turn in a round-table (panel) or the verdict (moderate).
+
+    With ``on_text``, a call whose answer is posted streams: each piece of text goes to
+    ``on_text`` as the model writes it.
 
     Returns the provider's raw response and the answer's usage fields (prompt_tokens,
-    completion_tokens, cost_usd, dropped_messages). Raises whatever the call raised.
+    completion_tokens, cached_tokens, cost_usd, dropped_messages). Raises whatever the call
+    raised, midway through a stream too.
     """
     credential = credential_for(agent)
     if credential.withheld:
         check_keyless_provider(agent)
     budget = input_budget(context_window(agent), agent.max_tokens)
-    forced = kind is CallKind.BID
-    prompt = PROMPTS[kind](agent, room_agents, transcript, budget,
-                           token_counter(agent.model, forced))
-    request = request_kwargs(agent, prompt.messages, credential.api_key, forced)
+    forced = kind in FORCED
+    build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
+    prompt = build(agent, room_agents, transcript, budget, token_counter(agent.model, forced))
+    messages = with_cache_breakpoint(prompt.messages) if needs_cache_hint(agent) else prompt.messages
+    request = request_kwargs(agent, messages, credential.api_key, forced, FORCED.get(kind))
+    streams = on_text is not None and kind in STREAMED_KINDS
+    if streams:
+        request.update(stream=True, stream_options={"include_usage": True})
     response = complete_with(agent, credential, request, deadline)
+    if streams:
+        assert on_text is not None
+        response = read_stream(response, messages, on_text, deadline)
     usage = {**response_usage(agent, response), "dropped_messages": prompt.dropped}
     return response, usage
+
+
+def read_stream(stream: Any, messages: list[ChatMessage], on_text: Callable[[str], None],
+                deadline: float) -> Any:
+    """Hand on each piece of a streamed reply's text; the whole response, rebuilt from its
+    chunks (with the usage the last one carries). The deadline bounds the whole stream."""
+    chunks = []
+    for chunk in stream:
+        chunks.append(chunk)
+        choices = getattr(chunk, "choices", None) or []
+        delta = getattr(choices[0], "delta", None) if choices else None
+        text = getattr(delta, "content", None) if delta is not None else None
+        if text:
+            on_text(text)
+        if time.time() > deadline:
+            raise DeadlinePassed("the reply was still streaming at the deadline")
+    if not chunks:
+        raise litellm.APIConnectionError(message="the stream ended before any chunk",
+                                         llm_provider="", model="")
+    return litellm.stream_chunk_builder(chunks, messages=messages)
+
+
+def needs_cache_hint(agent: AgentSpec) -> bool:
+    """True when the agent's provider caches a prompt prefix only where it is marked."""
+    named = agent.litellm_kwargs.get("custom_llm_provider")
+    try:
+        model, provider, _, _ = litellm.get_llm_provider(
+            model=agent.model, api_base=agent.api_base,
+            custom_llm_provider=named if isinstance(named, str) else None)
+    except Exception:  # noqa: BLE001 - the call itself says what is wrong with the model
+        return False
+    return provider in CACHE_HINT_PROVIDERS or (
+        provider in CACHE_HINT_CLAUDE_PROVIDERS and "claude" in model.lower())
 
 
 def check_keyless_provider(agent: AgentSpec) -> None:
@@ -140,13 +203,15 @@ def complete_with(agent: AgentSpec, credential: Credential, request: dict[str, A
 
 
 def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None,
-                   force_respond: bool = True) -> dict[str, Any]:
-    """litellm.completion's arguments, except the per-attempt timeout."""
+                   force_respond: bool = True, force: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """litellm.completion's arguments, except the per-attempt timeout; ``force`` the tool
+    to force when not the respond tool."""
     request: dict[str, Any] = {
         **agent.litellm_kwargs,
         "model": agent.model,
         "messages": messages,
-        **(FORCE_RESPOND if force_respond else {}),
+        **((force or FORCE_RESPOND) if force_respond else {}),
         # Retries are ours, bounded by the turn's deadline; the client must not add its own.
         "num_retries": 0,
     }
@@ -209,8 +274,18 @@ def response_usage(agent: AgentSpec, response: Any) -> dict[str, Any]:
     return {
         "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
         "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "cached_tokens": cached_tokens(usage),
         "cost_usd": call_cost(agent, response),
     }
+
+
+def cached_tokens(usage: Any) -> int:
+    """The prompt tokens the provider read from its prompt cache (litellm reports them as
+    OpenAI does, in prompt_tokens_details, whatever the provider)."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        return int(details.get("cached_tokens") or 0)
+    return int(getattr(details, "cached_tokens", 0) or 0)
 
 
 def call_cost(agent: AgentSpec, response: Any) -> float:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import orjson
 
 from shared.models import ErrorKind
-from shared.protocol import RESPOND
+from shared.protocol import INTENT_FIELD, RESPOND
 
 _MAX_DEPTH = 12
 _SNIPPET_CHARS = 80
@@ -84,8 +84,9 @@ def _decision(raw: Any, depth: int) -> tuple[float, str]:
     for key in _ARGUMENT_KEYS:
         if key in raw:
             return _decision(raw[key], depth - 1)
-    if "score" in raw or "message" in raw:
-        return _score(raw.get("score")), _message(raw.get("message"))
+    if "score" in raw or "message" in raw or INTENT_FIELD in raw:
+        # An intent-mode bid names its line ``intent``: read as the bid's message.
+        return _score(raw.get("score")), _message(raw.get("message", raw.get(INTENT_FIELD)))
     raise Unparseable("no score or message in the output")
 
 

@@ -84,11 +84,16 @@ def quote_block(text: str) -> str:
     return "".join(QUOTE + line for line in text.splitlines(keepends=True)) or QUOTE.rstrip()
 
 
-def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
-                  transcript: Sequence[Message]) -> str:
-    """The decide instruction: who the agent is, who else is here, and the latest message
-    (quoted, its speaker lines quoted once more)."""
+def others_text(agent: AgentSpec, room_agents: Sequence[AgentSpec]) -> str:
+    """The other agents of the room, described, for the bid-like instructions."""
     others = [describe_agent(other) for other in room_agents if other.name != agent.name]
+    return ", ".join(others) or "nobody else yet"
+
+
+def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                  transcript: Sequence[Message], kind: str = "bid") -> str:
+    """The decide instruction (``kind``'s template: bid, or intent): who the agent is, who
+    else is here, and the latest message (quoted, its speaker lines quoted once more)."""
     latest = transcript[-1] if transcript else None
     if latest is None:
         message = "(the conversation is empty)"
@@ -96,9 +101,9 @@ def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
         names = participant_names((other.name for other in room_agents), transcript)
         message = quote_block(quote_speaker_lines(latest.content, names))
     return render(
-        template("bid"),
+        template(kind),
         agent=agent.name,
-        others=", ".join(others) or "nobody else yet",
+        others=others_text(agent, room_agents),
         sender=sender_label(latest.sender) if latest else "nobody",
         sender_note=" (you)" if latest and latest.sender == agent.name else "",
         message=message,
@@ -260,8 +265,38 @@ def build_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                  count: TokenCounter) -> Prompt:
     """System prompt, transcript turns and decide instruction, fitted into ``budget``
     tokens (``count`` counts a list of chat messages, tools included)."""
+    return turns_prompt(agent, room_agents, transcript, budget, count,
+                        decide_prompt(agent, room_agents, transcript))
+
+
+def build_intent_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                        transcript: Sequence[Message], budget: int | None,
+                        count: TokenCounter) -> Prompt:
+    """An intent-mode bid: the bid prompt's layout, its instruction asking for one line of
+    what the agent would say rather than the message."""
+    return turns_prompt(agent, room_agents, transcript, budget, count,
+                        decide_prompt(agent, room_agents, transcript, "intent"))
+
+
+def build_reply_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                       transcript: Sequence[Message], budget: int | None,
+                       count: TokenCounter, intent: str = "") -> Prompt:
+    """The intent-mode winner's reply: the same system prompt and transcript turns as its
+    intent call (a provider's prompt cache holds them), then its intent to write out."""
+    names = participant_names((other.name for other in room_agents), transcript)
+    instruction = render(template("reply"), agent=agent.name,
+                         others=others_text(agent, room_agents),
+                         intent=quote_block(quote_speaker_lines(intent, names)))
+    return turns_prompt(agent, room_agents, transcript, budget, count, instruction)
+
+
+def turns_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                 transcript: Sequence[Message], budget: int | None, count: TokenCounter,
+                 instruction_text: str) -> Prompt:
+    """System prompt, transcript turns, then the instruction: what changes turn to turn
+    comes last, so a provider's prompt cache holds the rest. Fitted into ``budget``."""
     system = system_message(agent)
-    instruction = {"role": "user", "content": decide_prompt(agent, room_agents, transcript)}
+    instruction = {"role": "user", "content": instruction_text}
     names = participant_names((other.name for other in room_agents), transcript)
     kept = fitted(transcript, names, None if budget is None
                   else budget - count([system, instruction]), count)
@@ -414,3 +449,21 @@ def askers_of(person: str, transcript: Sequence[Message], agents: Sequence[str])
 
 def _user(content: str) -> ChatMessage:
     return {"role": "user", "content": content}
+
+
+# Marks the end of a prompt's cacheable prefix, for providers that cache only where marked.
+CACHE_BREAKPOINT: dict[str, str] = {"type": "ephemeral"}
+
+
+def with_cache_breakpoint(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` with the end of what the next turn's prompt repeats marked for the
+    provider's prompt cache: the message before the last (the last is the instruction,
+    which changes every turn), or a lone system prompt. Other messages are left as they
+    are; a prompt of one message has nothing to mark."""
+    if len(messages) < 2:
+        return messages
+    index = len(messages) - 2
+    marked = dict(messages[index])
+    marked["content"] = [{"type": "text", "text": marked["content"],
+                          "cache_control": CACHE_BREAKPOINT}]
+    return [*messages[:index], marked, messages[-1]]

@@ -4,11 +4,13 @@ so scripted bids go through the same parsing as real model output, with no LLM c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from shared.models import AgentSpec, ScriptEntry
+from workers.parsing import parse_text
 
 
 class ScriptedError(RuntimeError):
@@ -43,12 +45,29 @@ def completion(entry: ScriptEntry) -> dict[str, Any]:
     return _response({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def scripted_completion(agent: AgentSpec, number: int) -> dict[str, Any]:
-    """Replay the agent's entry for its ``number``-th call (sleeping first if it says so)."""
+def scripted_completion(agent: AgentSpec, number: int,
+                        on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Replay the agent's entry for its ``number``-th call (sleeping first if it says so).
+    With ``on_text`` (a call whose answer is posted), its text is handed on word by word,
+    the entry's sleep spread over the words, as a model streams it."""
     entry = entry_for_call(agent, number)
-    if entry.sleep:
-        time.sleep(entry.sleep)
-    return completion(entry)
+    if on_text is None or entry.error is not None:
+        if entry.sleep:
+            time.sleep(entry.sleep)
+        return completion(entry)
+    response = completion(entry)
+    words = stream_words(parse_text(response).message)
+    for word in words:
+        if entry.sleep:
+            time.sleep(entry.sleep / len(words))
+        on_text(word)
+    return response
+
+
+def stream_words(text: str) -> list[str]:
+    """``text`` cut into words, each with the space after it: they concatenate to it."""
+    words = text.split(" ")
+    return [f"{word} " for word in words[:-1]] + [words[-1]] if text else []
 
 
 def _response(message: dict[str, Any]) -> dict[str, Any]:

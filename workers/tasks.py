@@ -14,15 +14,26 @@ import structlog
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
+from shared import metrics
 from shared.connections import cluster_client, redis_kwargs
 from shared.keys import Keys
-from shared.models import AgentSpec, BidRequest, CallKind, MentionPolicy, Message, RoomSpec
+from shared.models import (
+    STREAMED_KINDS,
+    AgentSpec,
+    BidPolicy,
+    BidRequest,
+    CallKind,
+    MentionPolicy,
+    Message,
+    RoomSpec,
+)
 from shared.protocol import CALL_TASK
 from shared.settings import get_settings
 from shared.store import RoomStore
 from workers.app import app
 from workers.bidding import call_in, make_bid
 from workers.prompts import discussion_notes, system_message
+from workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
 
@@ -160,21 +171,45 @@ def answer_chunk(req: BidRequest) -> None:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     maxlen = get_settings().bids_stream_maxlen
+    callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, make_bid, caller(spec, req, name),
-                      spec.agents, call_in(req, name), transcript, req.deadline)
-        for name in req.agents
+        _calls.submit(contextvars.copy_context().run, make_bid, agent, spec.agents,
+                      call_in(req, name), transcript, req.deadline,
+                      chunk_writer(store, spec, req, name))
+        for name, agent in callers.items()
     }
     while pending:
         # Bids that finish together go out in one round trip and wake the coordinator once.
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
-        store.write_bids(req.room, [future.result() for future in done], maxlen)
+        answers = [future.result() for future in done]
+        store.write_bids(req.room, answers, maxlen)
+        for answer in answers:
+            metrics.observe_answer(answer, callers[answer.agent].model)
+
+
+def chunk_writer(store: RoomStore, spec: RoomSpec, req: BidRequest, name: str
+                 ) -> ChunkWriter | None:
+    """Where a call whose answer is posted writes its text as it comes (the room's events
+    stream); None for the other calls. A mention room's silent token is never shown."""
+    if req.kind not in STREAMED_KINDS:
+        return None
+
+    def sink(index: int, text: str) -> bool:
+        return store.write_chunk(req.room, req.turn, req.phase, name, index, text)
+
+    hold = spec.policy.silent_token if isinstance(spec.policy, MentionPolicy) else ""
+    return ChunkWriter(sink, hold)
 
 
 def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
     """The agent a call goes to; in a mention room's turn, with the room's notes for the
-    turn (its people, the silent token, an instruction) after its system prompt."""
+    turn (its people, the silent token, an instruction) after its system prompt; for an
+    intent, with the room's intent_max_tokens as its most."""
     agent = spec.agent(name)
+    if req.kind is CallKind.INTENT and isinstance(spec.policy, BidPolicy):
+        most = min(agent.max_tokens or spec.policy.intent_max_tokens,
+                   spec.policy.intent_max_tokens)
+        return agent.model_copy(update={"max_tokens": most})
     if req.kind is not CallKind.DISCUSS or not isinstance(spec.policy, MentionPolicy):
         return agent
     notes = discussion_notes(spec.policy.people or [], spec.policy.silent_token,

@@ -69,7 +69,12 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
 def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
     """Decide a recorded turn again from its recorded inputs and answers (as they
     arrived: the impersonation cut is made again)."""
-    view = TurnView(
+    return decide(spec, record_view(record), record.bids)
+
+
+def record_view(record: TurnRecord) -> TurnView:
+    """The room as the recorded turn's policy saw it when the turn opened."""
+    return TurnView(
         turn=record.turn,
         run=record.run,
         run_turns=record.run_turns,
@@ -81,7 +86,7 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
         unread=tuple(Posted(m.seq, m.sender, m.content) for m in record.unread),
         ops=tuple(FloorOp(op.id, op.op, op.agent, op.text) for op in record.ops),
     )
-    return decide(spec, view, record.bids)
 
 
-__all__ = ["Calls", "Decision", "FloorOp", "LogLine", "Posted", "TurnView", "decide", "first_calls", "replay"]
+__all__ = ["Calls", "Decision", "FloorOp", "LogLine", "Posted", "TurnView", "decide", "first_calls",
+           "record_view", "replay"]

@@ -13,6 +13,22 @@ lull                   a turn with no winner ends the run
 cap                    the run ends once ``max_messages`` (seed included) are posted
 failure                a failed or missing bid is (0.0, ""): silent
 =====================  =================================================================
+
+``bid_mode: intent`` keeps every rule above and splits the turn in two phases, so that only
+one agent pays for a whole reply:
+
+=====================  =================================================================
+phase                  behaviour
+=====================  =================================================================
+0: intents             every agent bids respond(score, intent): one short line of what it
+                       would say (``intent_max_tokens``); the rules above pick the winner
+                       from these bids, an empty intent never winning
+1: the reply           only the winner is asked (``reply``) for its message, given its
+                       intent and the transcript; the message posted carries its raw score
+failed reply           the winner is silent after all (as a failed bid is): the rules pick
+                       again from the other bids, and that winner is asked; nobody left
+                       over the bar is a lull
+=====================  =================================================================
 """
 
 from __future__ import annotations
@@ -20,6 +36,7 @@ from __future__ import annotations
 from typing import cast
 
 from coordinator.policies.base import Calls, Decision, TurnView, bids_in_order, stopped
+from coordinator.policies.common import usable
 from shared.models import Bid, BidPolicy, CallKind, RoomSpec, StopReason
 
 
@@ -61,25 +78,45 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     run holds ``max_messages`` messages."""
     if view.messages_in_run >= settings(spec).max_messages:
         return stopped(StopReason.MAX_MESSAGES, view.recent)
-    return Calls(CallKind.BID, spec.agent_names)
+    return Calls(first_kind(settings(spec)), spec.agent_names)
 
 
-def decide(spec: RoomSpec, view: TurnView, bids: list[Bid]) -> Decision:
-    """Pick this turn's speaker from every agent's bid, or end the run on a lull."""
+def first_kind(policy: BidPolicy) -> CallKind:
+    """The kind of a turn's first calls: whole bids, or intents."""
+    return CallKind.INTENT if policy.bid_mode == "intent" else CallKind.BID
+
+
+def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+    """Pick this turn's speaker from every agent's bid, or end the run on a lull; in intent
+    mode, ask the winner for its reply first."""
     policy = settings(spec)
+    bids = [answer for answer in answers if answer.kind is first_kind(policy)]
     ordered = bids_in_order(spec.agent_names, bids)
     adjusted = adjusted_scores(policy, ordered, view.recent)
+    if policy.bid_mode == "intent":
+        replies = {answer.agent: answer for answer in answers if answer.kind is CallKind.REPLY}
+        # A winner whose reply failed is silent after all, as a failed bid is.
+        ordered = [bid.model_copy(update={"message": ""})
+                   if bid.agent in replies and not usable(replies[bid.agent]) else bid
+                   for bid in ordered]
     winner = select_speaker(policy, ordered, view.recent)
     if winner is None:
         return Decision(recent=view.recent, adjusted=adjusted, stop=StopReason.LULL)
+    message = winner.message
+    if policy.bid_mode == "intent":
+        if winner.agent not in replies:
+            return Decision(recent=view.recent, adjusted=adjusted,
+                            next=Calls(CallKind.REPLY, (winner.agent,),
+                                       instructions=((winner.agent, winner.message),)))
+        message = replies[winner.agent].message
     recent = (*view.recent, winner.agent)[-recent_window(policy):]
     reached_cap = view.messages_in_run + 1 >= policy.max_messages
     return Decision(
         winner=winner.agent,
         score=winner.score,
-        message=winner.message,
+        message=message,
         recent=recent,
         adjusted=adjusted,
         stop=StopReason.MAX_MESSAGES if reached_cap else None,
-        answer=winner.message,
+        answer=message,
     )

@@ -106,6 +106,7 @@ def parley_env(redis_url: str, prefix: str, **settings: object) -> dict[str, str
         "PARLEY_KEY_PREFIX": prefix,
         "PARLEY_WORKER_PRELOAD_LITELLM": "false",
         "PARLEY_LOG_FORMAT": "json",
+        "PARLEY_HEALTH_PORT": "0",  # a test asks for its health server with --health-port
     }
     env.update({f"PARLEY_{name.upper()}": str(value) for name, value in settings.items()})
     return env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import report, turns
+from benchmarks import intent, report, turns
 
 pytestmark = [pytest.mark.e2e]
 
@@ -19,6 +19,19 @@ def test_the_turn_benchmark_times_a_tiny_room_and_reports_it():
     assert 0 < row["decided_to_opened_ms"] < row["median_ms"]
     markdown = report.render({**results_frame(), "turns": results})
     assert "| 2 | 0 ms |" in markdown
+
+
+def test_the_intent_benchmark_compares_both_modes_on_a_tiny_room_and_reports_it():
+    results = intent.run([2], 3)
+
+    full, two = results["rows"]
+    assert (full["mode"], two["mode"]) == ("full", "intent")
+    assert full["output_tokens_per_message"] == intent.REPLY_TOKENS * 2
+    assert two["output_tokens_per_message"] == intent.REPLY_TOKENS + intent.INTENT_TOKENS * 2
+    assert two["decision_to_first_chunk_ms"] > 0 and two["first_text_ms"] < full["first_text_ms"]
+    assert results["goals"][0]["same_speakers"]
+    markdown = report.render({**results_frame(), "intent": results})
+    assert "## 8. Intent bidding and streaming" in markdown
 
 
 def results_frame() -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from shared.events import (
     AnswerArrived,
     Event,
+    MessageChunk,
     MessageCommitted,
     QueueChanged,
     RunEnded,
@@ -25,7 +26,11 @@ def check_event_order(events: list[Event], messages: list[Message],
     before its commit's turn_decided or its end_run's run_ended; and, with
     ``answers_after_opening``, each answer after its turn opened. (A Redis restart that lost
     a turn's opening breaks that last rule: a worker's answer, written again once Redis is
-    back, may land before the turn opens again.)"""
+    back, may land before the turn opens again.) Each message_chunk comes after its turn
+    opened and before it was decided, its call's chunks numbered 0, 1, 2 .. (0 starting the
+    text over), and a streamed message's committed content is what its chunks wrote (or
+    the start of it, where the policy cut the reply; or the policy's note that the agent
+    could not respond)."""
     committed = [e for e in events if isinstance(e, MessageCommitted)]
     assert [(e.seq, e.sender, e.run, e.turn) for e in committed] == [
         (m.seq, m.sender, m.run, m.turn) for m in messages]
@@ -56,3 +61,31 @@ def check_event_order(events: list[Event], messages: list[Message],
     for event in events:
         if answers_after_opening and isinstance(event, AnswerArrived):
             assert opened[event.turn] < where[id(event)], event
+    check_chunks(events, messages, where, opened, decided)
+
+
+def check_chunks(events: list[Event], messages: list[Message], where: dict[int, int],
+                 opened: dict[int, int], decided: dict[int, int]) -> None:
+    """The message_chunk rules of check_event_order. A call made again (a takeover's)
+    streams again from index 0, maybe beside the first: its text is checked only when one
+    stream wrote it."""
+    calls: dict[tuple[int, int, str], list[MessageChunk]] = {}
+    for event in events:
+        if not isinstance(event, MessageChunk):
+            continue
+        assert opened[event.turn] < where[id(event)], event
+        assert event.turn not in decided or where[id(event)] < decided[event.turn], event
+        calls.setdefault((event.turn, event.phase, event.agent), []).append(event)
+    texts = {}
+    for (turn, _, agent), chunks in sorted(calls.items()):
+        assert chunks[0].index == 0, chunks[0]
+        if [chunk.index for chunk in chunks] == list(range(len(chunks))):
+            texts[(turn, agent)] = "".join(chunk.text for chunk in chunks)  # its last phase's
+        else:
+            texts.pop((turn, agent), None)
+    for message in messages:
+        streamed = texts.get((message.turn or 0, message.sender))
+        # A reply with nothing usable left (failed, or cut to nothing) is posted as a note.
+        notice = message.content.startswith(f"({message.sender} could not respond: ")
+        if streamed is not None and not notice:
+            assert streamed.strip().startswith(message.content), (message, streamed)

@@ -13,12 +13,14 @@ from shared.scripts import Scripts
 
 
 async def serve_once(async_redis: Any, keys: Keys, transport: Any, owner: str = "c1",
-                     room: str = "room-1", events_maxlen: int = 10_000) -> None:
+                     room: str = "room-1", events_maxlen: int = 10_000,
+                     lease_ttl_s: float = 120.0) -> None:
     """Take ``room``'s lease as ``owner``, run its turns until it goes idle (or raises),
-    and release the lease."""
+    and release the lease. Nothing renews the lease here, so its ttl must outlast the
+    whole run, however loaded the machine."""
     scripts = Scripts(async_redis)
     io = RoomIO(async_redis, keys, scripts, events_maxlen=events_maxlen)
-    leases = Leases(async_redis, keys, scripts, owner, 5.0, events_maxlen=events_maxlen)
+    leases = Leases(async_redis, keys, scripts, owner, lease_ttl_s, events_maxlen=events_maxlen)
     lease = await leases.acquire(room)
     assert lease is not None, f"{room} is held by another coordinator"
     try:

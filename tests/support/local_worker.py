@@ -9,6 +9,7 @@ from shared.keys import Keys
 from shared.models import BidRequest
 from shared.store import RoomStore
 from workers.bidding import call_in, make_bid
+from workers.tasks import chunk_writer
 
 
 class LocalWorkerTransport:
@@ -17,10 +18,11 @@ class LocalWorkerTransport:
     cost_usd) is what every answer reports instead, as a priced model's would."""
 
     def __init__(self, client: redis.Redis, keys: Keys, answering: set[str] | None = None,
-                 usage: dict[str, float] | None = None):
+                 usage: dict[str, float] | None = None, streams: bool = False):
         self.store = RoomStore(client, keys)
         self.answering = answering
         self.usage = usage or {}
+        self.streams = streams  # write message_chunk events as a worker does
         self.sent: list[tuple[str, BidRequest]] = []
 
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
@@ -31,6 +33,7 @@ class LocalWorkerTransport:
             for name in request.agents:
                 if self.answering is not None and name not in self.answering:
                     continue
+                stream = chunk_writer(self.store, spec, request, name) if self.streams else None
                 bid = make_bid(spec.agent(name), spec.agents, call_in(request, name),
-                               lambda: [], request.deadline)
+                               lambda: [], request.deadline, stream)
                 self.store.write_bid(request.room, bid.model_copy(update=self.usage), 1000)

@@ -18,6 +18,7 @@ header there, as a careless provider might.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
@@ -43,6 +44,9 @@ class Reply:
     prompt_tokens: int = 0  # 0: the stub estimates from the request
     completion_tokens: int = 0
     delay_s: float = 0.0
+    cached_tokens: int | None = None  # None: what the stub's prefix cache holds (or 0)
+    token_s: float = 0.0  # the time each completion token takes to write
+    fail_after: int | None = None  # a stream cut off (connection dropped) after this many chunks
 
 
 def tool_call(score: Any, message: Any, **options: Any) -> Reply:
@@ -109,8 +113,13 @@ class OpenAIStub:
     """The server: scripts per model, every request recorded; start/stop or use ``with``."""
 
     def __init__(self, api_key: str | None = None, default: Reply | None = None,
-                 refusal: Reply | None = None, keep_alive: bool = False) -> None:
+                 refusal: Reply | None = None, prefix_cache: bool = False,
+                 keep_alive: bool = False) -> None:
         self.api_key = api_key
+        # With prefix_cache, a request's prompt tokens that an earlier request of the same
+        # model began with count as cached, as providers' automatic prompt caches do.
+        self.prefix_cache = prefix_cache
+        self.prompts: dict[str, list[str]] = {}
         # HTTP/1.1 connections kept open between requests, as a provider's are (the default
         # closes each one: no client can keep a connection a test did not mean to keep).
         self.keep_alive = keep_alive
@@ -198,7 +207,24 @@ class OpenAIStub:
                 "{authorization}", authorization))
         with self.lock:
             self.received.append(Received(model, body, authorization, reply))
+            if reply.cached_tokens is None and self.prefix_cache:
+                reply = replace(reply, cached_tokens=self.cached_prefix(model, body))
         return reply
+
+    def cached_prefix(self, model: str, body: dict[str, Any]) -> int:
+        """Tokens of the request's prompt that an earlier prompt of ``model`` began with
+        (whole messages only, as a provider's cache blocks are), and keep this prompt."""
+        messages = [json.dumps(message, sort_keys=True) for message in body.get("messages", [])]
+        best = 0
+        for earlier in self.prompts.get(model, []):
+            common = 0
+            for mine, theirs in zip(messages, earlier, strict=False):
+                if mine != theirs:
+                    break
+                common += 1
+            best = max(best, common)
+        self.prompts.setdefault(model, []).append(messages)
+        return estimate_tokens("".join(messages[:best])) if best else 0
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -242,12 +268,52 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
             reply = stub.answer(body, self.headers.get("authorization", ""))
             if reply.delay_s:
                 stub.stopping.wait(reply.delay_s)
+            if reply.status == 200 and body.get("stream"):
+                self._stream(body, reply)
+                return
+            if reply.status == 200 and reply.token_s:
+                stub.stopping.wait(reply.token_s * completion_tokens(reply))
             if reply.status != 200:
                 payload = {"error": {"message": reply.error_message, "type": reply.error_type,
                                      "param": None, "code": reply.error_code}}
             else:
                 payload = completion(body, reply)
             self._send(reply.status, payload, reply.headers)
+
+        def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+            """Server-sent events as OpenAI streams them: the reply a token or so a chunk,
+            ``token_s`` apart, then the usage chunk (when asked for) and [DONE]; or, with
+            ``fail_after``, the connection dropped after that many chunks."""
+            whole = completion(body, reply)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            base = {key: whole[key] for key in ("id", "created", "model")}
+            base["object"] = "chat.completion.chunk"
+            pieces = stream_pieces(reply)
+            started = time.monotonic()
+            for index, delta in enumerate(pieces):
+                if reply.fail_after is not None and index >= reply.fail_after:
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                # Paced from the start, as a provider writes: a late wake-up is not repeated.
+                due = started + (index + 1) * reply.token_s
+                if reply.token_s and stub.stopping.wait(max(0.0, due - time.monotonic())):
+                    return
+                self._event({**base, "choices": [{"index": 0, "delta": delta,
+                                                  "finish_reason": None}]})
+            self._event({**base, "choices": [{"index": 0, "delta": {},
+                                              "finish_reason": whole["choices"][0]["finish_reason"]}]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                self._event({**base, "choices": [], "usage": whole["usage"]})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _event(self, payload: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            self.wfile.flush()
 
         def _read_body(self) -> bytes:
             if "chunked" not in self.headers.get("transfer-encoding", "").lower():
@@ -289,8 +355,12 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
                                   "function": {"name": "respond", "arguments": reply.arguments}}]
     prompt_tokens = reply.prompt_tokens or estimate_tokens(json.dumps(body.get("messages", [])))
-    completion_tokens = reply.completion_tokens or estimate_tokens(
-        reply.arguments or reply.content or "")
+    written = completion_tokens(reply)
+    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": written,
+                             "total_tokens": prompt_tokens + written}
+    if reply.cached_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(reply.cached_tokens,
+                                                               prompt_tokens)}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
@@ -298,9 +368,28 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         "model": body.get("model", ""),
         "choices": [{"index": 0, "message": message,
                      "finish_reason": "tool_calls" if reply.arguments is not None else "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
+        "usage": usage,
     }
+
+
+def completion_tokens(reply: Reply) -> int:
+    """The completion tokens a reply reports: as scripted, else estimated from its text."""
+    return reply.completion_tokens or estimate_tokens(reply.arguments or reply.content or "")
+
+
+def stream_pieces(reply: Reply) -> list[dict[str, Any]]:
+    """A reply's deltas: its content as one piece per completion token (the text cut
+    evenly), or its tool call whole."""
+    if reply.arguments is not None:
+        call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                "function": {"name": "respond", "arguments": reply.arguments}}
+        return [{"role": "assistant", "tool_calls": [call]}]
+    content = reply.content or ""
+    count = max(1, min(completion_tokens(reply), len(content)))
+    size = -(-len(content) // count)  # ceiling: at most ``count`` pieces
+    pieces = [content[i:i + size] for i in range(0, len(content), size)] or [""]
+    return [{"role": "assistant", "content": pieces[0]},
+            *({"content": piece} for piece in pieces[1:])]
 
 
 def estimate_tokens(text_: str) -> int:

@@ -49,7 +49,7 @@ def run(spec_file: Path, *options: str):  # noqa: ANN201
 @pytest.mark.parametrize("as_json", [False, True])
 def test_a_run_that_ends_failed_exits_1_after_printing_it(client, monkeypatch, spec_file, as_json):
     detail = "no agent answered within 0.5s"
-    monkeypatch.setattr(client, "run", lambda *a, **k: ended(
+    monkeypatch.setattr(client, "wait", lambda *a, **k: ended(
         RoomStatus.FAILED, StopReason.NO_BIDS, detail))
 
     result = run(spec_file, *(["--json"] if as_json else []))
@@ -64,7 +64,7 @@ def test_a_run_that_ends_failed_exits_1_after_printing_it(client, monkeypatch, s
 
 @pytest.mark.parametrize("reason", [StopReason.LULL, StopReason.MAX_MESSAGES])
 def test_a_run_that_ends_idle_exits_0(client, monkeypatch, spec_file, reason):
-    monkeypatch.setattr(client, "run", lambda *a, **k: ended(RoomStatus.IDLE, reason))
+    monkeypatch.setattr(client, "wait", lambda *a, **k: ended(RoomStatus.IDLE, reason))
 
     assert run(spec_file, "--json").exit_code == 0
 

@@ -3,6 +3,7 @@ variable, the ``.env`` file, and ``parley worker``'s options passed through to C
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 
 import pytest
@@ -116,10 +117,39 @@ def test_worker_passes_its_node_name_concurrency_queues_and_events_to_celery(cel
     assert "--without-heartbeat" not in celery_argv  # Flower tells live workers by them
 
 
-def test_worker_defaults_leave_celery_its_node_name_and_no_events(celery_argv):
+def test_worker_defaults_to_a_node_name_of_its_own_and_sends_task_events(celery_argv):
     result = CliRunner().invoke(cli.app, ["worker"])
 
     assert result.exit_code == 0, result.output
-    assert "--hostname" not in celery_argv and "--task-events" not in celery_argv
-    assert {"--without-heartbeat", "--without-gossip", "--without-mingle"} <= set(celery_argv)
+    # Two workers of one host must not share Celery's default celery@<host>.
+    assert option(celery_argv, "--hostname") == f"parley@%h-{os.getpid()}"
+    assert "--health-port" not in celery_argv
+    assert "--task-events" in celery_argv and "--without-heartbeat" not in celery_argv
+    assert {"--without-gossip", "--without-mingle"} <= set(celery_argv)
     assert option(celery_argv, "--concurrency") == str(Settings().worker_concurrency)
+
+
+def test_worker_passes_options_it_does_not_know_to_celery(celery_argv):
+    result = CliRunner().invoke(cli.app, ["worker", "-c", "3", "--autoscale", "64,8",
+                                          "--max-memory-per-child=500000", "--concurrency", "5"])
+
+    assert result.exit_code == 0, result.output
+    assert celery_argv[-3:] == ["--autoscale", "64,8", "--max-memory-per-child=500000"]
+    assert option(celery_argv, "--concurrency") == "5"  # still parley's own option
+
+
+def test_an_option_celery_does_not_know_either_is_one_line_and_exit_2(fresh_settings):
+    result = CliRunner().invoke(cli.app, ["worker", "--no-such-celery-option"])
+
+    assert result.exit_code == 2
+    # (In JSON log mode a worker_starting line comes first.)
+    assert result.stderr.splitlines()[-1] == (
+        "parley: celery worker: No such option '--no-such-celery-option'.")
+
+
+def test_a_worker_without_task_events_sends_no_heartbeats_either(celery_argv):
+    result = CliRunner().invoke(cli.app, ["worker", "--no-task-events", "--health-port", "9"])
+
+    assert result.exit_code == 0, result.output
+    assert "--task-events" not in celery_argv and "--without-heartbeat" in celery_argv
+    assert option(celery_argv, "--health-port") == "9"

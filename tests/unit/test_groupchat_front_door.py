@@ -51,7 +51,8 @@ class FinishedRuns:
         self.before_last = before_last
 
     def run(self, spec: Any, task: str, timeout_s: float | None = None,
-            on_message: Callable[[Message], None] | None = None) -> RunResult:
+            on_message: Callable[[Message], None] | None = None,
+            on_chunk: Callable[[Any], None] | None = None) -> RunResult:
         run = self.results[task]
         shown = run.messages[: len(run.messages) - self.unseen]
         for index, message in enumerate(shown):

@@ -1,0 +1,81 @@
+"""The API's FastAPI app: the routes of parley/api/rooms.py, streams.py, ops.py and
+dashboard.py behind the request metrics, token auth and size limit of middleware.py, the
+dashboard's static files, and errors answered as JSON (errors.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import redis.asyncio
+from fastapi import FastAPI, Security
+from fastapi.responses import FileResponse
+from fastapi.security import HTTPBearer
+from fastapi.staticfiles import StaticFiles
+
+from parley.api import dashboard, ops, rooms, streams
+from parley.api.celery_view import WorkersView
+from parley.api.errors import install_handlers
+from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
+from parley.cli import package_version
+from parley.client import REDIS_CONNECT_TIMEOUT_S, Client
+from shared.connections import redis_kwargs
+from shared.settings import Settings
+
+STATIC_DIR = Path(__file__).parent / "static"
+# The event streams block in XREAD for up to BLOCK_MS: their reads must outlast it.
+STREAM_READ_TIMEOUT_S = streams.BLOCK_MS / 1000 + 10
+DESCRIPTION = """Rooms, messages, turns and live events of a parley deployment.
+
+Every path but `/healthz` (and the dashboard at `/`, `/static/`, and this description)
+needs `Authorization: Bearer <token>` when `PARLEY_API_TOKENS` is set; the event streams
+also take `?access_token=`. Every 4xx answer is JSON `{"error": "..."}`."""
+# Documents the bearer scheme in the schema; TokenAuth enforces it.
+BEARER = Security(HTTPBearer(auto_error=False, description="A token of PARLEY_API_TOKENS"))
+
+
+def make_app(settings: Settings, client: Client | None = None,
+             async_redis: redis.asyncio.Redis | None = None) -> FastAPI:
+    """The API over the Redis of ``settings`` (or the clients given, for tests)."""
+    client = client or Client(settings)
+    aredis = async_redis or redis.asyncio.Redis.from_url(
+        settings.redis_url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
+        socket_timeout=STREAM_READ_TIMEOUT_S, **redis_kwargs(settings))
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await aredis.aclose()
+        client.redis.close()
+
+    app = FastAPI(title="parley", version=package_version(), description=DESCRIPTION,
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.client = client
+    app.state.aredis = aredis
+    app.state.workers = WorkersView(settings)
+    routers = (rooms.router, streams.router, ops.router, dashboard.router, ops.open_router)
+    for router in routers[:-1]:
+        app.include_router(router, dependencies=[BEARER])
+    app.include_router(ops.open_router)
+    install_handlers(app)
+    serve_dashboard(app)
+    # Added innermost first: metrics see every answer, auth refuses before the body is
+    # read, the limit refuses before it is parsed.
+    app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(TokenAuth, tokens=settings.api_tokens)
+    # The routers' own routes: FastAPI may wrap included ones in its app's route list.
+    app.add_middleware(RequestMetrics, routes=lambda: [
+        *app.routes, *(route for router in routers for route in router.routes)])
+    return app
+
+
+def serve_dashboard(app: FastAPI) -> None:
+    """The dashboard's page at / and its files under /static/ (no token needed: the page
+    asks for one and sends it on its own requests)."""
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

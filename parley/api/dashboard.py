@@ -1,0 +1,167 @@
+"""Read-only routes the dashboard page needs beyond the API's own: the rooms overview with
+tokens and lease ages, and one room's floor share (with its Gini coefficient), token and
+cost totals over its turns, and failed calls.
+
+The figures are computed by the pure functions below from what the room keeps: its log
+(floor share), its turn records (usage over time, failures) and its state (totals).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from coordinator.policies import roundtable
+from parley.api.rooms import ClientDep, with_lease_left
+from parley.client import Client
+from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from shared.records import message_from_fields, usage_from
+
+# Failed calls listed per room: the newest, enough for a screen.
+FAILURES_SHOWN = 50
+# The floor share counts the newest messages of the log, at most this many: a room's log may
+# be uncapped (log_stream_maxlen 0), and the page asks every few seconds.
+FLOOR_WINDOW = 10_000
+
+
+def gini(values: Iterable[float]) -> float:
+    """The Gini coefficient of ``values``: 0 when all are equal (or none is above 0), up
+    to (n-1)/n when one holds everything."""
+    xs = sorted(float(value) for value in values)
+    total = sum(xs)
+    if not xs or total <= 0:
+        return 0.0
+    # Sorted form of the mean absolute difference: sum of (2i - n - 1) x_i over n * total.
+    n = len(xs)
+    return sum((2 * i - n - 1) * x for i, x in enumerate(xs, start=1)) / (n * total)
+
+
+def floor_share(messages: Iterable[Message], agents: list[str]) -> dict[str, Any]:
+    """Each agent's agent messages (those a turn committed; people's posts are not the
+    floor) and share of them, every agent listed even with none, and their Gini."""
+    counts = Counter(message.sender for message in messages if message.turn is not None)
+    names = [*agents, *sorted(set(counts) - set(agents))]  # a renamed agent still counts
+    total = sum(counts.values())
+    rows = [{"agent": name, "messages": counts[name],
+             "share": counts[name] / total if total else 0.0} for name in names]
+    return {"agents": rows, "total": total, "gini": gini(counts[name] for name in names)}
+
+
+def usage_series(records: Iterable[TurnRecord], totals: Usage) -> list[dict[str, Any]]:
+    """The room's token and cost totals after each decided turn, from its turn records.
+
+    Records a stream cap trimmed and calls of abandoned turns are not in the records: what
+    they cost (the room's totals less the records' sum) is counted before the first point,
+    so the last point is the room's totals as its state has them.
+    """
+    records = list(records)
+    spent = [_turn_usage(record) for record in records]
+    running = [totals.prompt_tokens - sum(u.prompt_tokens for u in spent),
+               totals.completion_tokens - sum(u.completion_tokens for u in spent),
+               totals.cost_usd - sum(u.cost_usd for u in spent)]
+    running = [max(0, value) for value in running]
+    points = []
+    for record, usage in zip(records, spent, strict=True):
+        running = [running[0] + usage.prompt_tokens, running[1] + usage.completion_tokens,
+                   running[2] + usage.cost_usd]
+        points.append({"turn": record.turn, "run": record.run, "ts": record.decided_at,
+                       "prompt_tokens": running[0], "completion_tokens": running[1],
+                       "cost_usd": round(running[2], 8)})
+    return points
+
+
+def _turn_usage(record: TurnRecord) -> Usage:
+    return Usage(prompt_tokens=sum(bid.prompt_tokens for bid in record.bids),
+                 completion_tokens=sum(bid.completion_tokens for bid in record.bids),
+                 cost_usd=sum(bid.cost_usd for bid in record.bids))
+
+
+def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list[dict[str, Any]]:
+    """The newest failed calls (timed out, errored, unparsed), newest first, each with its
+    turn, agent, status, error kind and error."""
+    failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
+               "kind": bid.kind.value, "status": bid.status.value,
+               "error_kind": bid.error_kind.value or None, "error": bid.error or None}
+              for record in records for bid in record.bids if bid.status is not BidStatus.OK]
+    return failed[::-1][:limit]
+
+
+def policy_view(spec: RoomSpec) -> dict[str, Any]:
+    """The room's policy settings the page shows (its threshold, caps); the selector's and
+    dispatcher's agent specs are left out."""
+    return spec.policy.model_dump(mode="json", exclude={"selector", "dispatch"})
+
+
+def panel_position(spec: RoomSpec, policy_state: dict[str, str]) -> dict[str, Any] | None:
+    """A round-table room's panel: its order, the panelist turns posted in this run, and
+    who speaks next (the moderator once every round is done); None for other policies."""
+    if not isinstance(spec.policy, RoundtablePolicy):
+        return None
+    panel = list(roundtable.panelists(spec))
+    spoken = int(policy_state.get(roundtable.SPOKEN) or 0)
+    done = not panel or spoken >= spec.policy.rounds * len(panel)
+    return {"panel": panel, "moderator": spec.policy.moderator, "spoken": spoken,
+            "rounds": spec.policy.rounds,
+            "next": spec.policy.moderator if done else panel[spoken % len(panel)]}
+
+
+router = APIRouter(prefix="/dashboard", tags=["dashboard"])
+
+
+@router.get("/rooms")
+def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+                   ) -> dict[str, Any]:
+    """The rooms list with each room's tokens and its lease's age."""
+    return {"rooms": overview(client, limit)}
+
+
+@router.get("/rooms/{room}/stats")
+def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
+    """One room's floor share and Gini, usage over time, failed calls, policy settings and
+    a round-table's panel position."""
+    return stats(client, room)
+
+
+def overview(client: Client, limit: int) -> list[dict[str, Any]]:
+    """The room summaries (most recent first) with their lease's time left, how long ago it
+    was taken or last renewed, and the room's tokens."""
+    rows = with_lease_left(client, [summary.model_dump(mode="json")
+                                    for summary in client.rooms(limit)])
+    pipe = client.redis.pipeline(transaction=False)
+    for row in rows:
+        pipe.hmget(client.store.keys.state(row["room"]), "prompt_tokens", "completion_tokens")
+    for row, (prompt, completion) in zip(rows, pipe.execute(), strict=True):
+        row["lease_age_s"] = lease_age(row["lease_ttl_left_s"], client.settings.lease_ttl_s)
+        row["prompt_tokens"] = int(float(prompt or 0))
+        row["completion_tokens"] = int(float(completion or 0))
+    return rows
+
+
+def lease_age(left_s: float | None, lease_ttl_s: float) -> float | None:
+    """Seconds since a lease with ``left_s`` to live was taken or last renewed (None: no
+    lease)."""
+    return None if left_s is None else round(max(0.0, lease_ttl_s - left_s), 3)
+
+
+def newest_messages(client: Client, room: str, count: int) -> list[Message]:
+    """The newest ``count`` messages of the room's log, newest first."""
+    entries: Any = client.redis.xrevrange(client.store.keys.log(room), "+", "-", count=count)
+    return [message_from_fields(fields) for _, fields in entries]
+
+
+def stats(client: Client, room: str) -> dict[str, Any]:
+    """What the room page charts: floor share, usage over time, failures, policy and a
+    round-table's panel position."""
+    state = client.state(room)
+    _, spec = client.store.read_spec(room)
+    records = client.turns(room)
+    agents = [agent.name for agent in spec.agents]
+    return {"room": room, "policy": policy_view(spec),
+            "floor": floor_share(newest_messages(client, room, FLOOR_WINDOW), agents),
+            "usage": {"totals": usage_from(state.raw).model_dump(),
+                      "points": usage_series(records, state.usage)},
+            "failures": failures(records),
+            "panel": panel_position(spec, state.policy_state)}

@@ -1,0 +1,185 @@
+"""The API's ASGI middleware, outermost first: request metrics, bearer-token auth, and the
+request size limit. Each answers a refusal itself, before the app reads anything."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from parley.api import metrics
+from parley.api.errors import error_response
+
+# Paths anyone may read: the health check, and the dashboard's page and files (they hold
+# no data: the page asks for a token and sends it). Everything else, the OpenAPI schema
+# included, needs a token when tokens are set.
+OPEN_PATHS = frozenset({"/healthz", "/", "/favicon.ico"})
+OPEN_PREFIX = "/static/"
+UNMATCHED = "unmatched"
+# A browser's EventSource cannot set headers: the event streams also take ?access_token=.
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def is_event_stream(path: str) -> bool:
+    """True for the server-sent event routes (/events, /rooms/{room}/events)."""
+    return path == "/events" or (path.startswith("/rooms/") and path.endswith("/events"))
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header's value (the first, decoded as latin-1), or None."""
+    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name),
+                None)
+
+
+class TokenAuth:
+    """Refuses (401 JSON) a request without one of ``tokens`` as ``Authorization: Bearer``
+    (or, on the event streams, ``?access_token=``). No tokens: everything is let through
+    (the server then binds loopback only)."""
+
+    def __init__(self, app: ASGIApp, tokens: tuple[str, ...]) -> None:
+        self.app = app
+        self.tokens = [token.encode() for token in tokens]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (scope["type"] != "http" or not self.tokens or path in OPEN_PATHS
+                or path.startswith(OPEN_PREFIX)):
+            await self.app(scope, receive, send)
+            return
+        given = self.presented(scope, path)
+        if given is None:
+            reason = ("missing bearer token: send Authorization: Bearer <token>"
+                      + (" (or ?access_token=)" if is_event_stream(path) else ""))
+        elif not self.known(given):
+            reason = "invalid bearer token"
+        else:
+            await self.app(scope, receive, send)
+            return
+        response = error_response(401, reason, {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+    def presented(self, scope: Scope, path: str) -> str | None:
+        """The token the request carries, or None."""
+        authorization = header(scope, b"authorization")
+        if authorization is not None:
+            scheme, _, token = authorization.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else None
+        if is_event_stream(path):
+            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+            return query.get("access_token")
+        return None
+
+    def known(self, given: str) -> bool:
+        """True when ``given`` is one of the tokens, compared in constant time (every token
+        is compared, so the time tells nothing of which one nearly matched)."""
+        candidate = given.encode()
+        matched = False
+        for token in self.tokens:
+            matched |= hmac.compare_digest(candidate, token)
+        return matched
+
+
+class BodyLimit:
+    """Refuses (413 JSON) a request body over ``max_bytes`` before the app parses it:
+    by its Content-Length when it declares one, else (a chunked body) while it is read.
+    A body within the limit is read whole and handed on as it came."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        length = header(scope, b"content-length")
+        if length is not None and not length.strip().isdigit():
+            await error_response(400, "Content-Length is not a number")(scope, receive, send)
+            return
+        if length is not None and int(length) > self.max_bytes:
+            await self.refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self.refuse(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, replay(b"".join(chunks), receive), send)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 413 naming the limit."""
+        response = error_response(413, f"request body too large: the limit is "
+                                  f"{self.max_bytes:,} bytes (PARLEY_API_MAX_BODY_BYTES)",
+                                  {"Connection": "close"})
+        await response(scope, receive, send)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` once, then whatever the client sends next (its
+    disconnect)."""
+    given = False
+
+    async def receive_again() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive_again
+
+
+class RequestMetrics:
+    """Counts every request by route template, method and status, and times it (an
+    event stream is counted but not timed: it lasts as long as its follower)."""
+
+    def __init__(self, app: ASGIApp, routes: Callable[[], list[Any]]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        route = self.template(scope)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            method = scope["method"]
+            metrics.REQUESTS.labels(route=route, method=method, status=str(status)).inc()
+            if not is_event_stream(scope["path"]):
+                metrics.REQUEST_SECONDS.labels(route=route, method=method).observe(
+                    time.perf_counter() - started)
+
+    def template(self, scope: Scope) -> str:
+        """The path template of the route the request matches (``/rooms/{room}``), so the
+        metric's labels stay few whatever paths are asked for."""
+        for route in self.routes():
+            if isinstance(route, Route) and route.matches(scope)[0] is Match.FULL:
+                return route.path
+        if scope["path"].startswith(OPEN_PREFIX):
+            return OPEN_PREFIX + "*"
+        return UNMATCHED

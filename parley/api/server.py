@@ -1,0 +1,63 @@
+"""Running the API: ``parley api`` checks where it may listen, says how it is secured, and
+serves the app with uvicorn (its logs through parley's logging configuration)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+import structlog
+import uvicorn
+
+from parley.api.app import make_app
+from shared.settings import Settings, redact_query
+
+log = structlog.get_logger("parley.api")
+# Open event streams never end by themselves: a stop waits this long for them.
+SHUTDOWN_GRACE_S = 3
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` binds the loopback interface only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(settings: Settings, host: str) -> None:
+    """ValueError (one line) when ``host`` is not loopback and no token is configured."""
+    if not settings.api_tokens and not is_loopback(host):
+        raise ValueError(f"refusing to serve the API on {host}: PARLEY_API_TOKENS is not set, "
+                         "and without tokens the API listens on loopback only (set tokens, "
+                         "or use --host 127.0.0.1)")
+
+
+class RedactTokens(logging.Filter):
+    """Masks a token given in a request's query (``?access_token=``, which the event
+    streams take) in uvicorn's access log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's path argument; keep every record."""
+        if isinstance(record.args, tuple) and len(record.args) >= 3:
+            args = list(record.args)
+            args[2] = redact_query(str(args[2]))
+            record.args = tuple(args)
+        return True
+
+
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the API on ``host:port`` until SIGTERM or SIGINT."""
+    check_bind(settings, host)
+    app = make_app(settings)
+    logging.getLogger("uvicorn.access").addFilter(RedactTokens())
+    if settings.api_tokens:
+        log.info("api starting", host=host, port=port, auth="bearer",
+                 tokens=len(settings.api_tokens))
+    else:
+        log.warning("api starting unauthenticated: PARLEY_API_TOKENS is not set, so it "
+                    "serves loopback only", host=host, port=port, auth="none")
+    uvicorn.run(app, host=host, port=port, log_config=None,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S, server_header=False)

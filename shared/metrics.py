@@ -1,0 +1,124 @@
+"""Prometheus metrics of the coordinator and worker processes: the metric objects, and the
+small functions that update them from facts the processes already hold (a committed turn
+record, an answer written).
+
+Each process counts what it sees, so the ``job`` label of a scrape tells them apart:
+
+=============================  ================================  ===========================
+metric                         labels                            counted by
+=============================  ================================  ===========================
+parley_turns_total                                               coordinator, at commit
+parley_turn_seconds                                              coordinator, at commit
+parley_turn_added_seconds                                        coordinator, at commit
+parley_answers_total           kind, status                      both (recorded / written)
+parley_timeouts_total                                            coordinator, at commit
+parley_failures_total          kind (ErrorKind)                  both (recorded / written)
+parley_takeovers_total                                           coordinator
+parley_lease_renewals_total                                      coordinator
+parley_lease_losses_total                                        coordinator
+parley_rooms_held              coordinator                       coordinator
+parley_tokens_total            model, direction (prompt, compl.) worker
+parley_cost_usd_total          model                             worker
+=============================  ================================  ===========================
+
+The worker counts every answer it wrote (late ones and re-asked ones too: they cost tokens);
+the coordinator counts the answers each committed turn recorded (timeouts included).
+Metrics live in the process's default registry: a worker must run a threads (or gevent)
+pool for its answers to be counted where its /metrics is served.
+"""
+
+from __future__ import annotations
+
+from threading import Lock
+
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+from shared.models import Bid, BidStatus, ErrorKind, TurnRecord
+
+# From a scripted turn (about a millisecond) to a slow model's (a minute).
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                     10.0, 20.0, 30.0, 60.0)
+# Models are named by specs, which anyone creating rooms writes: past this many distinct
+# names, further ones are counted as "other", so a scrape stays bounded.
+MOST_MODELS = 200
+OTHER_MODEL = "other"
+
+# A ``_created`` timestamp beside every counter doubles a scrape for nothing Prometheus uses.
+disable_created_metrics()
+
+TURNS = Counter("parley_turns", "Turns committed")
+TURN_SECONDS = Histogram("parley_turn_seconds", "A turn's time from opened to decided",
+                         buckets=LATENCY_BUCKETS_S)
+TURN_ADDED_SECONDS = Histogram(
+    "parley_turn_added_seconds",
+    "A turn's time beyond its slowest answer in each phase (turns every call answered)",
+    buckets=LATENCY_BUCKETS_S)
+ANSWERS = Counter("parley_answers", "Answers to calls, by call kind and status",
+                  ["kind", "status"])
+TIMEOUTS = Counter("parley_timeouts", "Calls that did not answer before the deadline")
+FAILURES = Counter("parley_failures", "Failed calls, by error kind", ["kind"])
+TAKEOVERS = Counter("parley_takeovers", "Open turns resumed from a previous holder")
+LEASE_RENEWALS = Counter("parley_lease_renewals", "Room leases renewed")
+LEASE_LOSSES = Counter("parley_lease_losses",
+                       "Rooms dropped because their lease was lost or not renewed in time")
+ROOMS_HELD = Gauge("parley_rooms_held", "Rooms a coordinator serves now", ["coordinator"])
+TOKENS = Counter("parley_tokens", "Tokens of model calls, by model and direction",
+                 ["model", "direction"])
+COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by model", ["model"])
+
+_models: set[str] = set()
+_models_lock = Lock()
+
+
+def observe_turn(record: TurnRecord) -> None:
+    """Count a committed turn: its duration, added latency and every recorded answer."""
+    TURNS.inc()
+    TURN_SECONDS.observe(max(0.0, record.decided_at - record.opened_at))
+    added = added_seconds(record)
+    if added is not None:
+        TURN_ADDED_SECONDS.observe(added)
+    for bid in record.bids:
+        count_answer(bid)
+        if bid.status is BidStatus.TIMEOUT:
+            TIMEOUTS.inc()
+
+
+def added_seconds(record: TurnRecord) -> float | None:
+    """What the turn took beyond waiting for its answers: its duration less the slowest
+    answer of each phase. None when a call timed out (the turn then waited for the deadline,
+    not for an answer)."""
+    if any(bid.status is BidStatus.TIMEOUT for bid in record.bids):
+        return None
+    slowest: dict[int, float] = {}
+    for bid in record.bids:
+        slowest[bid.phase] = max(slowest.get(bid.phase, 0.0), bid.latency_ms / 1000)
+    return max(0.0, record.decided_at - record.opened_at - sum(slowest.values()))
+
+
+def count_answer(bid: Bid) -> None:
+    """Count one answer by kind and status, and its failure by kind."""
+    ANSWERS.labels(kind=bid.kind.value, status=bid.status.value).inc()
+    if bid.error_kind is not ErrorKind.NONE:
+        FAILURES.labels(kind=bid.error_kind.value).inc()
+
+
+def observe_answer(bid: Bid, model: str) -> None:
+    """Count an answer a worker wrote: the answer, and its tokens and cost by model."""
+    count_answer(bid)
+    label = model_label(model)
+    TOKENS.labels(model=label, direction="prompt").inc(bid.prompt_tokens)
+    TOKENS.labels(model=label, direction="completion").inc(bid.completion_tokens)
+    if bid.cached_tokens:  # of the prompt tokens, those read from the provider's cache
+        TOKENS.labels(model=label, direction="cached").inc(bid.cached_tokens)
+    COST.labels(model=label).inc(bid.cost_usd)
+
+
+def model_label(model: str) -> str:
+    """The model's label value: its name, or ``other`` once MOST_MODELS names are in use."""
+    with _models_lock:
+        if model in _models:
+            return model
+        if len(_models) < MOST_MODELS:
+            _models.add(model)
+            return model
+    return OTHER_MODEL

@@ -1,0 +1,259 @@
+"""The dashboard in headless Chromium against `parley api` and real coordinator and worker
+processes: a scripted room posted to from the page, its messages, answers, floor share and
+failures shown as they happen; pause, resume and a post while paused; screenshots kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from parley import processes as procs
+from parley.client import Client, load_spec
+from shared.models import RoomSpec
+from tests.support.polling import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rooms"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+TOKEN = "dashboard-test-token"
+UI_TIMEOUT_MS = 30_000
+expect.set_options(timeout=UI_TIMEOUT_MS)
+
+requires_chromium = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does)")
+
+
+def spec_on_queue(path: Path, queue: str) -> RoomSpec:
+    """An example room whose agents take their calls from the test's queue."""
+    spec = load_spec(path)
+    agents = [agent.model_copy(update={"queue": queue}) for agent in spec.agents]
+    return spec.model_copy(update={"agents": agents})
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` on a free port with a token required, stopped by its PID afterwards."""
+    port = procs.free_port()
+    log = tmp_path / "api.log"
+    env = {**processes.env, "PARLEY_API_TOKENS": TOKEN}
+    process = procs.start(procs.parley_command("api", "--host", "127.0.0.1", "--port", str(port)),
+                          log, env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: answers(url) or process.poll() is not None, 30, "parley api to answer")
+        assert process.poll() is None, log.read_text()
+        yield url
+    finally:
+        procs.stop(process)
+        print(f"--- api log\n{log.read_text(errors='replace')[-4000:]}")
+
+
+@pytest.fixture
+def page(tmp_path: Path):  # noqa: ANN201 - playwright's Page
+    """A fresh Chromium profile's page; the browser is closed afterwards."""
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 1000})
+        context.set_default_timeout(UI_TIMEOUT_MS)
+        try:
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def save_screenshot(page, tmp_path: Path, name: str) -> Path:  # noqa: ANN001
+    """A full-page screenshot under the test's tmp dir, copied to artifacts/."""
+    path = tmp_path / name
+    page.screenshot(path=str(path), full_page=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    copy = ARTIFACTS / name
+    shutil.copyfile(path, copy)
+    print(f"screenshot: {path} (copy: {copy})")
+    return path
+
+
+def texts(page, selector: str) -> list[str]:  # noqa: ANN001
+    return page.locator(selector).all_inner_texts()
+
+
+@requires_chromium
+def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings, queue,
+                                                            api_url, page, tmp_path):
+    processes.worker("-Q", queue, "-c", "8")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
+
+    # Without the token the API refuses, and the page says what to do.
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.locator("#error").filter(has_text="token").wait_for()
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+
+    # Start the run from the page; its messages and the turns' answers appear live.
+    page.fill("#post-content", "Should we ship the beta this week?")
+    page.click("#post-form button")
+    page.locator("#transcript li.msg.person").filter(has_text="ship the beta").wait_for()
+    page.locator("#transcript li.msg.agent .sender").filter(has_text="Skeptic").first.wait_for()
+    page.locator("#answers tbody tr[data-agent='Optimist'] td.score").first.wait_for()
+    wait_until(lambda: client.state(room).status.value == "idle" and client.state(room).run == 1,
+               60, "the first run to end")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+
+    messages = client.messages(room)
+    agent_messages = [m for m in messages if m.turn is not None]
+    wait_until(lambda: len(texts(page, "#transcript li.msg")) == len(messages), 20,
+               "every message on the page")
+    shown = texts(page, "#transcript li.msg .content")
+    assert shown == [m.content for m in messages]
+    assert {m.sender for m in agent_messages} <= {"Optimist", "Skeptic", "Economist", "Ethicist"}
+
+    # The floor share: each agent's messages and share, and the Gini over them.
+    page.locator("#gini").filter(has_text=f"over {len(agent_messages)} messages").wait_for()
+    for name in ("Optimist", "Skeptic", "Economist", "Ethicist"):
+        count = sum(m.sender == name for m in agent_messages)
+        row = page.locator(f"#floor .share[data-agent='{name}']")
+        assert f"({count})" in row.inner_text()
+    # The last decided turn's answers with raw and adjusted scores against the threshold.
+    expect(page.locator("#turn-note")).to_contain_text("threshold 0.50")
+    last = client.turns(room)[-1]
+    for bid in last.bids:
+        if bid.status.value == "ok":
+            row = page.locator(f"#answers tbody tr[data-agent='{bid.agent}']")
+            expect(row.locator("td.score")).to_have_text(f"{bid.score:.2f}")
+            expect(row.locator("td.adjusted")).to_have_text(f"{last.adjusted[bid.agent]:.2f}")
+    # Ethicist's calls failed: its scripted error on turn 1, its prose reply on turn 5,
+    # each with its status and error kind.
+    page.locator("#failures tbody tr[data-agent='Ethicist']").nth(1).wait_for()
+    failures = [row.split("\t") for row in texts(page, "#failures tbody tr")]
+    assert [row[:4] for row in failures] == [["5", "Ethicist", "unparsed", "no_tool_call"],
+                                             ["1", "Ethicist", "error", "scripted"]]
+    assert "provider down" in failures[1][4]
+    save_screenshot(page, tmp_path, "dashboard-room.png")
+
+    # Pause from the page: a post waits; resume: the run goes on with it.
+    page.click("#pause")
+    page.locator("#room-status").filter(has_text="paused").wait_for()
+    assert client.state(room).paused
+    page.fill("#post-content", "What about the migration rehearsal?")
+    page.click("#post-form button")
+    page.locator("#room-facts").filter(has_text="1 posts waiting").wait_for()
+    assert client.state(room).last_seq == messages[-1].seq
+    page.click("#resume")
+    page.locator("#transcript li.msg.person").filter(has_text="migration rehearsal").wait_for()
+    wait_until(lambda: client.state(room).run == 2 and client.state(room).status.value == "idle",
+               60, "the second run to end")
+    wait_until(lambda: len(texts(page, "#transcript li.msg")) == len(client.messages(room)), 20,
+               "the second run's messages on the page")
+
+    # The overview: the room with its policy and status, the coordinator holding rooms.
+    page.goto(f"{api_url}/#/")
+    row = page.locator(f"#rooms tbody tr[data-room='{room}']")
+    row.wait_for()
+    assert "launch-panel" in row.inner_text() and "bid" in row.inner_text()
+    page.locator("#coordinators tbody tr").first.wait_for()
+    assert "ago" in page.inner_text("#coordinators tbody")
+    expect(page.locator("[data-tile='coordinators live'] .value")).to_have_text("1")
+    # The workers as Celery's inspect sees them (the broker's other workers too).
+    page.locator("#workers tbody tr").filter(has_text=queue).wait_for()
+    page.locator("#queues tbody tr").filter(has_text=queue).wait_for()
+    save_screenshot(page, tmp_path, "dashboard-overview.png")
+
+
+def add_chunk(client: Client, room: str, turn: int, index: int, text: str) -> None:
+    """A message_chunk event as a worker writing a streamed reply adds it."""
+    client.redis.xadd(client.store.keys.events(room), {
+        "type": "message_chunk", "turn": turn, "run": 1, "phase": 0, "agent": "Optimist",
+        "index": index, "text": text, "ts": f"{time.time():.6f}"})
+
+
+@requires_chromium
+def test_room_content_is_text_never_markup_a_streamed_message_grows_and_cancel_ends_it(
+        processes, settings, queue, api_url, page):
+    processes.coordinator()  # no worker: the post is committed and turn 1 stays open
+    client = Client(settings)
+    spec = spec_on_queue(EXAMPLES / "demo.yaml", queue)
+    spec = spec.model_copy(update={"policy": spec.policy.model_copy(update={"bid_timeout_s": 300})})
+    room = client.create_room(spec)
+    payload = '<img src=x onerror="window.pwned=1"><b>bold</b>'
+    client.post(room, payload, sender="mallory")
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    message = page.locator("#transcript li.msg.person").first
+    message.wait_for()
+    assert message.locator(".content").inner_text() == payload
+    assert message.locator(".sender").inner_text() == "mallory"
+    wait_until(lambda: client.state(room).turn_open, 30, "turn 1 to open")
+
+    # A reply being written shows as it grows, its pieces joined in order, as text too.
+    add_chunk(client, room, 1, 0, "Early users ")
+    add_chunk(client, room, 1, 1, "<b>are</b> asking.")
+    growing = page.locator("#transcript li.streaming[data-agent='Optimist'] .content")
+    page.wait_for_function(
+        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
+        " === 'Early users <b>are</b> asking.'")
+    add_chunk(client, room, 1, 0, "Again: ")  # the call made again starts its text over
+    page.wait_for_function(
+        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
+        " === 'Again: '")
+    assert growing.count() == 1
+    assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+
+    # Cancel from the page (after confirming): the run ends, its unfinished reply goes.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#cancel")
+    page.locator("#room-status").filter(has_text="cancelled").wait_for()
+    assert client.state(room).stop_reason.value == "cancelled"
+    expect(growing).to_have_count(0)
+
+
+@requires_chromium
+def test_a_mention_rooms_speak_queue_and_its_deletion_show_on_the_page(
+        processes, settings, queue, api_url, page):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(spec_on_queue(EXAMPLES / "incident.yaml", queue))
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+    page.fill("#post-sender", "oncall")
+    page.fill("#post-content", "checkout-api is failing")
+    page.click("#post-form button")
+    # dev asks @oncall before rolling back: the run ends waiting for that person.
+    page.locator("#room-status").filter(has_text="waiting_for_person").wait_for()
+    expect(page.locator("#speak-queue")).to_contain_text("asked: dev → oncall")
+    expect(page.locator("#speak-queue")).to_contain_text("waiting for a person")
+    page.locator("#transcript li.msg.agent .sender").filter(has_text="dev").wait_for()
+
+    client.delete(room, force=True)
+    page.locator("#room-status").filter(has_text="deleted").wait_for()
+    expect(page.locator("#conn")).to_have_text("room deleted")

@@ -1,0 +1,44 @@
+"""The HTTP API on fakeredis, for the unit tests of its routes: a TestClient over one
+fakeredis server, and rooms run in process as a coordinator would run them."""
+
+from __future__ import annotations
+
+import asyncio
+
+import fakeredis
+from fastapi.testclient import TestClient
+
+from parley.api.app import make_app
+from parley.client import Client
+from shared.keys import Keys
+from shared.settings import Settings
+from shared.store import RoomStore
+from tests.support.fake_turns import serve_once
+from tests.support.local_worker import LocalWorkerTransport
+from tests.support.rooms import rotating_scripts, scripted_spec
+
+PREFIX = "t"
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def spec_json(turns: int = 2, **policy) -> dict:
+    """A scripted bid room that ends after ``turns`` turns."""
+    return scripted_spec(rotating_scripts(2, turns), max_messages=turns + 1,
+                         **policy).model_dump(mode="json")
+
+
+def app_client(server: fakeredis.FakeServer, **options) -> TestClient:
+    """A TestClient of the API on ``server`` under the test's prefix."""
+    settings = Settings(key_prefix=PREFIX, **options)
+    client = Client(settings)
+    client.redis = fakeredis.FakeRedis(server=server)
+    client.store = RoomStore(client.redis, Keys(PREFIX))
+    return TestClient(make_app(settings, client, fakeredis.FakeAsyncRedis(server=server)))
+
+
+def run_room(server, room: str) -> None:
+    """One coordinator's take of the room, in process: turns until it goes idle."""
+    asyncio.run(serve_once(fakeredis.FakeAsyncRedis(server=server), Keys(PREFIX),
+                           LocalWorkerTransport(fakeredis.FakeRedis(server=server), Keys(PREFIX)),
+                           room=room))

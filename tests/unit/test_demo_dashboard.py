@@ -1,0 +1,49 @@
+"""The demo points at a dashboard only when one answers its health check, and never waits
+long for one that is not there."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+import pytest
+
+from parley.demo import dashboard_url
+from parley.processes import free_port
+
+
+class Health(BaseHTTPRequestHandler):
+    """Answers /healthz as ``parley api`` does when Redis answers; 404 elsewhere."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+        self.wfile.write(b'{"status": "ok"}')
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api_port() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_dashboard_that_answers_is_pointed_at(api_port):
+    settings = SimpleNamespace(api_host="0.0.0.0", api_port=api_port)
+    assert dashboard_url(settings) == f"http://127.0.0.1:{api_port}/"  # type: ignore[arg-type]
+
+
+def test_no_dashboard_is_said_nothing_of_at_once():
+    settings = SimpleNamespace(api_host="127.0.0.1", api_port=free_port())
+    started = time.monotonic()
+    assert dashboard_url(settings) is None  # type: ignore[arg-type]
+    assert time.monotonic() - started < 2
