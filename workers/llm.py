@@ -162,10 +162,17 @@ def read_stream(stream: Any, messages: list[ChatMessage], on_text: Callable[[str
 def needs_cache_hint(agent: AgentSpec) -> bool:
     """True when the agent's provider caches a prompt prefix only where it is marked."""
     named = agent.litellm_kwargs.get("custom_llm_provider")
+    return provider_needs_cache_hint(agent.model, agent.api_base,
+                                     named if isinstance(named, str) else None)
+
+
+@lru_cache(maxsize=1024)
+def provider_needs_cache_hint(model: str, api_base: str | None, named: str | None) -> bool:
+    """needs_cache_hint for one model, base and named provider: worked out once, not on
+    every call."""
     try:
         model, provider, _, _ = litellm.get_llm_provider(
-            model=agent.model, api_base=agent.api_base,
-            custom_llm_provider=named if isinstance(named, str) else None)
+            model=model, api_base=api_base, custom_llm_provider=named)
     except Exception:  # noqa: BLE001 - the call itself says what is wrong with the model
         return False
     return provider in CACHE_HINT_PROVIDERS or (
@@ -289,7 +296,15 @@ def cached_tokens(usage: Any) -> int:
 
 
 def call_cost(agent: AgentSpec, response: Any) -> float:
-    """litellm's price of the call; zero for models it has no price for (local, stubs)."""
+    """litellm's price of the call; zero for models it has no price for (local, stubs).
+
+    litellm prices every answered call as it returns it, with the call's own custom prices,
+    and keeps the figure in the response (``response_cost``, None where it has no price):
+    pricing it again cost a quarter of a millisecond of CPU per call. A streamed reply,
+    rebuilt from its chunks, carries no price and is priced here."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        return float(hidden["response_cost"] or 0.0)
     custom = {name: float(price) for name in ("input_cost_per_token", "output_cost_per_token")
               if isinstance(price := agent.litellm_kwargs.get(name), int | float)}
     try:
