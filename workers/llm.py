@@ -122,6 +122,8 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     credential = credential_for(agent)
     if credential.withheld:
         check_keyless_provider(agent)
+    named = agent.litellm_kwargs.get("custom_llm_provider")
+    map_model(agent.model, agent.api_base, named if isinstance(named, str) else None)
     budget = input_budget(context_window(agent), agent.max_tokens)
     forced = kind in FORCED
     build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
@@ -329,6 +331,28 @@ def model_context_window(model: str) -> int | None:
         return None
     window = info.get("max_input_tokens") or info.get("max_tokens")
     return int(window) if window else None
+
+
+@lru_cache(maxsize=1024)
+def map_model(model: str, api_base: str | None, named: str | None) -> None:
+    """Enter a model litellm's model map does not know (a local or self-hosted one) into
+    it, without a price or a window, once per worker.
+
+    litellm looks a call's model up about ten times per call (its parameters, its price,
+    its cost checks), and caches only the lookups that succeed: an unmapped model's ran
+    litellm's whole fallback search every time, a millisecond of CPU per call. An entry
+    without prices still prices the call at zero, and custom prices still apply."""
+    try:
+        litellm.get_model_info(model)
+        return
+    except Exception:  # noqa: BLE001 - litellm raises several types for unmapped models
+        pass
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base,
+                                                     custom_llm_provider=named)
+    except Exception:  # noqa: BLE001 - the call itself says what is wrong with the model
+        return
+    litellm.register_model({model: {"litellm_provider": provider, "mode": "chat"}})
 
 
 @lru_cache(maxsize=1024)
