@@ -340,7 +340,7 @@ def map_model(model: str, api_base: str | None, named: str | None) -> None:
 
     litellm looks a call's model up about ten times per call (its parameters, its price,
     its cost checks), and caches only the lookups that succeed: an unmapped model's ran
-    litellm's whole fallback search every time, a millisecond of CPU per call. An entry
+    litellm's whole fallback search every time: a fifth of a call's CPU. An entry
     without prices still prices the call at zero, and custom prices still apply."""
     try:
         litellm.get_model_info(model)
