@@ -122,6 +122,8 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     credential = credential_for(agent)
     if credential.withheld:
         check_keyless_provider(agent)
+    named = agent.litellm_kwargs.get("custom_llm_provider")
+    map_model(agent.model, agent.api_base, named if isinstance(named, str) else None)
     budget = input_budget(context_window(agent), agent.max_tokens)
     forced = kind in FORCED
     build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
@@ -162,10 +164,17 @@ def read_stream(stream: Any, messages: list[ChatMessage], on_text: Callable[[str
 def needs_cache_hint(agent: AgentSpec) -> bool:
     """True when the agent's provider caches a prompt prefix only where it is marked."""
     named = agent.litellm_kwargs.get("custom_llm_provider")
+    return provider_needs_cache_hint(agent.model, agent.api_base,
+                                     named if isinstance(named, str) else None)
+
+
+@lru_cache(maxsize=1024)
+def provider_needs_cache_hint(model: str, api_base: str | None, named: str | None) -> bool:
+    """needs_cache_hint for one model, base and named provider: worked out once, not on
+    every call."""
     try:
         model, provider, _, _ = litellm.get_llm_provider(
-            model=agent.model, api_base=agent.api_base,
-            custom_llm_provider=named if isinstance(named, str) else None)
+            model=model, api_base=api_base, custom_llm_provider=named)
     except Exception:  # noqa: BLE001 - the call itself says what is wrong with the model
         return False
     return provider in CACHE_HINT_PROVIDERS or (
@@ -289,7 +298,15 @@ def cached_tokens(usage: Any) -> int:
 
 
 def call_cost(agent: AgentSpec, response: Any) -> float:
-    """litellm's price of the call; zero for models it has no price for (local, stubs)."""
+    """litellm's price of the call; zero for models it has no price for (local, stubs).
+
+    litellm prices every answered call as it returns it, with the call's own custom prices,
+    and keeps the figure in the response (``response_cost``, None where it has no price):
+    pricing it again cost a quarter of a millisecond of CPU per call. A streamed reply,
+    rebuilt from its chunks, carries no price and is priced here."""
+    hidden = getattr(response, "_hidden_params", None)
+    if isinstance(hidden, dict) and "response_cost" in hidden:
+        return float(hidden["response_cost"] or 0.0)
     custom = {name: float(price) for name in ("input_cost_per_token", "output_cost_per_token")
               if isinstance(price := agent.litellm_kwargs.get(name), int | float)}
     try:
@@ -314,6 +331,28 @@ def model_context_window(model: str) -> int | None:
         return None
     window = info.get("max_input_tokens") or info.get("max_tokens")
     return int(window) if window else None
+
+
+@lru_cache(maxsize=1024)
+def map_model(model: str, api_base: str | None, named: str | None) -> None:
+    """Enter a model litellm's model map does not know (a local or self-hosted one) into
+    it, without a price or a window, once per worker.
+
+    litellm looks a call's model up about ten times per call (its parameters, its price,
+    its cost checks), and caches only the lookups that succeed: an unmapped model's ran
+    litellm's whole fallback search every time: a fifth of a call's CPU. An entry
+    without prices still prices the call at zero, and custom prices still apply."""
+    try:
+        litellm.get_model_info(model)
+        return
+    except Exception:  # noqa: BLE001 - litellm raises several types for unmapped models
+        pass
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base,
+                                                     custom_llm_provider=named)
+    except Exception:  # noqa: BLE001 - the call itself says what is wrong with the model
+        return
+    litellm.register_model({model: {"litellm_provider": provider, "mode": "chat"}})
 
 
 @lru_cache(maxsize=1024)

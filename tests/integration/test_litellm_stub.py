@@ -11,7 +11,7 @@ import litellm
 import pytest
 
 from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
-from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
+from shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
 from tests.support.openai_stub import (
     OpenAIStub,
     error,
@@ -22,7 +22,7 @@ from tests.support.openai_stub import (
     tool_call,
 )
 from workers.bidding import Call, make_bid
-from workers.llm import token_counter
+from workers.llm import call_model, token_counter
 from workers.prompts import input_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -216,3 +216,27 @@ def test_calls_with_different_time_left_reuse_one_connection(worker_env):
     assert [b.status for b in bids] == [BidStatus.OK] * 4
     # litellm keeps a client per timeout: the time left, rounded up, is one value here.
     assert len(connections) == 1
+
+
+def test_a_streamed_reply_is_costed_from_the_usage_its_last_chunk_carried(stub):
+    stub.script("gpt-4o-mini", text("We ship on Monday.", prompt_tokens=1000,
+                                    completion_tokens=100))
+    agent = agent_on(stub, "Priced", "gpt-4o-mini")
+    pieces: list[str] = []
+    _, usage = call_model(agent, [agent], TRANSCRIPT, time.time() + 10, CallKind.SPEAK,
+                          on_text=pieces.append)
+
+    price = litellm.model_cost["gpt-4o-mini"]
+    assert "".join(pieces) == "We ship on Monday."
+    assert usage["cost_usd"] == pytest.approx(1000 * price["input_cost_per_token"]
+                                              + 100 * price["output_cost_per_token"])
+
+
+def test_a_local_model_is_costed_with_its_own_prices_on_every_call_and_free_without(stub):
+    prices = {"input_cost_per_token": 1e-6, "output_cost_per_token": 3e-6}
+    for _ in range(2):  # the second call finds the model in litellm's map
+        stub.script("local-priced", tool_call(0.6, "x", prompt_tokens=1000, completion_tokens=100))
+        priced = bid(agent_on(stub, "Priced", "local-priced", litellm_kwargs=prices))
+        assert priced.cost_usd == pytest.approx(1000 * 1e-6 + 100 * 3e-6)
+    stub.script("local-free", tool_call(0.6, "x", prompt_tokens=1000, completion_tokens=100))
+    assert bid(agent_on(stub, "Free", "local-free")).cost_usd == 0.0
