@@ -14,10 +14,12 @@ import argparse
 import json
 import statistics
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
 from benchmarks.harness import Deployment, cpu_s, memory_kb, p95, rotating_spec
+from parley.processes import free_port
 from shared.keys import Keys
 
 AGENTS = 4
@@ -43,7 +45,8 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         client = deployment.client()
         redis = deployment.redis()
         keys = Keys(deployment.prefix)
-        started = [deployment.group.coordinator() for _ in range(coordinators)]
+        ports = [free_port() for _ in range(coordinators)]
+        started = [deployment.group.coordinator("--health-port", str(port)) for port in ports]
         wait_until(lambda: redis.zcard(keys.coordinators) >= coordinators, 60, "coordinators up")
         idle_kb = [memory_kb(p.pid)["VmRSS"] for p in started]
         spec = rotating_spec(AGENTS, TURNS, SLEEP_S)
@@ -65,9 +68,11 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
                 **{f"coordinator{i}": p.pid for i, p in enumerate(started)},
                 **{f"worker{i}": p.pid for i, p in enumerate(deployment.group.processes[coordinators:])}}
         cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
+        renewed_before = sum(map(lease_renewals, ports))
         opened = time.time()
         time.sleep(window_s)
         closed = time.time()
+        renewed = sum(map(lease_renewals, ports)) - renewed_before
         cpu = {name: round((cpu_s(pid) - cpu_before[name]) / (closed - opened), 2)
                for name, pid in pids.items()}
         memory = {f"coordinator{i}": memory_kb(p.pid) for i, p in enumerate(started)}
@@ -91,9 +96,19 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "rooms_per_coordinator": sorted(holders.values(), reverse=True),
         "rooms_without_lease": unheld,
         "lease_churn": churn,
+        "lease_renewals_per_s": round(renewed / (closed - opened), 1),
         "settings": env or {},
         "cpu_cores": cpu,
     }
+
+
+def lease_renewals(port: int) -> float:
+    """The leases a coordinator has renewed so far, from its metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as page:
+        for line in page.read().decode().splitlines():
+            if line.startswith("parley_lease_renewals_total "):
+                return float(line.split()[1])
+    return 0.0
 
 
 def unheld_running(redis: Any, keys: Keys, ids: list[str], owners: list) -> int:
