@@ -38,9 +38,12 @@ def wait_until(condition, timeout_s: float, what: str) -> None:  # noqa: ANN001
 
 
 def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s: float,
-        window_s: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+        window_s: float, env: dict[str, str] | None = None,
+        workers_first: bool = False) -> dict[str, Any]:
     """One deployment (its processes started with ``env``): ``rooms`` live rooms on
-    ``coordinators``, measured over a window."""
+    ``coordinators``, measured over a window. With ``workers_first`` the workers start
+    before the rooms are leased: leasing 10,000 rooms takes minutes, longer than a room's
+    first turn waits for its answers."""
     with Deployment(env=env) as deployment:
         client = deployment.client()
         redis = deployment.redis()
@@ -57,11 +60,17 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         def leased() -> int:
             return sum(1 for owner in redis.mget([keys.lease(r) for r in ids]) if owner)
 
+        def start_workers() -> None:
+            for _ in range(workers):
+                deployment.group.worker("-Q", "parley.agents",
+                                        env={"PARLEY_WORKER_CONCURRENCY": str(concurrency)})
+
+        if workers_first:
+            start_workers()
         # Creating and leasing take about a millisecond a room each (more under load).
         wait_until(lambda: leased() == rooms, 120 + rooms / 20, f"{rooms} rooms leased")
-        for _ in range(workers):
-            deployment.group.worker("-Q", "parley.agents",
-                                    env={"PARLEY_WORKER_CONCURRENCY": str(concurrency)})
+        if not workers_first:
+            start_workers()
         wait_until(lambda: redis.xlen(keys.bids(ids[-1])) > 0, 120, "first bids")
         time.sleep(warmup_s)
         pids = {"redis": deployment.redis_process.pid,
