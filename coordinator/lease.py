@@ -14,6 +14,7 @@ fencing check alone; fencing is the backstop for pauses it cannot see coming.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -107,20 +108,27 @@ class Leases:
         """
         if not leases:
             return []
-        pipe = self.redis.pipeline(transaction=False)
         batches = self.batches(leases)
-        for batch in batches:
-            await self.scripts.renew(keys=[self.keys.lease(lease.room) for lease in batch],
-                                     args=[self.ttl_ms, *(lease.token for lease in batch)],
-                                     client=pipe)
+        calls = [([self.keys.lease(lease.room) for lease in batch],
+                  [self.ttl_ms, *(lease.token for lease in batch)]) for batch in batches]
         due = now_ms() + self.ttl_ms
         scheduled = {lease.room: due for lease in leases if not lease.idling}
-        if scheduled:
-            # In the same round trip; a room whose renewal fails gets its due time pushed
-            # once more, which only delays its next holder's scan by one ttl at most.
-            pipe.zadd(self.keys.runnable, scheduled)
         sent = time.monotonic()
-        replies = await pipe.execute()
+        if self.cluster:
+            # redis-py's cluster pipeline refuses scripts: one call per slot, all at once.
+            replies = await asyncio.gather(*(self.scripts.renew(keys=keys, args=args)
+                                             for keys, args in calls))
+            if scheduled:
+                await self.redis.zadd(self.keys.runnable, scheduled)
+        else:
+            pipe = self.redis.pipeline(transaction=False)
+            for keys, args in calls:
+                await self.scripts.renew(keys=keys, args=args, client=pipe)
+            if scheduled:
+                # In the same round trip; a room whose renewal fails gets its due time
+                # pushed once more, which only delays its next holder's scan by a ttl.
+                pipe.zadd(self.keys.runnable, scheduled)
+            replies = await pipe.execute()
         renewed = {lease: bool(reply) for batch, answers in zip(batches, replies, strict=False)
                    for lease, reply in zip(batch, answers, strict=True)}
         for lease, ok in renewed.items():
