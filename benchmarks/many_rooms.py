@@ -14,10 +14,12 @@ import argparse
 import json
 import statistics
 import time
+import urllib.request
 from collections import Counter
 from typing import Any
 
 from benchmarks.harness import Deployment, cpu_s, memory_kb, p95, rotating_spec
+from parley.processes import free_port
 from shared.keys import Keys
 
 AGENTS = 4
@@ -36,14 +38,18 @@ def wait_until(condition, timeout_s: float, what: str) -> None:  # noqa: ANN001
 
 
 def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s: float,
-        window_s: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+        window_s: float, env: dict[str, str] | None = None,
+        workers_first: bool = False) -> dict[str, Any]:
     """One deployment (its processes started with ``env``): ``rooms`` live rooms on
-    ``coordinators``, measured over a window."""
+    ``coordinators``, measured over a window. With ``workers_first`` the workers start
+    before the rooms are leased: leasing 10,000 rooms takes minutes, longer than a room's
+    first turn waits for its answers."""
     with Deployment(env=env) as deployment:
         client = deployment.client()
         redis = deployment.redis()
         keys = Keys(deployment.prefix)
-        started = [deployment.group.coordinator() for _ in range(coordinators)]
+        ports = [free_port() for _ in range(coordinators)]
+        started = [deployment.group.coordinator("--health-port", str(port)) for port in ports]
         wait_until(lambda: redis.zcard(keys.coordinators) >= coordinators, 60, "coordinators up")
         idle_kb = [memory_kb(p.pid)["VmRSS"] for p in started]
         spec = rotating_spec(AGENTS, TURNS, SLEEP_S)
@@ -54,20 +60,28 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         def leased() -> int:
             return sum(1 for owner in redis.mget([keys.lease(r) for r in ids]) if owner)
 
+        def start_workers() -> None:
+            for _ in range(workers):
+                deployment.group.worker("-Q", "parley.agents",
+                                        env={"PARLEY_WORKER_CONCURRENCY": str(concurrency)})
+
+        if workers_first:
+            start_workers()
         # Creating and leasing take about a millisecond a room each (more under load).
         wait_until(lambda: leased() == rooms, 120 + rooms / 20, f"{rooms} rooms leased")
-        for _ in range(workers):
-            deployment.group.worker("-Q", "parley.agents",
-                                    env={"PARLEY_WORKER_CONCURRENCY": str(concurrency)})
+        if not workers_first:
+            start_workers()
         wait_until(lambda: redis.xlen(keys.bids(ids[-1])) > 0, 120, "first bids")
         time.sleep(warmup_s)
         pids = {"redis": deployment.redis_process.pid,
                 **{f"coordinator{i}": p.pid for i, p in enumerate(started)},
                 **{f"worker{i}": p.pid for i, p in enumerate(deployment.group.processes[coordinators:])}}
         cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
+        renewed_before = sum(map(lease_renewals, ports))
         opened = time.time()
         time.sleep(window_s)
         closed = time.time()
+        renewed = sum(map(lease_renewals, ports)) - renewed_before
         cpu = {name: round((cpu_s(pid) - cpu_before[name]) / (closed - opened), 2)
                for name, pid in pids.items()}
         memory = {f"coordinator{i}": memory_kb(p.pid) for i, p in enumerate(started)}
@@ -91,9 +105,19 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "rooms_per_coordinator": sorted(holders.values(), reverse=True),
         "rooms_without_lease": unheld,
         "lease_churn": churn,
+        "lease_renewals_per_s": round(renewed / (closed - opened), 1),
         "settings": env or {},
         "cpu_cores": cpu,
     }
+
+
+def lease_renewals(port: int) -> float:
+    """The leases a coordinator has renewed so far, from its metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as page:
+        for line in page.read().decode().splitlines():
+            if line.startswith("parley_lease_renewals_total "):
+                return float(line.split()[1])
+    return 0.0
 
 
 def unheld_running(redis: Any, keys: Keys, ids: list[str], owners: list) -> int:

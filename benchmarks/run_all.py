@@ -82,7 +82,8 @@ def run_all(quick: bool) -> dict[str, Any]:
     print(f"{held:,} rooms on one coordinator", flush=True)
     try:
         results["ten_thousand_rooms"] = many_rooms.run(
-            held, 1, 2, 128, 5.0, window_s / 2, {"PARLEY_COORDINATOR_CAPACITY": str(held)})
+            held, 1, 2, 128, 5.0, window_s / 2, {"PARLEY_COORDINATOR_CAPACITY": str(held)},
+            workers_first=True)
     except TimeoutError as error:  # reported as missed, with what did not happen
         results["ten_thousand_rooms"] = {"rooms": held, "error": str(error)}
     print("LLM client cost", flush=True)

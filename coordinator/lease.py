@@ -14,14 +14,23 @@ fencing check alone; fencing is the backstop for pauses it cannot see coming.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
 
 from shared.keys import Keys
 from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import now_ms
+
+# Leases renewed by one script call: a few milliseconds of Redis's time, so a batch of
+# thousands of rooms never holds Redis up for long, yet costs one command, not thousands.
+RENEW_BATCH = 1000
 
 
 class LeaseLost(Exception):
@@ -76,6 +85,7 @@ class Leases:
         self.ttl_ms = int(ttl_s * 1000)
         self.margin_s = margin_s
         self.events_maxlen = events_maxlen
+        self.cluster = isinstance(client, RedisCluster)
 
     async def acquire(self, room: str) -> Lease | None:
         """Take the room if nobody holds it, and push its due time past our ttl."""
@@ -98,23 +108,43 @@ class Leases:
         """
         if not leases:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for lease in leases:
-            await self.scripts.renew(keys=[self.keys.lease(lease.room)],
-                                     args=[lease.token, self.ttl_ms], client=pipe)
+        batches = self.batches(leases)
+        calls = [([self.keys.lease(lease.room) for lease in batch],
+                  [self.ttl_ms, *(lease.token for lease in batch)]) for batch in batches]
         due = now_ms() + self.ttl_ms
         scheduled = {lease.room: due for lease in leases if not lease.idling}
-        if scheduled:
-            # In the same round trip; a room whose renewal fails gets its due time pushed
-            # once more, which only delays its next holder's scan by one ttl at most.
-            pipe.zadd(self.keys.runnable, scheduled)
         sent = time.monotonic()
-        replies = await pipe.execute()
-        renewed = [bool(reply) for reply in replies[: len(leases)]]
-        for lease, ok in zip(leases, renewed, strict=True):
+        if self.cluster:
+            # redis-py's cluster pipeline refuses scripts: one call per slot, all at once.
+            replies = await asyncio.gather(*(self.scripts.renew(keys=keys, args=args)
+                                             for keys, args in calls))
+            if scheduled:
+                await self.redis.zadd(self.keys.runnable, scheduled)
+        else:
+            pipe = self.redis.pipeline(transaction=False)
+            for keys, args in calls:
+                await self.scripts.renew(keys=keys, args=args, client=pipe)
+            if scheduled:
+                # In the same round trip; a room whose renewal fails gets its due time
+                # pushed once more, which only delays its next holder's scan by a ttl.
+                pipe.zadd(self.keys.runnable, scheduled)
+            replies = await pipe.execute()
+        renewed = {lease: bool(reply) for batch, answers in zip(batches, replies, strict=False)
+                   for lease, reply in zip(batch, answers, strict=True)}
+        for lease, ok in renewed.items():
             if ok:
                 lease.valid_until = sent + self.ttl_s
-        return renewed
+        return [renewed[lease] for lease in leases]
+
+    def batches(self, leases: list[Lease]) -> list[list[Lease]]:
+        """The leases in batches of at most RENEW_BATCH, one script call each: one batch
+        per hash slot on Redis Cluster (a script may touch only one slot)."""
+        slots: dict[int, list[Lease]] = defaultdict(list)
+        for lease in leases:
+            slots[key_slot(self.keys.lease(lease.room).encode()) if self.cluster else 0
+                  ].append(lease)
+        return [group[start:start + RENEW_BATCH] for group in slots.values()
+                for start in range(0, len(group), RENEW_BATCH)]
 
     async def release(self, lease: Lease) -> bool:
         """Give the room up; False if it was no longer ours."""

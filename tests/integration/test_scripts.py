@@ -91,8 +91,18 @@ def test_acquire_of_an_unknown_room_is_an_error(scripts, keys):
 
 def test_renew_by_a_non_holder_is_refused(store, scripts, keys):
     acquire(scripts, keys, "c1")
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c2:1", TTL_MS]) == 0
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", TTL_MS]) == 1
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c2:1"]) == [0]
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c1:1"]) == [1]
+
+
+def test_renew_answers_for_each_lease_of_a_batch(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    store.redis.set(keys.lease("other"), "c2:4", px=TTL_MS)
+    store.redis.pexpire(keys.lease(ROOM), 50)
+    assert scripts.renew(keys=[keys.lease(ROOM), keys.lease("other"), keys.lease("gone")],
+                         args=[TTL_MS, "c1:1", "c1:4", "c1:1"]) == [1, 0, 0]
+    assert store.redis.pttl(keys.lease(ROOM)) > 50
+    assert store.redis.get(keys.lease("other")) == b"c2:4"
 
 
 def test_release_by_a_non_holder_changes_nothing(store, scripts, keys):
@@ -272,7 +282,7 @@ def test_renew_by_the_same_owner_under_an_older_epoch_is_refused(store, scripts,
     acquire(scripts, keys, "c1")
     store.redis.delete(keys.lease(ROOM))
     assert acquire(scripts, keys, "c1") == 2
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", TTL_MS]) == 0
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c1:1"]) == [0]
     assert store.lease_holder(ROOM) == "c1:2"
 
 
@@ -337,7 +347,7 @@ def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
     wait_until(lambda: not real_redis.exists(keys.lease(ROOM)), 5, "the lease to expire")
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=["c1:1", 150]) == 0
+    assert scripts.renew(keys=[keys.lease(ROOM)], args=[150, "c1:1"]) == [0]
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
         commit(scripts, keys, "c1:1", 1, 1)
     assert [m.seq for m in store.read_messages(ROOM)] == [1]

@@ -8,12 +8,14 @@ import time
 import fakeredis
 import pytest
 import structlog
+from redis.crc import key_slot
 
-from coordinator.lease import Lease, LeaseLost
+from coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
 from coordinator.service import Coordinator
 from coordinator.transport import HeldTransport, InMemoryTransport
 from shared.keys import Keys
 from shared.models import BidStatus, StopReason
+from shared.scripts import Scripts
 from shared.settings import Settings
 from shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
@@ -35,6 +37,32 @@ def test_a_lease_with_less_than_its_margin_left_is_no_longer_held():
     lease_with(5.0).ensure_held()
     with pytest.raises(LeaseLost):
         lease_with(0.5).ensure_held()
+
+
+def test_renewals_go_in_batches_of_one_slot_each_on_a_cluster(server):
+    client = fakeredis.FakeAsyncRedis(server=server)
+    leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
+    held = [Lease(f"room-{i}", "c1", 1) for i in range(RENEW_BATCH + 5)]
+    assert [len(batch) for batch in leases.batches(held)] == [RENEW_BATCH, 5]
+    leases.cluster = True
+    slots = [{leases.keys.lease(lease.room) for lease in batch} for batch in leases.batches(held)]
+    assert all(len({key_slot(key.encode()) for key in keys}) == 1 for keys in slots)
+    assert sum(map(len, slots)) == len(held)
+
+
+def test_one_batched_renewal_renews_the_held_leases_and_reports_the_lost(server):
+    async def renew() -> list[bool]:
+        client = fakeredis.FakeAsyncRedis(server=server)
+        leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
+        held = [Lease(f"room-{i}", "c1", 1) for i in range(3)]
+        for lease in held[:2]:
+            await client.set(leases.keys.lease(lease.room), lease.token, px=100)
+        renewed = await leases.renew(held)
+        assert all(lease.seconds_left() > 4 for lease in held[:2])
+        assert held[2].seconds_left() < 0
+        return renewed
+
+    assert asyncio.run(renew()) == [True, True, False]
 
 
 def test_bid_requests_are_not_sent_for_a_lapsing_lease():
