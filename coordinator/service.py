@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import socket
@@ -85,8 +84,6 @@ class Coordinator:
         self.outages = OutageClock()
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
-        # Rooms were started since the heap was last frozen (and the start-up's imports).
-        self.started_since_freeze = True
         self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
 
     async def run(self) -> None:
@@ -126,9 +123,6 @@ class Coordinator:
         while there is capacity."""
         await self.heartbeat()
         await self.idle_rooms.maybe_sweep()
-        if self.started_since_freeze:
-            freeze_heap()
-            self.started_since_freeze = False
         free = self.settings.coordinator_capacity - len(self.rooms)
         if free <= 0:
             return
@@ -170,7 +164,6 @@ class Coordinator:
         """Run the room's turn loop in its own task (and its own log context)."""
         task = asyncio.create_task(self.serve(lease), name=f"room:{lease.room}")
         self.rooms[lease.room] = (lease, task)
-        self.started_since_freeze = True
 
     async def serve(self, lease: Lease) -> None:
         """One room's loop with an explicit policy per failure; always lets the room go."""
@@ -266,20 +259,6 @@ def error_line(error: BaseException, most_chars: int = 500) -> str:
     message = str(error)
     return one_line(f"{type(error).__name__}: {message}" if message.strip() else
                     type(error).__name__, most_chars)
-
-
-def freeze_heap() -> None:
-    """Keep what is alive now out of Python's full garbage collections.
-
-    A full collection walks every object and stops every thread meanwhile: at 10,000
-    rooms (their specs, loops and connections) that is about a second, longer than a lease
-    renewal may take, so every lease lapsed at once. Rooms live for weeks, so their objects
-    are frozen once they have started (young garbage is collected first); a collection then
-    walks only what turns allocate. The price: a reference cycle among frozen objects is
-    never collected (plain reference counting still frees everything else).
-    """
-    gc.collect(1)
-    gc.freeze()
 
 
 async def serve_forever(settings: Settings, transport: Transport, coordinator_id: str = "",
