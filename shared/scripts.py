@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -13,10 +14,17 @@ SCRIPT_NAMES = (
 )
 
 
+# A line ``-- @include NAME`` in a script stands for the text of ``lua/lib/NAME.lua``: a
+# script sent to Redis is one text, so the pieces several scripts share are put in there.
+INCLUDE = re.compile(r"^-- @include (\w+)$", re.MULTILINE)
+
+
 @cache
 def source(name: str) -> str:
-    """The text of ``lua/<name>.lua``."""
-    return resources.files("shared").joinpath("lua", f"{name}.lua").read_text()
+    """The text of ``lua/<name>.lua``, its includes put in."""
+    lua = resources.files("shared").joinpath("lua")
+    return INCLUDE.sub(lambda line: lua.joinpath("lib", f"{line[1]}.lua").read_text().rstrip(),
+                       lua.joinpath(f"{name}.lua").read_text())
 
 
 class Scripts:

@@ -175,18 +175,7 @@ if payload['message'] then
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
 redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
-local QUEUE_FIELDS = {'floor:queue', 'floor:listening', 'floor:asked', 'floor:waiting',
-  'floor:over'}
-local QUEUE_DEFAULTS = {'[]', '[]', '[]', '0', '0'}
-local function queue_fields()
-  local held = redis.call('HMGET', KEYS[2], unpack(QUEUE_FIELDS))
-  for i = 1, #QUEUE_FIELDS do
-    if not held[i] or held[i] == '' then
-      held[i] = QUEUE_DEFAULTS[i]
-    end
-  end
-  return held
-end
+-- @include speak_queue
 local queue_before = queue_fields()
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)
@@ -231,16 +220,9 @@ if payload['stop'] then
   table.insert(decided, 'stop_reason')
   table.insert(decided, payload['stop']['reason'])
 end
-for i = 1, #QUEUE_FIELDS do
-  if queue_before[i] ~= queue_after[i] then
-    local changed = {'type', 'queue_changed', 'run', run}
-    for j = 1, #QUEUE_FIELDS do
-      table.insert(changed, string.sub(QUEUE_FIELDS[j], 7))
-      table.insert(changed, queue_after[j])
-    end
-    add_event(changed)
-    break
-  end
+local changed = queue_changed_event(queue_before, queue_after, run)
+if changed then
+  add_event(changed)
 end
 add_event(decided)
 if payload['stop'] then

@@ -35,18 +35,7 @@ for i = 6, #ARGV, 2 do
 end
 
 -- Every check is done: from here on, writes only.
-local QUEUE_FIELDS = {'floor:queue', 'floor:listening', 'floor:asked', 'floor:waiting',
-  'floor:over'}
-local QUEUE_DEFAULTS = {'[]', '[]', '[]', '0', '0'}
-local function queue_fields()
-  local held = redis.call('HMGET', KEYS[2], unpack(QUEUE_FIELDS))
-  for i = 1, #QUEUE_FIELDS do
-    if not held[i] or held[i] == '' then
-      held[i] = QUEUE_DEFAULTS[i]
-    end
-  end
-  return held
-end
+-- @include speak_queue
 local before = queue_fields()
 redis.call('HSET', KEYS[2], 'status', ARGV[2], 'stop_reason', ARGV[3], 'stop_detail', ARGV[4])
 for i = 6, #ARGV, 2 do
@@ -56,21 +45,11 @@ local after = queue_fields()
 local run = redis.call('HMGET', KEYS[2], 'run', 'answer')  -- false when absent
 local time = redis.call('TIME')
 local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
-local changed = false
-for i = 1, #QUEUE_FIELDS do
-  if before[i] ~= after[i] then
-    changed = true
-  end
-end
+local changed = queue_changed_event(before, after, run[1] or '0')
 if changed then
-  local event = {'type', 'queue_changed', 'run', run[1] or '0'}
-  for i = 1, #QUEUE_FIELDS do
-    table.insert(event, string.sub(QUEUE_FIELDS[i], 7))
-    table.insert(event, after[i])
-  end
-  table.insert(event, 'ts')
-  table.insert(event, ts)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(event))
+  table.insert(changed, 'ts')
+  table.insert(changed, ts)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(changed))
 end
 local event = {'type', 'run_ended', 'run', run[1] or '0', 'status', ARGV[2],
   'stop_reason', ARGV[3], 'stop_detail', ARGV[4]}

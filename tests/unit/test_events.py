@@ -184,7 +184,7 @@ def test_the_events_stream_is_capped_by_the_scripts_and_the_workers(sync_redis, 
 
 
 def test_every_event_type_has_a_model_and_a_script_that_writes_it():
-    writers = "\n".join(path.read_text() for path in LUA.glob("*.lua"))
+    writers = "\n".join(path.read_text() for path in LUA.rglob("*.lua"))
     for kind in EventType:
         assert EVENT_MODELS[kind].__doc__
         assert f"'{kind.value}'" in writers, kind
