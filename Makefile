@@ -23,7 +23,7 @@ test: setup
 
 lint: setup
 	$(BIN)/ruff check parley coordinator workers shared tests benchmarks
-	$(BIN)/mypy parley coordinator workers shared
+	$(BIN)/mypy parley
 
 bench: setup
 	$(BIN)/python -m benchmarks.run_all

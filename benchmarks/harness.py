@@ -23,8 +23,8 @@ import redis
 
 from parley.client import Client
 from parley.processes import ProcessGroup, free_port, start_redis, stop
-from shared.models import RoomSpec, RoomStatus
-from shared.settings import Settings
+from parley.shared.models import RoomSpec, RoomStatus
+from parley.shared.settings import Settings
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 # hz 10 is Redis's default; AOF everysec is how a deployment that must survive a Redis

@@ -21,8 +21,8 @@ import time
 from typing import Any
 
 from benchmarks.harness import Deployment, RoomRun, expect_rotation, summary, turn_times_ms
-from shared.events import AnswerArrived, MessageChunk, TurnOpened
-from shared.models import CallKind, Message, RoomSpec
+from parley.shared.events import AnswerArrived, MessageChunk, TurnOpened
+from parley.shared.models import CallKind, Message, RoomSpec
 from tests.support.openai_stub import OpenAIStub, raw_arguments, text, tool_call
 
 KEY_VARIABLE = "PARLEY_BENCH_STUB_KEY"

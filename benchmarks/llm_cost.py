@@ -18,8 +18,8 @@ from typing import Any
 
 from benchmarks.harness import Deployment
 from parley.processes import stop
-from shared.models import AgentSpec, Message, RoomSpec
-from shared.settings import get_settings
+from parley.shared.models import AgentSpec, Message, RoomSpec
+from parley.shared.settings import get_settings
 
 KEY_VARIABLE = "PARLEY_BENCH_STUB_KEY"
 RESPOND = '{"score": 0.8, "message": "A mocked answer."}'
@@ -37,7 +37,7 @@ def transcript(messages: int) -> list[Message]:
 def call_cost(agent: AgentSpec, calls: int, history: list[Message]) -> dict[str, float]:
     """CPU (this thread only, so a stub server's threads are not counted) and wall time
     per bid, through the worker's own bid code."""
-    from workers.bidding import Call, make_bid
+    from parley.workers.bidding import Call, make_bid
 
     other = AgentSpec(name="Other", model="scripted", script=[])
     room = [agent, other]
@@ -78,8 +78,8 @@ def prompt_budget(sizes: tuple[int, ...] = (10, 10_000), runs: int = 200) -> dic
     prompt build, at each transcript size, once every message was counted (a worker counts
     each when it first reads it). gpt-4o-mini's real window and litellm's counter; CPU of
     this thread, medians in ms."""
-    from workers.llm import context_window, token_counter
-    from workers.prompts import build_prompt, fit, input_budget, participant_names
+    from parley.workers.llm import context_window, token_counter
+    from parley.workers.prompts import build_prompt, fit, input_budget, participant_names
 
     agent = AgentSpec(name="agent0", model="gpt-4o-mini")
     room = [agent, *(AgentSpec(name=f"agent{i}", model="gpt-4o-mini") for i in range(1, 4))]
@@ -157,8 +157,8 @@ def transcript_reads(deployment: Deployment, messages: int = 1000, runs: int = 2
                      ) -> dict[str, float]:
     """A worker's transcript read at turn ``messages``: the whole log, against only the
     message committed since the room's previous task (the worker's transcript cache)."""
-    from shared.records import agent_message_fields
-    from workers.tasks import TranscriptCache
+    from parley.shared.records import agent_message_fields
+    from parley.workers.tasks import TranscriptCache
 
     client = deployment.client()
     store, redis = client.store, deployment.redis()

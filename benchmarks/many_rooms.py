@@ -20,7 +20,7 @@ from typing import Any
 
 from benchmarks.harness import Deployment, cpu_s, memory_kb, p95, rotating_spec
 from parley.processes import free_port
-from shared.keys import Keys
+from parley.shared.keys import Keys
 
 AGENTS = 4
 SLEEP_S = 0.2

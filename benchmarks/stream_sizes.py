@@ -18,12 +18,12 @@ import uuid
 
 import redis
 
-from shared.events import answer_event_fields
-from shared.keys import Keys
-from shared.models import Bid, RoomSpec, TurnRecord
-from shared.records import agent_message_fields, bid_fields, turn_record_fields
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.events import answer_event_fields
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, RoomSpec, TurnRecord
+from parley.shared.records import agent_message_fields, bid_fields, turn_record_fields
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 
 ENTRIES = 500
 

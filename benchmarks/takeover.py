@@ -28,7 +28,7 @@ from typing import Any
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from shared.settings import Settings
+from parley.shared.settings import Settings
 from tests.chaos.harness import PrivateRedis, parley_env, random_scripts
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec

@@ -28,8 +28,8 @@ from benchmarks.harness import (
     window_median,
 )
 from parley.client import Client
-from shared.keys import Keys
-from shared.settings import Settings
+from parley.shared.keys import Keys
+from parley.shared.settings import Settings
 
 # The worker pool of this suite: threads, as many as a turn of the biggest room needs.
 WORKER_CONCURRENCY = 64
@@ -135,7 +135,7 @@ def wave_variant(env: dict[str, str], agents: int, turns: int, sleep_s: float) -
 
 def worker_settings() -> dict[str, Any]:
     """The worker settings behind the one-wave result, as an operator would set them."""
-    from workers.app import app
+    from parley.workers.app import app
 
     agents_per_task = Settings().agents_per_task
     return {"pool": "threads", "PARLEY_WORKER_CONCURRENCY": WORKER_CONCURRENCY,

@@ -10,8 +10,8 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.connections import cluster_client, redis_kwargs
-from shared.settings import Settings
+from parley.shared.connections import cluster_client, redis_kwargs
+from parley.shared.settings import Settings
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)

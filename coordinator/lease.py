@@ -23,10 +23,10 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
-from shared.keys import Keys
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import now_ms
+from parley.shared.keys import Keys
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import now_ms
 
 # Leases renewed by one script call: a few milliseconds of Redis's time, so a batch of
 # thousands of rooms never holds Redis up for long, yet costs one command, not thousands.

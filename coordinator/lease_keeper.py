@@ -13,13 +13,13 @@ from typing import Any
 import structlog
 from redis.exceptions import RedisError
 
-from coordinator.connections import CONTROL_CONNECTIONS, connect
-from coordinator.lease import Lease, Leases
-from coordinator.outages import OutageClock
-from shared import metrics
-from shared.keys import Keys
-from shared.scripts import Scripts
-from shared.settings import Settings
+from parley.coordinator.connections import CONTROL_CONNECTIONS, connect
+from parley.coordinator.lease import Lease, Leases
+from parley.coordinator.outages import OutageClock
+from parley.shared import metrics
+from parley.shared.keys import Keys
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
 
 log = structlog.get_logger("parley.coordinator")
 

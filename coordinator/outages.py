@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from coordinator.connections import UNREACHABLE_ERRORS
+from parley.coordinator.connections import UNREACHABLE_ERRORS
 
 # A turn is given its time again at most this often, whatever the outages.
 MAX_GRACES = 3

@@ -18,10 +18,10 @@ import orjson
 import structlog
 from redis.exceptions import ResponseError
 
-from shared.keys import Keys
-from shared.records import decode
-from shared.scripts import Scripts
-from shared.store import ARCHIVE_GUARD_FIELDS, now_ms
+from parley.shared.keys import Keys
+from parley.shared.records import decode
+from parley.shared.scripts import Scripts
+from parley.shared.store import ARCHIVE_GUARD_FIELDS, now_ms
 
 log = structlog.get_logger("parley.coordinator")
 

@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
-from coordinator.lease import Lease, LeaseLost
-from coordinator.policies.base import POSTED, Decision
-from shared.keys import Keys
-from shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
-from shared.records import (
+from parley.coordinator.lease import Lease, LeaseLost
+from parley.coordinator.policies.base import POSTED, Decision
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
+from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
     POLICY_FIELD_PREFIX,
@@ -27,9 +27,9 @@ from shared.records import (
     run_total_field,
     turn_record_fields,
 )
-from shared.scripts import Scripts
-from shared.settings import Settings, get_settings
-from shared.store import now_ms
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings, get_settings
+from parley.shared.store import now_ms
 
 _FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
 

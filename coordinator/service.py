@@ -18,23 +18,23 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, connect
-from coordinator.lease import Lease, LeaseLost, Leases
-from coordinator.lease_keeper import LeaseKeeper, ServedRooms
-from coordinator.outages import OutageClock
-from coordinator.retention import IdleRooms
-from coordinator.room_io import InboxLimits, RoomIO
-from coordinator.transport import HeldTransport, Transport
-from coordinator.turn_loop import RoomRunner, TurnOptions
-from shared import metrics
-from shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
-from shared.keys import Keys
-from shared.logs import one_line
-from shared.models import StopReason
-from shared.records import decode
-from shared.scripts import Scripts
-from shared.settings import Settings, redact_url
-from shared.store import now_ms
+from parley.coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, connect
+from parley.coordinator.lease import Lease, LeaseLost, Leases
+from parley.coordinator.lease_keeper import LeaseKeeper, ServedRooms
+from parley.coordinator.outages import OutageClock
+from parley.coordinator.retention import IdleRooms
+from parley.coordinator.room_io import InboxLimits, RoomIO
+from parley.coordinator.transport import HeldTransport, Transport
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared import metrics
+from parley.shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
+from parley.shared.keys import Keys
+from parley.shared.logs import one_line
+from parley.shared.models import StopReason
+from parley.shared.records import decode
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings, redact_url
+from parley.shared.store import now_ms
 
 log = structlog.get_logger("parley.coordinator")
 

@@ -14,11 +14,11 @@ from celery import Celery
 from kombu.entity import PERSISTENT_DELIVERY_MODE
 from kombu.utils.uuid import uuid
 
-from coordinator.lease import Lease
-from shared.connections import broker_use_ssl
-from shared.models import BidRequest
-from shared.protocol import CALL_TASK
-from shared.settings import Settings, get_settings
+from parley.coordinator.lease import Lease
+from parley.shared.connections import broker_use_ssl
+from parley.shared.models import BidRequest
+from parley.shared.protocol import CALL_TASK
+from parley.shared.settings import Settings, get_settings
 
 
 class Transport(Protocol):

@@ -8,15 +8,15 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from coordinator import policies
-from coordinator.lease import Lease
-from coordinator.outages import OutageClock
-from coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
-from coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
-from coordinator.transport import Transport, chunk_requests
-from shared import metrics
-from shared.logs import one_line
-from shared.models import (
+from parley.coordinator import policies
+from parley.coordinator.lease import Lease
+from parley.coordinator.outages import OutageClock
+from parley.coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
+from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
+from parley.coordinator.transport import Transport, chunk_requests
+from parley.shared import metrics
+from parley.shared.logs import one_line
+from parley.shared.models import (
     Bid,
     BidRequest,
     BidStatus,
@@ -28,7 +28,7 @@ from shared.models import (
     RoomStatus,
     TurnRecord,
 )
-from shared.records import RoomState
+from parley.shared.records import RoomState
 
 log = structlog.get_logger("parley.turn")
 

@@ -2,6 +2,6 @@
 
 from parley.client import Client, RunResult
 from parley.groupchat import GroupChat, RunFailed
-from shared.protocol import RESPOND_TOOL
+from parley.shared.protocol import RESPOND_TOOL
 
 __all__ = ["RESPOND_TOOL", "Client", "GroupChat", "RunFailed", "RunResult"]

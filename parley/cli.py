@@ -24,15 +24,15 @@ from pydantic import ValidationError
 
 from parley import output, run_printer
 from parley.client import Client, RunTimeout, load_spec
-from shared.connections import redis_kwargs
-from shared.events import MessageChunk
-from shared.logs import configure_logging, one_line, resolve_format
-from shared.models import POLICY_KINDS, Message, RoomSpec, RoomStatus, StopReason
-from shared.protocol import DEFAULT_QUEUE
-from shared.records import ZERO_TOTALS
-from shared.settings import Settings, get_settings, redact_url, variable_name
-from shared.spec_limits import SpecTooLarge
-from shared.store import RoomExists, RoomNotFound
+from parley.shared.connections import redis_kwargs
+from parley.shared.events import MessageChunk
+from parley.shared.logs import configure_logging, one_line, resolve_format
+from parley.shared.models import POLICY_KINDS, Message, RoomSpec, RoomStatus, StopReason
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.records import ZERO_TOTALS
+from parley.shared.settings import Settings, get_settings, redact_url, variable_name
+from parley.shared.spec_limits import SpecTooLarge
+from parley.shared.store import RoomExists, RoomNotFound
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
@@ -698,9 +698,9 @@ def coordinator(
     health_port: HealthPort = None,
 ) -> None:
     """Serve rooms: lease runnable rooms and run their turns (until SIGTERM)."""
-    from coordinator.service import serve_forever
-    from coordinator.transport import CeleryTransport
-    from shared.health import HealthPortError
+    from parley.coordinator.service import serve_forever
+    from parley.coordinator.transport import CeleryTransport
+    from parley.shared.health import HealthPortError
 
     with settings_that_work():
         settings = get_settings()
@@ -740,8 +740,8 @@ def worker(
     with settings_that_work():
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level, loglevel)
-        from workers.app import app as celery_app
-        from workers.app import log_celery_notices, stopped_with
+        from parley.workers.app import app as celery_app
+        from parley.workers.app import log_celery_notices, stopped_with
 
     events = settings.worker_task_events if events is None else events
     celery_app.conf.worker_send_task_events = events
@@ -789,7 +789,7 @@ def health(
 ) -> None:
     """Exec probe for a local coordinator or worker: exit 0 when it answers live (ready
     with --ready), 1 with one line saying why otherwise."""
-    from shared.health import COORDINATOR_PORT, WORKER_PORT, probe, probe_host
+    from parley.shared.health import COORDINATOR_PORT, WORKER_PORT, probe, probe_host
 
     try:
         settings = get_settings()

@@ -15,15 +15,15 @@ import yaml
 from pydantic import BaseModel
 
 from parley import live, speak_queue
-from shared.archive import ArchiveResult, archive_room, import_room
-from shared.connections import cluster_client, redis_kwargs
-from shared.events import Event, MessageChunk, RunEnded
-from shared.keys import Keys
-from shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
-from shared.records import RoomState
-from shared.settings import Settings, get_settings, redact_url
-from shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
-from shared.store import CancelResult, RoomStore, RoomSummary
+from parley.shared.archive import ArchiveResult, archive_room, import_room
+from parley.shared.connections import cluster_client, redis_kwargs
+from parley.shared.events import Event, MessageChunk, RunEnded
+from parley.shared.keys import Keys
+from parley.shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
+from parley.shared.records import RoomState
+from parley.shared.settings import Settings, get_settings, redact_url
+from parley.shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
+from parley.shared.store import CancelResult, RoomStore, RoomSummary
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
 # XREAD BLOCK, which waits up to FOLLOW_BLOCK_MS: the read timeout must outlast it. A URL

@@ -15,8 +15,8 @@ from rich.markup import escape
 from parley import processes, turn_lines
 from parley.client import Client
 from parley.run_printer import RunPrinter
-from shared.models import SEED_SENDER, MentionPolicy, RoomSpec
-from shared.settings import Settings, get_settings, redact_url
+from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
+from parley.shared.settings import Settings, get_settings, redact_url
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
 DASHBOARD_PROBE_S = 0.3

@@ -36,9 +36,9 @@ from rich.panel import Panel
 
 from parley.client import Client, RunResult
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
-from shared.events import MessageChunk
-from shared.logs import one_line
-from shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+from parley.shared.events import MessageChunk
+from parley.shared.logs import one_line
+from parley.shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from shared.events import Event, MessageChunk, MessageCommitted, RunEnded
-from shared.models import Message, RoomStatus, StopReason
-from shared.records import RoomState
-from shared.store import RoomStore
+from parley.shared.events import Event, MessageChunk, MessageCommitted, RunEnded
+from parley.shared.models import Message, RoomStatus, StopReason
+from parley.shared.records import RoomState
+from parley.shared.store import RoomStore
 
 # While a run goes on, its waiter reads the room's state at least this often: the events
 # alone cannot tell of a post set aside unread, nor of events trimmed before it read them.

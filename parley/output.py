@@ -18,10 +18,10 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from parley.client import RoomDetails, RunResult
-from shared.events import Event, RunEnded
-from shared.logs import one_line
-from shared.models import Bid, Message, RoomStatus
-from shared.store import RoomSummary
+from parley.shared.events import Event, RunEnded
+from parley.shared.logs import one_line
+from parley.shared.models import Bid, Message, RoomStatus
+from parley.shared.store import RoomSummary
 
 if TYPE_CHECKING:
     from parley.turn_report import DecidedTurn, TurnInFlight, TurnReport

@@ -13,8 +13,8 @@ from rich.markup import escape
 
 from parley import output, turn_lines
 from parley.client import RunResult
-from shared.models import Message, RoomSpec, TurnRecord
-from shared.store import RoomStore
+from parley.shared.models import Message, RoomSpec, TurnRecord
+from parley.shared.store import RoomStore
 
 INDENT = "    "
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.policies import mention
-from coordinator.policies.base import FloorOp, Posted, TurnView
-from shared.models import MentionPolicy, RoomSpec, name_key
-from shared.store import RoomStore
+from parley.coordinator.policies import mention
+from parley.coordinator.policies.base import FloorOp, Posted, TurnView
+from parley.shared.models import MentionPolicy, RoomSpec, name_key
+from parley.shared.store import RoomStore
 
 
 class DiscussionOver(ValueError):

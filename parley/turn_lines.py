@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from coordinator import policies
-from coordinator.policies import bid as bid_policy
-from coordinator.policies import mention, roundtable, selector
-from coordinator.policies.base import POSTED, bids_in_order
-from coordinator.policies.common import usable
-from shared.models import (
+from parley.coordinator import policies
+from parley.coordinator.policies import bid as bid_policy
+from parley.coordinator.policies import mention, roundtable, selector
+from parley.coordinator.policies.base import POSTED, bids_in_order
+from parley.coordinator.policies.common import usable
+from parley.shared.models import (
     Bid,
     BidPolicy,
     BidStatus,

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from coordinator import policies
-from coordinator.policies import Calls, Decision
-from coordinator.turn_loop import TurnAnswers, committed_calls, view_of
-from shared.models import Bid, CallKind, RoomSpec, StopReason, TurnRecord
-from shared.records import RoomState
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, Decision
+from parley.coordinator.turn_loop import TurnAnswers, committed_calls, view_of
+from parley.shared.models import Bid, CallKind, RoomSpec, StopReason, TurnRecord
+from parley.shared.records import RoomState
+from parley.shared.store import RoomStore
 
 
 @dataclass(frozen=True)

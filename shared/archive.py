@@ -36,9 +36,9 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from shared.models import RoomSpec
-from shared.records import RoomState, message_from_fields
-from shared.store import RoomChanged, RoomHead, RoomHeld, RoomStore
+from parley.shared.models import RoomSpec
+from parley.shared.records import RoomState, message_from_fields
+from parley.shared.store import RoomChanged, RoomHead, RoomHeld, RoomStore
 
 ARCHIVE_FORMAT = 1
 # Entry kinds in file order, each with the Keys method naming its stream.

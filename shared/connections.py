@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import redis
 import redis.asyncio
 
-from shared.settings import Settings
+from parley.shared.settings import Settings
 
 TLS_SCHEME = "rediss"
 # The only TLS option a URL may carry: it asks for what parley does anyway.

@@ -108,8 +108,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
-from shared.records import decode, decode_fields
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.records import decode, decode_fields
 
 
 class EventType(StrEnum):

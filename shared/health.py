@@ -27,10 +27,10 @@ import redis
 import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-import shared.metrics  # noqa: F401 - parley's metrics are listed from the first scrape on
-from shared.connections import broker_use_ssl, redis_kwargs
-from shared.logs import one_line
-from shared.settings import Settings
+import parley.shared.metrics  # noqa: F401 - parley's metrics are listed from the first scrape on
+from parley.shared.connections import broker_use_ssl, redis_kwargs
+from parley.shared.logs import one_line
+from parley.shared.settings import Settings
 
 log = structlog.get_logger("parley.health")
 

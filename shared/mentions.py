@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from shared.models import name_key
+from parley.shared.models import name_key
 
 ALL = "all"
 _NAME = re.compile(r"(?<![\w.@-])@([\w.-]+)")

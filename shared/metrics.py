@@ -33,7 +33,7 @@ from threading import Lock
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from shared.models import Bid, BidStatus, ErrorKind, TurnRecord
+from parley.shared.models import Bid, BidStatus, ErrorKind, TurnRecord
 
 # From a scripted turn (about a millisecond) to a slow model's (a minute).
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,

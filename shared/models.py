@@ -23,9 +23,9 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
-from shared.protocol import DEFAULT_QUEUE
-from shared.spec_limits import (
+from parley.shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.spec_limits import (
     MAX_BUDGET_TOKENS,
     MAX_BUDGET_USD,
     MAX_CONTEXT_TOKENS,

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from shared.models import Bid, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
+from parley.shared.models import Bid, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128

@@ -22,7 +22,7 @@ INCLUDE = re.compile(r"^-- @include (\w+)$", re.MULTILINE)
 @cache
 def source(name: str) -> str:
     """The text of ``lua/<name>.lua``, its includes put in."""
-    lua = resources.files("shared").joinpath("lua")
+    lua = resources.files("parley.shared").joinpath("lua")
     return INCLUDE.sub(lambda line: lua.joinpath("lib", f"{line[1]}.lua").read_text().rstrip(),
                        lua.joinpath(f"{name}.lua").read_text())
 

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.api_bases import parse_api_base
-from shared.spec_limits import MAX_SPEC_JSON_BYTES
+from parley.shared.api_bases import parse_api_base
+from parley.shared.spec_limits import MAX_SPEC_JSON_BYTES
 
 # litellm fetches its model cost map over the network at import unless told not to;
 # there may be no network, so every parley process sets this before anything imports it.

@@ -23,9 +23,9 @@ import orjson
 import redis
 from pydantic import BaseModel
 
-from shared.events import Event, answer_event_fields, event_from_entry
-from shared.keys import Keys, check_room_id
-from shared.models import (
+from parley.shared.events import Event, answer_event_fields, event_from_entry
+from parley.shared.keys import Keys, check_room_id
+from parley.shared.models import (
     Bid,
     FloorChange,
     Message,
@@ -36,7 +36,7 @@ from shared.models import (
     check_person_name,
     name_key,
 )
-from shared.records import (
+from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
     bid_fields,
@@ -47,8 +47,8 @@ from shared.records import (
     message_from_fields,
     turn_record_from_fields,
 )
-from shared.scripts import Scripts
-from shared.settings import Settings
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
 
 # The state fields an archive's delete checks are unchanged since it read the room: any
 # post drained, turn opened or committed, run started or ended, pause or resume moves one.

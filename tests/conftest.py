@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from parley.processes import ProcessGroup
-from shared.keys import Keys
-from shared.settings import Settings, get_settings
+from parley.shared.keys import Keys
+from parley.shared.settings import Settings, get_settings
 
 REDIS_URL = os.environ.get("PARLEY_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -138,7 +138,7 @@ def fresh_structlog() -> Iterator[None]:
 
     import structlog
 
-    from shared.logs import HANDLER_MARK
+    from parley.shared.logs import HANDLER_MARK
 
     structlog.reset_defaults()
     structlog.contextvars.clear_contextvars()

@@ -16,8 +16,8 @@ from celery import Celery, bootsteps
 from celery.app.amqp import AMQP
 from celery.signals import setup_logging, worker_ready, worker_shutdown
 
-from shared.connections import broker_use_ssl
-from shared.health import (
+from parley.shared.connections import broker_use_ssl
+from parley.shared.health import (
     WORKER_PORT,
     HealthServer,
     Liveness,
@@ -25,8 +25,8 @@ from shared.health import (
     readiness_checks,
     start_health_server,
 )
-from shared.protocol import DEFAULT_QUEUE
-from shared.settings import Settings, get_settings
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.settings import Settings, get_settings
 
 log = structlog.get_logger("parley.worker")
 
@@ -108,7 +108,7 @@ def broker_transport(broker_url: str) -> str | None:
 def make_app(settings: Settings) -> Celery:
     """The workers' Celery app, configured from ``settings`` alone: its broker (TLS
     included), how tasks are acknowledged, and how a lost broker is reconnected."""
-    app = Celery("parley", broker=settings.broker_url, include=["workers.tasks"],
+    app = Celery("parley", broker=settings.broker_url, include=["parley.workers.tasks"],
                  amqp=f"{__name__}:WorkerAMQP")
     app.conf.update(
         # A rediss:// broker verifies the server's certificate (kombu alone would not); None

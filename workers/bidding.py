@@ -15,11 +15,11 @@ from typing import Any
 
 import structlog
 
-from shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
-from workers.credentials import redact_keys
-from workers.parsing import parse_respond, parse_text
-from workers.scripted import ScriptedError, scripted_completion
-from workers.streaming import ChunkWriter
+from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
+from parley.workers.credentials import redact_keys
+from parley.workers.parsing import parse_respond, parse_text
+from parley.workers.scripted import ScriptedError, scripted_completion
+from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
 
@@ -70,7 +70,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
         if agent.is_scripted:
             raw, usage = scripted_completion(agent, call.number or turn, on_text), {}
         else:
-            from workers.llm import call_model  # imports litellm: only for real agents
+            from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
                                     on_text=on_text, intent=call.intent)
@@ -102,7 +102,7 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
         return ErrorKind.SCRIPTED
     if agent.is_scripted:
         return ErrorKind.OTHER
-    from workers.llm import classify_error  # imports litellm: only for real agents
+    from parley.workers.llm import classify_error  # imports litellm: only for real agents
 
     return classify_error(error)
 

@@ -25,9 +25,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from shared.api_bases import display_base, is_allowed_base
-from shared.models import AgentSpec
-from shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings, get_settings
+from parley.shared.api_bases import display_base, is_allowed_base
+from parley.shared.models import AgentSpec
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings, get_settings
 
 # Sent in place of a key to a base that may not receive one. Given explicitly, it stops
 # litellm from reading the provider's variable (OPENAI_API_KEY ...) and sending that instead;

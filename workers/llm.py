@@ -19,15 +19,15 @@ from typing import Any
 
 import structlog
 
-import shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before litellm loads
+import parley.shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before litellm loads
 
 # isort: split
 import litellm
 
-from shared.logs import route_to_root
-from shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
-from shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
-from workers.credentials import (
+from parley.shared.logs import route_to_root
+from parley.shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
+from parley.shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
+from parley.workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
     Credential,
@@ -36,7 +36,7 @@ from workers.credentials import (
     credential_for,
     withheld_refusal,
 )
-from workers.prompts import (
+from parley.workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
     build_discuss_prompt,

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from shared.models import ErrorKind
-from shared.protocol import INTENT_FIELD, RESPOND
+from parley.shared.models import ErrorKind
+from parley.shared.protocol import INTENT_FIELD, RESPOND
 
 _MAX_DEPTH = 12
 _SNIPPET_CHARS = 80

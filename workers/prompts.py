@@ -23,10 +23,10 @@ from itertools import count as numbering
 from typing import Any
 from weakref import WeakKeyDictionary, ref
 
-from shared.mentions import read_names
-from shared.models import SEED_SENDER, AgentSpec, Message
-from shared.protocol import RESPOND
-from shared.speakers import QUOTE, quote_speaker_lines
+from parley.shared.mentions import read_names
+from parley.shared.models import SEED_SENDER, AgentSpec, Message
+from parley.shared.protocol import RESPOND
+from parley.shared.speakers import QUOTE, quote_speaker_lines
 
 ChatMessage = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -313,7 +313,7 @@ def render(template: str, **values: str) -> str:
 @cache
 def template(kind: str) -> str:
     """The prompt template of a call kind, ``workers/templates/<kind>.md``."""
-    text = resources.files("workers").joinpath("templates", f"{kind}.md").read_text()
+    text = resources.files("parley.workers").joinpath("templates", f"{kind}.md").read_text()
     return text.rstrip("\n")  # a file ends with a newline; the prompt does not
 
 

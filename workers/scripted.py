@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from shared.models import AgentSpec, ScriptEntry
-from workers.parsing import parse_text
+from parley.shared.models import AgentSpec, ScriptEntry
+from parley.workers.parsing import parse_text
 
 
 class ScriptedError(RuntimeError):

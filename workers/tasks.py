@@ -14,10 +14,10 @@ import structlog
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
-from shared import metrics
-from shared.connections import cluster_client, redis_kwargs
-from shared.keys import Keys
-from shared.models import (
+from parley.shared import metrics
+from parley.shared.connections import cluster_client, redis_kwargs
+from parley.shared.keys import Keys
+from parley.shared.models import (
     STREAMED_KINDS,
     AgentSpec,
     BidPolicy,
@@ -27,13 +27,13 @@ from shared.models import (
     Message,
     RoomSpec,
 )
-from shared.protocol import CALL_TASK
-from shared.settings import get_settings
-from shared.store import RoomStore
-from workers.app import app
-from workers.bidding import call_in, make_bid
-from workers.prompts import discussion_notes, system_message
-from workers.streaming import ChunkWriter
+from parley.shared.protocol import CALL_TASK
+from parley.shared.settings import get_settings
+from parley.shared.store import RoomStore
+from parley.workers.app import app
+from parley.workers.bidding import call_in, make_bid
+from parley.workers.prompts import discussion_notes, system_message
+from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
 

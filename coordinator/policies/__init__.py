@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import replace
 from types import ModuleType
 
-from coordinator.policies import bid, mention, roundtable, selector
-from coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
-from coordinator.policies.budget import budget_stop
-from coordinator.policies.common import failure_stop, nobody_answered
-from coordinator.policies.impersonation import cut_bids
-from shared.models import Bid, RoomSpec, TurnRecord
+from parley.coordinator.policies import bid, mention, roundtable, selector
+from parley.coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
+from parley.coordinator.policies.budget import budget_stop
+from parley.coordinator.policies.common import failure_stop, nobody_answered
+from parley.coordinator.policies.impersonation import cut_bids
+from parley.shared.models import Bid, RoomSpec, TurnRecord
 
 POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable,
                                    "mention": mention}

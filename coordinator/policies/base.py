@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
+from parley.shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from typing import cast
 
-from coordinator.policies.base import Calls, Decision, TurnView, bids_in_order, stopped
-from coordinator.policies.common import usable
-from shared.models import Bid, BidPolicy, CallKind, RoomSpec, StopReason
+from parley.coordinator.policies.base import Calls, Decision, TurnView, bids_in_order, stopped
+from parley.coordinator.policies.common import usable
+from parley.shared.models import Bid, BidPolicy, CallKind, RoomSpec, StopReason
 
 
 def recent_window(policy: BidPolicy) -> int:

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from coordinator.policies.base import Decision, TurnView, stopped
-from shared.models import RoomLimits, StopReason, Usage
+from parley.coordinator.policies.base import Decision, TurnView, stopped
+from parley.shared.models import RoomLimits, StopReason, Usage
 
 
 class Limit(NamedTuple):

@@ -33,8 +33,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from coordinator.policies.base import Decision, TurnView, stopped
-from shared.models import Bid, BidStatus, ErrorKind, StopReason
+from parley.coordinator.policies.base import Decision, TurnView, stopped
+from parley.shared.models import Bid, BidStatus, ErrorKind, StopReason
 
 FUNCTION_CALLING_FIX = "use a model that supports function calling (tool calls)"
 

@@ -19,8 +19,8 @@ the recorded (uncut) bids.
 
 from __future__ import annotations
 
-from shared.models import SEED_SENDER, Bid, RoomSpec
-from shared.speakers import first_speaker_line
+from parley.shared.models import SEED_SENDER, Bid, RoomSpec
+from parley.shared.speakers import first_speaker_line
 
 
 def other_participants(spec: RoomSpec, agent: str) -> list[str]:

@@ -62,7 +62,7 @@ from typing import cast
 
 import orjson
 
-from coordinator.policies.base import (
+from parley.coordinator.policies.base import (
     POSTED,
     Calls,
     Decision,
@@ -71,9 +71,9 @@ from coordinator.policies.base import (
     Posted,
     TurnView,
 )
-from coordinator.policies.common import could_not_respond, usable
-from shared.mentions import addressed
-from shared.models import (
+from parley.coordinator.policies.common import could_not_respond, usable
+from parley.shared.mentions import addressed
+from parley.shared.models import (
     DISPATCH_NAME,
     Bid,
     CallKind,

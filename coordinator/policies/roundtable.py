@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from typing import cast
 
-from coordinator.policies.base import Calls, Decision, LogLine, TurnView
-from coordinator.policies.common import (
+from parley.coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from parley.coordinator.policies.common import (
     could_not_respond,
     failure_line,
     failure_reason,
     usable,
 )
-from shared.models import (
+from parley.shared.models import (
     Bid,
     BidStatus,
     CallKind,

@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from coordinator.policies.base import Calls, Decision, TurnView, stopped
-from coordinator.policies.common import could_not_respond, usable
-from shared.models import (
+from parley.coordinator.policies.base import Calls, Decision, TurnView, stopped
+from parley.coordinator.policies.common import could_not_respond, usable
+from parley.shared.models import (
     SELECTOR_NAME,
     Bid,
     BidStatus,

@@ -9,9 +9,9 @@ from typing import Any
 
 from celery import Celery
 
-from coordinator.transport import CeleryTransport
-from shared.protocol import DEFAULT_QUEUE
-from shared.settings import Settings
+from parley.coordinator.transport import CeleryTransport
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.settings import Settings
 
 # A task's fields worth showing (its kwargs are the request's short summary, never the
 # transcript).

@@ -14,11 +14,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from coordinator.policies import roundtable
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
-from shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
-from shared.records import message_from_fields, usage_from
+from parley.coordinator.policies import roundtable
+from parley.shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from parley.shared.records import message_from_fields, usage_from
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50

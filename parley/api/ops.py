@@ -16,9 +16,9 @@ from starlette.concurrency import run_in_threadpool
 from parley.api import metrics as api_metrics
 from parley.api.errors import ApiError
 from parley.client import Client
-from shared.records import decode
-from shared.settings import redact_url
-from shared.store import holder_of
+from parley.shared.records import decode
+from parley.shared.settings import redact_url
+from parley.shared.store import holder_of
 
 router = APIRouter(tags=["operations"])
 open_router = APIRouter(tags=["operations"])

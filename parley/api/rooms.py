@@ -18,9 +18,9 @@ from parley import output
 from parley.api.errors import ApiError
 from parley.cli import describe_validation
 from parley.client import Client
+from parley.shared.models import SEED_SENDER, RoomSpec
+from parley.shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
 from parley.turn_report import read_turn_report
-from shared.models import SEED_SENDER, RoomSpec
-from shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
 
 router = APIRouter(tags=["rooms"])
 # The request body of POST /rooms, for the OpenAPI schema: the body is read and checked

@@ -10,7 +10,7 @@ import structlog
 import uvicorn
 
 from parley.api.app import make_app
-from shared.settings import Settings, redact_query
+from parley.shared.settings import Settings, redact_query
 
 log = structlog.get_logger("parley.api")
 # Open event streams never end by themselves: a stop waits this long for them.

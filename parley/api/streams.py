@@ -24,10 +24,10 @@ from parley.api import metrics
 from parley.api.errors import ApiError
 from parley.live import stream_id
 from parley.output import event_json
-from shared.events import EventType, event_from_entry
-from shared.keys import Keys
-from shared.logs import one_line
-from shared.records import decode
+from parley.shared.events import EventType, event_from_entry
+from parley.shared.keys import Keys
+from parley.shared.logs import one_line
+from parley.shared.records import decode
 
 router = APIRouter(tags=["events"])
 KEEPALIVE_S = 15.0

@@ -20,13 +20,13 @@ import fakeredis
 import orjson
 import structlog
 
-from coordinator import policies
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import processes
-from shared.keys import Keys
-from shared.models import (
+from parley.coordinator import policies
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.keys import Keys
+from parley.shared.models import (
     Bid,
     BidStatus,
     CallKind,
@@ -36,10 +36,10 @@ from shared.models import (
     StopReason,
     TurnRecord,
 )
-from shared.protocol import CALL_TASK
-from shared.records import bid_from_fields
-from shared.scripts import Scripts
-from shared.store import RoomStore
+from parley.shared.protocol import CALL_TASK
+from parley.shared.records import bid_from_fields
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomStore
 from tests.chaos.mention_rooms import check_mention_rules, is_mention_room
 from tests.chaos.roundtable_rooms import check_roundtable_rules, is_roundtable_room
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room

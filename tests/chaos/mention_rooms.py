@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, cast
 
-from shared.models import CallKind, MentionPolicy, Message, RoomSpec, StopReason, TurnRecord
+from parley.shared.models import CallKind, MentionPolicy, Message, RoomSpec, StopReason, TurnRecord
 
 SLEEP_S = (0.02, 0.3)
 ENDINGS = frozenset({StopReason.WAITING_FOR_PERSON, StopReason.QUEUE_EMPTY,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any, cast
 
-from shared.models import (
+from parley.shared.models import (
     CallKind,
     Message,
     RoomSpec,

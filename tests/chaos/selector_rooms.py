@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from typing import Any, cast
 
-from shared.models import CallKind, Message, RoomSpec, SelectorPolicy, StopReason, TurnRecord
+from parley.shared.models import CallKind, Message, RoomSpec, SelectorPolicy, StopReason, TurnRecord
 
 SLEEP_S = (0.01, 0.1)
 INVALID_PICKS = ("nobody", "accountant", "agent9", "agent0 and agent1", "?", "")

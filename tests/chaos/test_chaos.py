@@ -25,8 +25,8 @@ import pytest
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from shared.models import RoomSpec
-from shared.settings import Settings
+from parley.shared.models import RoomSpec
+from parley.shared.settings import Settings
 from tests.chaos.harness import (
     TASK,
     PrivateRedis,

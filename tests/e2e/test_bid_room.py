@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from coordinator import policies
 from parley.client import Client
-from shared.models import StopReason
+from parley.coordinator import policies
+from parley.shared.models import StopReason
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

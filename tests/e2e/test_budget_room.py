@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from parley.client import Client
-from shared.models import RoomSpec, StopReason
+from parley.shared.models import RoomSpec, StopReason
 from tests.support.openai_stub import OpenAIStub, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.models import RoomSpec
+from parley.shared.models import RoomSpec
 from tests.support.rooms import scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

@@ -16,7 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from parley import processes as procs
 from parley.client import Client, load_spec
-from shared.models import RoomSpec
+from parley.shared.models import RoomSpec
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

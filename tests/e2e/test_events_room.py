@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from parley.client import Client
-from shared.models import Message, StopReason
+from parley.shared.models import Message, StopReason
 from tests.support.events import check_event_order
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec

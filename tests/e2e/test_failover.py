@@ -16,9 +16,9 @@ import redis
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from shared.models import BidStatus, RoomSpec
-from shared.records import bid_from_fields
-from shared.settings import Settings
+from parley.shared.models import BidStatus, RoomSpec
+from parley.shared.records import bid_from_fields
+from parley.shared.settings import Settings
 from tests.chaos.harness import (
     TASK,
     PrivateRedis,

@@ -14,7 +14,7 @@ from parley import GroupChat, RunFailed
 from parley.client import Client
 from parley.groupchat import FIRST_TURN_SILENT
 from parley.output import HISTORY_OUTPUT_TYPES
-from shared.models import StopReason
+from parley.shared.models import StopReason
 from tests.support.rooms import rotating_scripts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator import policies
 from parley import GroupChat
 from parley.client import Client
-from shared.events import AnswerArrived, MessageChunk
-from shared.models import BidStatus, CallKind, RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.shared.events import AnswerArrived, MessageChunk
+from parley.shared.models import BidStatus, CallKind, RoomSpec, StopReason
 from tests.support.events import check_event_order
 from tests.support.openai_stub import OpenAIStub, Reply, raw_arguments, text
 

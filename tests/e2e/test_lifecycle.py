@@ -16,9 +16,9 @@ import yaml
 
 from parley.client import Client, RunResult
 from parley.processes import ProcessGroup
-from shared.events import AnswerArrived, RunEnded, TurnDecided
-from shared.keys import Keys
-from shared.models import StopReason
+from parley.shared.events import AnswerArrived, RunEnded, TurnDecided
+from parley.shared.keys import Keys
+from parley.shared.models import StopReason
 from tests.support.events import check_event_order
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from parley.client import Client
-from shared.models import ErrorKind, RoomSpec, StopReason
+from parley.shared.models import ErrorKind, RoomSpec, StopReason
 from tests.support.openai_stub import (
     OpenAIStub,
     error,

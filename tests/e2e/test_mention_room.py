@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator import policies
-from coordinator.policies import mention
 from parley.client import Client
-from shared.models import RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.coordinator.policies import mention
+from parley.shared.models import RoomSpec, StopReason
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

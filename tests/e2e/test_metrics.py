@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from parley.client import Client
 from parley.processes import ProcessGroup, free_port, parley_command
-from shared.health import http_get
-from shared.models import RoomSpec, StopReason, TurnRecord
+from parley.shared.health import http_get
+from parley.shared.models import RoomSpec, StopReason, TurnRecord
 from tests.chaos.harness import PrivateRedis, logs_on_failure, parley_env
 from tests.e2e.test_bid_room import SCRIPTS
 from tests.support.openai_stub import OpenAIStub, tool_call

@@ -13,8 +13,8 @@ import pytest
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from shared.models import RoomStatus
-from shared.settings import Settings
+from parley.shared.models import RoomStatus
+from parley.shared.settings import Settings
 from tests.chaos.harness import (
     TASK,
     PrivateRedis,

@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from parley.client import Client
-from shared.keys import Keys
-from shared.models import RoomStatus, StopReason
+from parley.shared.keys import Keys
+from parley.shared.models import RoomStatus, StopReason
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from coordinator.connections import connect
-from coordinator.lease import Leases
 from parley.client import Client
+from parley.coordinator.connections import connect
+from parley.coordinator.lease import Leases
 from parley.processes import ProcessGroup
-from shared.keys import Keys
-from shared.models import StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
+from parley.shared.keys import Keys
+from parley.shared.models import StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
 from tests.chaos.harness import logs_on_failure, parley_env
 from tests.conftest import REDIS_URL
 from tests.support.cluster import LocalCluster

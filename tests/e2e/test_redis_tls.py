@@ -11,7 +11,7 @@ import pytest
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from shared.settings import Settings
+from parley.shared.settings import Settings
 from tests.chaos.harness import logs_on_failure, parley_env
 from tests.support.rooms import scripted_spec
 from tests.support.tls import TlsRedis, make_certificates

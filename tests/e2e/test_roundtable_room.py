@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from coordinator import policies
 from parley.client import Client
-from shared.models import RoomSpec, RoomStatus, StopReason
-from shared.records import bid_from_fields
+from parley.coordinator import policies
+from parley.shared.models import RoomSpec, RoomStatus, StopReason
+from parley.shared.records import bid_from_fields
 from tests.chaos.harness import check_room, expected_messages, log_events, turns_asked_again
 from tests.support.polling import wait_until
 

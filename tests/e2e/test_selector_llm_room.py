@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator import policies
 from parley.client import Client
-from shared.models import RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.shared.models import RoomSpec, StopReason
 from tests.support.openai_stub import OpenAIStub, Received, text
 from tests.support.polling import wait_until
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coordinator import policies
 from parley.client import Client
-from shared.models import RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.shared.models import RoomSpec, StopReason
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 

@@ -16,7 +16,10 @@ import pytest
 from parley.processes import free_port
 from tests.support.deploy_files import ROOT, dev_tool, dockerfile_sources
 
-PACKAGES = ("parley", "coordinator", "workers", "shared")
+# The repository's folders and the packages they hold: coordinator/, workers/ and shared/
+# are parley.coordinator, parley.workers and parley.shared.
+PACKAGES = {"parley": "parley", "coordinator": "parley/coordinator", "workers": "parley/workers",
+            "shared": "parley/shared"}
 # Building the wheel takes most of the time: about 30 s in all with uv's cache warm.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -58,8 +61,9 @@ def build_wheel(tmp_path: Path) -> Path:
 def data_files() -> list[str]:
     """The packages' files that are not Python (Lua scripts, prompt templates, the demo
     room, static files), relative to the repository: each must be in the wheel."""
-    return sorted(str(path.relative_to(ROOT)) for package in PACKAGES
-                  for path in (ROOT / package).rglob("*")
+    return sorted(str(installed / path.relative_to(ROOT / folder))
+                  for folder, installed in PACKAGES.items()
+                  for path in (ROOT / folder).rglob("*")
                   if path.is_file() and path.suffix not in {".py", ".pyc"}
                   and "__pycache__" not in path.parts)
 
@@ -77,10 +81,15 @@ def test_the_wheel_runs_the_demo_in_a_clean_virtualenv(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
-    where = run([python, "-c", f"import {', '.join(PACKAGES)}; print(parley.__file__)"],
-                cwd=elsewhere, env=env)
+    modules = ", ".join(installed.replace("/", ".") for installed in PACKAGES.values())
+    where = run([python, "-c", f"import {modules}; print(parley.__file__)"], cwd=elsewhere, env=env)
     site_packages = Path(where).parents[1]
     assert site_packages.is_relative_to(venv), where
+    # One import name, as the distribution's: nothing else at the top of site-packages.
+    (dist_info,) = site_packages.glob("parley-*.dist-info")
+    installed_top = {line.split("/")[0].split(",")[0] for line in
+                     (dist_info / "RECORD").read_text().splitlines()}
+    assert installed_top - {dist_info.name, "..", "bin"} == {"parley"}, installed_top
     missing = [name for name in data_files() if not (site_packages / name).exists()]
     assert not missing, f"not in the wheel (pyproject.toml's package-data): {missing}"
     version = run([parley, "--version"], cwd=elsewhere, env=env)

@@ -10,13 +10,13 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from coordinator.policies.common import likely_fix
-from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
-from shared.settings import DEFAULT_WORKER_KEY_ENVS
+from parley.coordinator.policies.common import likely_fix
+from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS
+from parley.workers.bidding import Call, make_bid
+from parley.workers.credentials import NO_KEY
+from parley.workers.llm import KEYLESS_PROVIDERS
 from tests.support.openai_stub import OpenAIStub, error, tool_call
-from workers.bidding import Call, make_bid
-from workers.credentials import NO_KEY
-from workers.llm import KEYLESS_PROVIDERS
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 

@@ -8,10 +8,10 @@ import orjson
 import pytest
 import redis
 
-from shared.keys import Keys
-from shared.models import Bid, StopReason
-from shared.scripts import Scripts
-from shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound, RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound, RoomStore
 from tests.integration.test_scripts import DRAIN_LIMITS, TTL_MS, acquire, commit, drain, open_turn
 from tests.support.rooms import scripted_spec
 

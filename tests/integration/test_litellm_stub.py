@@ -10,8 +10,11 @@ from collections.abc import Iterator
 import litellm
 import pytest
 
-from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
-from shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
+from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
+from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
+from parley.workers.bidding import Call, make_bid
+from parley.workers.llm import call_model, token_counter
+from parley.workers.prompts import input_budget
 from tests.support.openai_stub import (
     OpenAIStub,
     error,
@@ -21,9 +24,6 @@ from tests.support.openai_stub import (
     text,
     tool_call,
 )
-from workers.bidding import Call, make_bid
-from workers.llm import call_model, token_counter
-from workers.prompts import input_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 

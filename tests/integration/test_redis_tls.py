@@ -11,10 +11,10 @@ import pytest
 import redis
 from kombu.exceptions import OperationalError
 
-from coordinator.connections import connect
-from coordinator.transport import CeleryTransport
 from parley.client import Client
-from shared.settings import Settings
+from parley.coordinator.connections import connect
+from parley.coordinator.transport import CeleryTransport
+from parley.shared.settings import Settings
 from tests.support.tls import Certificates, TlsRedis, make_certificates
 
 

@@ -7,10 +7,10 @@ import orjson
 import pytest
 import redis
 
-from shared.keys import Keys
-from shared.records import RoomState
-from shared.scripts import Scripts
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.records import RoomState
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"

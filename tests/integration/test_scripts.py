@@ -6,12 +6,12 @@ import orjson
 import pytest
 import redis
 
-from coordinator.room_io import usage_increments
-from shared.keys import Keys
-from shared.models import Bid, RoomSpec, Usage
-from shared.records import RoomState
-from shared.scripts import Scripts
-from shared.store import RoomStore
+from parley.coordinator.room_io import usage_increments
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, RoomSpec, Usage
+from parley.shared.records import RoomState
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomStore
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
 

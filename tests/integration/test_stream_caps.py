@@ -8,12 +8,12 @@ import pytest
 import redis
 
 from benchmarks.stream_sizes import measure, measure_dead_letters, measure_events
-from coordinator.service import Coordinator
-from coordinator.transport import InMemoryTransport
-from shared.keys import Keys
-from shared.models import Bid
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.service import Coordinator
+from parley.coordinator.transport import InMemoryTransport
+from parley.shared.keys import Keys
+from parley.shared.models import Bid
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
@@ -44,7 +44,7 @@ def test_the_coordinator_caps_the_streams_it_writes_by_its_settings():
 
 
 def test_the_workers_cap_the_events_they_write_by_their_settings(worker_env):
-    from workers.tasks import store_for
+    from parley.workers.tasks import store_for
 
     worker_env(PARLEY_EVENTS_STREAM_MAXLEN="789")
     assert store_for("t").events_maxlen == 789

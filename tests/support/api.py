@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 
 from parley.api.app import make_app
 from parley.client import Client
-from shared.keys import Keys
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec

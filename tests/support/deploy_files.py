@@ -18,7 +18,7 @@ import dockerfile as dockerfile_parser
 import pytest
 import yaml
 
-from shared.settings import DEFAULT_WORKER_KEY_ENVS
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS
 
 ROOT = Path(__file__).parents[2]
 K8S = ROOT / "deploy" / "k8s"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.events import (
+from parley.shared.events import (
     AnswerArrived,
     Event,
     MessageChunk,
@@ -13,7 +13,7 @@ from shared.events import (
     TurnDecided,
     TurnOpened,
 )
-from shared.models import Message
+from parley.shared.models import Message
 
 
 def check_event_order(events: list[Event], messages: list[Message],

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
-from shared.keys import Keys
-from shared.scripts import Scripts
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.keys import Keys
+from parley.shared.scripts import Scripts
 
 
 async def serve_once(async_redis: Any, keys: Keys, transport: Any, owner: str = "c1",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import redis
 
-from shared.keys import Keys
-from shared.models import BidRequest
-from shared.store import RoomStore
-from workers.bidding import call_in, make_bid
-from workers.tasks import chunk_writer
+from parley.shared.keys import Keys
+from parley.shared.models import BidRequest
+from parley.shared.store import RoomStore
+from parley.workers.bidding import call_in, make_bid
+from parley.workers.tasks import chunk_writer
 
 
 class LocalWorkerTransport:

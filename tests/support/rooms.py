@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.models import RoomSpec
+from parley.shared.models import RoomSpec
 
 
 def scripted_spec(scripts: dict[str, list[dict[str, Any]]], queue: str = "parley.agents",

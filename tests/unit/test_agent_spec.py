@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from parley.client import load_spec
-from shared.models import AgentSpec, RoomSpec
+from parley.shared.models import AgentSpec, RoomSpec
 
 EXAMPLES = sorted(Path(__file__).parents[2].joinpath("examples", "rooms").glob("*.yaml"))
 

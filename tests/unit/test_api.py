@@ -16,8 +16,8 @@ from parley import cli
 from parley.api import streams
 from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
-from shared.keys import Keys
-from shared.settings import Settings
+from parley.shared.keys import Keys
+from parley.shared.settings import Settings
 from tests.support.api import AUTH, PREFIX, TOKEN, app_client, run_room, spec_json
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.api_bases import display_base, is_allowed_base, parse_api_base
+from parley.shared.api_bases import display_base, is_allowed_base, parse_api_base
 
 ALLOWED = ("https://api.example.com/v1",)
 

@@ -10,10 +10,10 @@ import json
 import fakeredis
 import pytest
 
-from shared.archive import ArchiveError, archive_room, check_archive, import_room
-from shared.keys import Keys
-from shared.scripts import Scripts
-from shared.store import RoomExists, RoomHeld, RoomStore
+from parley.shared.archive import ArchiveError, archive_room, check_archive, import_room
+from parley.shared.keys import Keys
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomExists, RoomHeld, RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_lifecycle_rooms import serve_once

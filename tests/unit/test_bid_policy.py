@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator import policies
-from coordinator.policies import Calls, TurnView, bid
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, TurnView, bid
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 

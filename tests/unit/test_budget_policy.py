@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from coordinator import policies
-from coordinator.policies import Calls, Decision, TurnView
-from shared.models import CallKind, RoomSpec, RoomStatus, StopReason, Usage
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, Decision, TurnView
+from parley.shared.models import CallKind, RoomSpec, RoomStatus, StopReason, Usage
 
 AGENTS = ("A", "B")
 

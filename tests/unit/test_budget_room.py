@@ -12,16 +12,16 @@ import fakeredis
 import pytest
 from typer.testing import CliRunner
 
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import cli
 from parley.client import Client
-from shared.keys import Keys
-from shared.models import CallKind, RoomSpec, StopReason, Usage
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.keys import Keys
+from parley.shared.models import CallKind, RoomSpec, StopReason, Usage
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 

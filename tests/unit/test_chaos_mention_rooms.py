@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from shared.models import BidStatus, RoomSpec
-from shared.store import RoomStore
+from parley.shared.models import BidStatus, RoomSpec
+from parley.shared.store import RoomStore
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.mention_rooms import ENDINGS, random_mention_room
 

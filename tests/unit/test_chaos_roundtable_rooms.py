@@ -10,10 +10,10 @@ from collections import Counter
 
 import pytest
 
-from coordinator import policies
-from coordinator.policies import roundtable
-from shared.models import BidStatus, CallKind, RoomSpec, RoundtablePolicy, StopReason, TurnRecord
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.coordinator.policies import roundtable
+from parley.shared.models import BidStatus, CallKind, RoomSpec, RoundtablePolicy, StopReason, TurnRecord
+from parley.shared.store import RoomStore
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.roundtable_rooms import random_roundtable_room
 

@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from coordinator.policies import selector
-from shared.models import BidStatus, CallKind, RoomSpec, SelectorPolicy, StopReason, TurnRecord
+from parley.coordinator.policies import selector
+from parley.shared.models import BidStatus, CallKind, RoomSpec, SelectorPolicy, StopReason, TurnRecord
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.selector_rooms import random_selector_room
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from parley.cli import app, unreachable_redis
 from parley.client import FOLLOW_BLOCK_MS, Client
 from parley.processes import free_port
-from shared.keys import Keys
-from shared.records import RoomState
-from shared.settings import Settings, get_settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.records import RoomState
+from parley.shared.settings import Settings, get_settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 
 GOOD = {

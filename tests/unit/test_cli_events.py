@@ -12,18 +12,18 @@ import fakeredis
 import pytest
 from typer.testing import CliRunner
 
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley import cli
 from parley.client import Client
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.events import Event, MessageCommitted, RunStarted
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from parley.turn_report import open_turn_progress, read_turn_report
-from shared.events import Event, MessageCommitted, RunStarted
-from shared.keys import Keys
-from shared.models import Bid, BidStatus, CallKind, ErrorKind
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_selector_room import selector_spec

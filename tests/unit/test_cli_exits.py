@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client, RunResult
-from shared.keys import Keys
-from shared.models import Message, RoomStatus, StopReason
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import Message, RoomStatus, StopReason
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 
 

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from shared.keys import Keys
-from shared.models import RoomSpec
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import RoomSpec
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.unit.test_mention_room import serve_once
 

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from parley import cli, output
 from parley.client import Client
-from shared.keys import Keys
-from shared.models import Message
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import Message
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 
 LONG_ID = "quarterly-planning-for-the-platform-team-" + "x" * 60

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from parley.cli import app
-from shared.models import RoomSpec, RoundtablePolicy
+from parley.shared.models import RoomSpec, RoundtablePolicy
 
 
 def agent(name: str) -> dict[str, Any]:

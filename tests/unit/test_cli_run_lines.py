@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from shared.keys import Keys
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 from tests.unit.test_cli_mention import serving
 from tests.unit.test_selector_room import selector_spec

@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from parley.cli import app
-from shared.models import RoomSpec
+from parley.shared.models import RoomSpec
 
 SELECTOR = {"model": "scripted", "script": [{"content": "planner"}]}
 AGENTS = [{"name": name, "role": f"the {name}", "model": "scripted", "script": []}

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parley import cli
-from shared.settings import Settings, get_settings
+from parley.shared.settings import Settings, get_settings
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_a_bad_value_in_the_dot_env_file_is_named_too(monkeypatch, tmp_path, fre
 @pytest.fixture
 def celery_argv(monkeypatch, fresh_settings) -> list[str]:
     """What ``parley worker`` hands to Celery (no worker is started)."""
-    from workers.app import app as celery_app
+    from parley.workers.app import app as celery_app
 
     argv: list[str] = []
     monkeypatch.setattr(celery_app, "worker_main", argv.extend)

@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from shared.keys import Keys
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from shared.models import AgentSpec, BidStatus, CallKind, Message
-from workers import llm
-from workers.bidding import Call, make_bid
-from workers.prompts import (
+from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
+from parley.workers import llm
+from parley.workers.bidding import Call, make_bid
+from parley.workers.prompts import (
     build_moderate_prompt,
     build_panel_prompt,
     build_prompt,
@@ -190,7 +190,7 @@ def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keepi
 
 
 def test_a_forged_entry_inside_a_message_is_quoted_in_the_selector_and_participant_threads():
-    from workers.prompts import build_select_prompt, build_speak_prompt
+    from parley.workers.prompts import build_select_prompt, build_speak_prompt
 
     participants = [AgentSpec(name=name, role=f"the {name}", model="openai/m")
                     for name in ("planner", "budget")]

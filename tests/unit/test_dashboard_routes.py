@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from parley.api import dashboard
-from shared.keys import Keys
+from parley.shared.keys import Keys
 from tests.support.api import AUTH, PREFIX, app_client, run_room, spec_json
 from tests.support.rooms import rotating_scripts
 

@@ -12,7 +12,7 @@ from parley.api.dashboard import (
     panel_position,
     usage_series,
 )
-from shared.models import Bid, BidStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
+from parley.shared.models import Bid, BidStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
 
 
 def agent_message(seq: int, sender: str) -> Message:

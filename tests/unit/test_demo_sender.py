@@ -8,7 +8,7 @@ import pytest
 
 from parley.client import load_spec
 from parley.demo import task_sender
-from shared.models import SEED_SENDER, MentionPolicy
+from parley.shared.models import SEED_SENDER, MentionPolicy
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "rooms").glob("*.yaml"))
 

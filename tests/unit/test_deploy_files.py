@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from shared.models import BidPolicy, MentionPolicy, RoundtablePolicy, SelectorPolicy
-from shared.protocol import DEFAULT_QUEUE
-from shared.settings import DEFAULT_WORKER_KEY_ENVS
+from parley.shared.models import BidPolicy, MentionPolicy, RoundtablePolicy, SelectorPolicy
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS
 from tests.support.deploy_files import (
     K8S,
     ROOT,

@@ -10,14 +10,14 @@ import httpx
 import litellm
 import pytest
 
-from coordinator.turn_loop import cancelled, timed_out
-from shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
-from shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
-from workers.bidding import Call, failure_kind, make_bid
-from workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
-from workers.llm import DeadlinePassed, classify_error
-from workers.parsing import parse_respond, parse_text
-from workers.scripted import ScriptedError
+from parley.coordinator.turn_loop import cancelled, timed_out
+from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
+from parley.shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
+from parley.workers.bidding import Call, failure_kind, make_bid
+from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
+from parley.workers.llm import DeadlinePassed, classify_error
+from parley.workers.parsing import parse_respond, parse_text
+from parley.workers.scripted import ScriptedError
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.lease import LeaseLost
+from parley.coordinator.lease import LeaseLost
 from parley.output import event_line
-from shared.events import (
+from parley.shared.events import (
     EVENT_MODELS,
     AnswerArrived,
     Event,
@@ -28,10 +28,10 @@ from shared.events import (
     answer_event_fields,
     event_from_entry,
 )
-from shared.keys import Keys
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
-from shared.scripts import Scripts
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport

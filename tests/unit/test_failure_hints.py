@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import policies
-from coordinator.policies import TurnView
-from coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
-from coordinator.turn_loop import timed_out
 from parley.client import load_spec
-from shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, RoomSpec, StopReason
-from workers.bidding import Call, make_bid
+from parley.coordinator import policies
+from parley.coordinator.policies import TurnView
+from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
+from parley.coordinator.turn_loop import timed_out
+from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, RoomSpec, StopReason
+from parley.workers.bidding import Call, make_bid
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 

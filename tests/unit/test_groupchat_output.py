@@ -7,7 +7,7 @@ import json
 import pytest
 
 from parley.groupchat import GroupChat, format_history, stream_message
-from shared.models import Message
+from parley.shared.models import Message
 
 MESSAGES = [
     Message(seq=1, sender="User", content="task"),

@@ -13,7 +13,7 @@ import structlog
 from typer.testing import CliRunner
 
 from parley import cli
-from shared.health import (
+from parley.shared.health import (
     HealthPortError,
     HealthServer,
     Liveness,
@@ -23,7 +23,7 @@ from shared.health import (
     readiness_checks,
     start_health_server,
 )
-from shared.settings import Settings
+from parley.shared.settings import Settings
 
 
 def down() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import policies
-from coordinator.policies import TurnView
-from coordinator.policies.impersonation import cut_reply
-from shared.models import Bid, RoomSpec, StopReason, TurnRecord
-from shared.records import turn_record_fields, turn_record_from_fields
+from parley.coordinator import policies
+from parley.coordinator.policies import TurnView
+from parley.coordinator.policies.impersonation import cut_reply
+from parley.shared.models import Bid, RoomSpec, StopReason, TurnRecord
+from parley.shared.records import turn_record_fields, turn_record_from_fields
 
 AGENTS = ("A", "B", "Budget Checker")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import policies
-from coordinator.policies import Calls, TurnView
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, TurnView
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 

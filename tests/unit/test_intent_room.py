@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
-from coordinator import policies
-from shared.events import MessageChunk
-from shared.keys import Keys
-from shared.models import BidRequest, CallKind, RoomSpec, StopReason
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.shared.events import MessageChunk
+from parley.shared.keys import Keys
+from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
@@ -133,7 +133,7 @@ def test_follow_live_prints_each_reply_as_it_is_written_then_the_message(
 
     from parley import cli, live
     from parley.client import Client
-    from shared.settings import Settings
+    from parley.shared.settings import Settings
 
     store = start(sync_redis, keys)
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys, streams=True)))
@@ -180,8 +180,8 @@ def test_the_example_intent_room_runs_offline_to_a_lull(sync_redis, async_redis,
 
 
 def test_an_intent_turns_line_shows_the_intents_scores_and_a_failed_reply():
+    from parley.shared.models import Bid, BidStatus, ErrorKind, TurnRecord
     from parley.turn_lines import turn_line
-    from shared.models import Bid, BidStatus, ErrorKind, TurnRecord
 
     def answer(agent: str, kind: CallKind, phase: int, score: float = 0.0, text: str = "",
                **fields) -> Bid:

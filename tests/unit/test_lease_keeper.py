@@ -10,14 +10,14 @@ import pytest
 import structlog
 from redis.crc import key_slot
 
-from coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
-from coordinator.service import Coordinator
-from coordinator.transport import HeldTransport, InMemoryTransport
-from shared.keys import Keys
-from shared.models import BidStatus, StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
+from parley.coordinator.service import Coordinator
+from parley.coordinator.transport import HeldTransport, InMemoryTransport
+from parley.shared.keys import Keys
+from parley.shared.models import BidStatus, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 

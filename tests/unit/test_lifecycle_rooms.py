@@ -10,15 +10,15 @@ import fakeredis
 import pytest
 import structlog
 
-from coordinator.lease import LeaseLost, Leases
-from coordinator.retention import SWEEP_BATCH, IdleRooms, sweep_period_s
-from coordinator.room_io import RoomIO
-from coordinator.service import Coordinator
-from shared.keys import Keys
-from shared.models import Bid, BidRequest, StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore, now_ms
+from parley.coordinator.lease import LeaseLost, Leases
+from parley.coordinator.retention import SWEEP_BATCH, IdleRooms, sweep_period_s
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.service import Coordinator
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, BidRequest, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore, now_ms
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec

@@ -9,11 +9,11 @@ import litellm
 import pytest
 from structlog.testing import capture_logs
 
-from shared.models import AgentSpec, BidStatus, ErrorKind, Message
-from workers import llm
-from workers.bidding import Call, make_bid
-from workers.credentials import read_api_key
-from workers.prompts import build_prompt, input_budget
+from parley.shared.models import AgentSpec, BidStatus, ErrorKind, Message
+from parley.workers import llm
+from parley.workers.bidding import Call, make_bid
+from parley.workers.credentials import read_api_key
+from parley.workers.prompts import build_prompt, input_budget
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 

@@ -14,7 +14,7 @@ import warnings
 import pytest
 import structlog
 
-from shared.logs import HANDLER_MARK, configure_logging, log_uncaught, route_to_root
+from parley.shared.logs import HANDLER_MARK, configure_logging, log_uncaught, route_to_root
 from tests.support.polling import wait_until
 
 

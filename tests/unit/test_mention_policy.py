@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.policies import decide, first_calls
-from coordinator.policies import mention as m
-from coordinator.policies.base import Calls, Decision, Posted, TurnView
-from shared.models import Bid, CallKind, RoomSpec, StopReason
+from parley.coordinator.policies import decide, first_calls
+from parley.coordinator.policies import mention as m
+from parley.coordinator.policies.base import Calls, Decision, Posted, TurnView
+from parley.shared.models import Bid, CallKind, RoomSpec, StopReason
 
 AGENTS = ("investigator", "dev", "sre")
 
@@ -378,7 +378,7 @@ def test_spec_errors_name_the_wrong_field() -> None:
 def test_a_discussions_turn_cap_is_bounded_like_every_count():
     from pydantic import ValidationError
 
-    from shared.models import MentionPolicy
+    from parley.shared.models import MentionPolicy
 
     assert MentionPolicy(kind="mention", max_turns=1_000_000).max_turns == 1_000_000
     try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shared.models import AgentSpec, Message
-from workers.prompts import askers_of, build_dispatch_prompt
+from parley.shared.models import AgentSpec, Message
+from parley.workers.prompts import askers_of, build_dispatch_prompt
 
 AGENTS = [AgentSpec(name="dev", role="reads the code", model="scripted", script=[]),
           AgentSpec(name="sre", role="runs production", model="scripted", script=[])]
@@ -28,9 +28,9 @@ def test_an_earlier_question_answered_before_is_not_marked():
 
 
 def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_work():
-    from shared.models import BidRequest, CallKind, RoomSpec
-    from workers.prompts import build_discuss_prompt
-    from workers.tasks import caller
+    from parley.shared.models import BidRequest, CallKind, RoomSpec
+    from parley.workers.prompts import build_discuss_prompt
+    from parley.workers.tasks import caller
 
     spec = RoomSpec.model_validate({
         "policy": {"kind": "mention", "people": ["oncall"], "silent_token": "(pass)"},

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from coordinator import policies
-from coordinator.policies import mention
 from parley import speak_queue
-from shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
-from shared.keys import Keys
-from shared.models import BidRequest, CallKind, RoomSpec, StopReason
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.coordinator.policies import mention
+from parley.shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
+from parley.shared.keys import Keys
+from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.mentions import addressed, read_names
+from parley.shared.mentions import addressed, read_names
 
 AGENTS = ("investigator", "dev", "sre")
 

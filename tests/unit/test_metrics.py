@@ -9,15 +9,15 @@ from collections import Counter
 import pytest
 from prometheus_client import REGISTRY
 
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.service import Coordinator
-from shared import metrics
-from shared.keys import Keys
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, TurnRecord
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.service import Coordinator
+from parley.shared import metrics
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, TurnRecord
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec

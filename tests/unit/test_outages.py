@@ -13,17 +13,17 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from coordinator.lease import Leases
-from coordinator.outages import MAX_GRACES, Grace, OutageClock, grace_due
-from coordinator.room_io import RoomIO
-from coordinator.service import Coordinator
-from coordinator.transport import InMemoryTransport
-from coordinator.turn_loop import RoomRunner, TurnOptions
-from shared.keys import Keys
-from shared.models import BidStatus
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.lease import Leases
+from parley.coordinator.outages import MAX_GRACES, Grace, OutageClock, grace_due
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.service import Coordinator
+from parley.coordinator.transport import InMemoryTransport
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.keys import Keys
+from parley.shared.models import BidStatus
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from pydantic import BaseModel
 
-from shared.models import ScriptEntry
-from workers.parsing import parse_respond
-from workers.scripted import completion
+from parley.shared.models import ScriptEntry
+from parley.workers.parsing import parse_respond
+from parley.workers.scripted import completion
 
 ARGUMENTS = '{"score": 0.8, "message": "  Ship it.  "}'
 CALL = {"id": "call_1", "type": "function",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workers.parsing import ParsedBid, parse_respond
+from parley.workers.parsing import ParsedBid, parse_respond
 
 FUZZ = settings(max_examples=300, deadline=timedelta(seconds=2), derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,15 +10,15 @@ import pytest
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from coordinator.lease import LeaseLost
-from coordinator.service import Coordinator, error_line
-from coordinator.transport import InMemoryTransport, Transport
 from parley.client import Client, RunTimeout
-from shared.keys import Keys
-from shared.models import RoomStatus, StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator.lease import LeaseLost
+from parley.coordinator.service import Coordinator, error_line
+from parley.coordinator.transport import InMemoryTransport, Transport
+from parley.shared.keys import Keys
+from parley.shared.models import RoomStatus, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.models import AgentSpec, Message
-from shared.protocol import RESPOND_TOOL
-from workers.prompts import (
+from parley.shared.models import AgentSpec, Message
+from parley.shared.protocol import RESPOND_TOOL
+from parley.workers.prompts import (
     RESPOND_CHOICE,
     build_prompt,
     chat_name,

@@ -8,9 +8,9 @@ import fakeredis
 import pytest
 import structlog
 
-from coordinator.service import Coordinator
-from coordinator.transport import InMemoryTransport
-from shared.settings import Settings, redact_url
+from parley.coordinator.service import Coordinator
+from parley.coordinator.transport import InMemoryTransport
+from parley.shared.settings import Settings, redact_url
 
 
 @pytest.mark.parametrize(

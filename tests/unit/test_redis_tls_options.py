@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from coordinator.connections import connect
-from coordinator.transport import CeleryTransport
 from parley.client import Client
-from shared.connections import RedisTlsError, broker_use_ssl, redis_kwargs
-from shared.settings import Settings
+from parley.coordinator.connections import connect
+from parley.coordinator.transport import CeleryTransport
+from parley.shared.connections import RedisTlsError, broker_use_ssl, redis_kwargs
+from parley.shared.settings import Settings
 
 TLS_URL = "rediss://redis.internal:6380/0"
 

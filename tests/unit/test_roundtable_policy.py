@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from coordinator import policies
-from coordinator.policies import Calls, Decision, LogLine, TurnView, roundtable
-from coordinator.turn_loop import timed_out
-from shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, RoomStatus, StopReason
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, Decision, LogLine, TurnView, roundtable
+from parley.coordinator.turn_loop import timed_out
+from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, RoomStatus, StopReason
 
 QUESTION = "Is the Sony WH-1000XM5 worth it?"
 

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from shared.models import AgentSpec, BidStatus, CallKind, Message
-from workers.bidding import Call, make_bid
-from workers.llm import PROMPTS
-from workers.prompts import build_moderate_prompt, build_panel_prompt, template
+from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
+from parley.workers.bidding import Call, make_bid
+from parley.workers.llm import PROMPTS
+from parley.workers.prompts import build_moderate_prompt, build_panel_prompt, template
 
 VALUE = AgentSpec(name="Value", role="value and pricing", model="openai/gpt-4o-mini",
                   system_prompt="You weigh price against features.")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import structlog
 
-from coordinator import policies
-from shared.keys import Keys
-from shared.models import BidRequest, BidStatus, RoomSpec, RoomStatus, StopReason
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.shared.keys import Keys
+from parley.shared.models import BidRequest, BidStatus, RoomSpec, RoomStatus, StopReason
+from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from coordinator import policies
-from coordinator.policies import Calls, Decision, TurnView, selector
-from shared.models import Bid, BidStatus, CallKind, RoomSpec, StopReason
+from parley.coordinator import policies
+from parley.coordinator.policies import Calls, Decision, TurnView, selector
+from parley.shared.models import Bid, BidStatus, CallKind, RoomSpec, StopReason
 
 NAMES = ("planner", "local", "budget")
 SELECTOR = "selector"

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import structlog
 
-from coordinator import policies
-from coordinator.turn_loop import MESSAGE_LOG_CHARS
-from shared.keys import Keys
-from shared.models import BidRequest, CallKind, RoomSpec, StopReason
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.coordinator.turn_loop import MESSAGE_LOG_CHARS
+from parley.shared.keys import Keys
+from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 

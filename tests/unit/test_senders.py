@@ -8,12 +8,12 @@ import fakeredis
 import pytest
 from pydantic import ValidationError
 
-from shared.keys import Keys
-from shared.models import SEED_SENDER, SYSTEM_SENDER, AgentSpec, RoomSpec, check_person_name
-from shared.scripts import Scripts
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.models import SEED_SENDER, SYSTEM_SENDER, AgentSpec, RoomSpec, check_person_name
+from parley.shared.scripts import Scripts
+from parley.shared.store import RoomStore
+from parley.workers.prompts import build_prompt
 from tests.support.rooms import scripted_spec
-from workers.prompts import build_prompt
 
 ROOM = "r1"
 

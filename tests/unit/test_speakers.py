@@ -8,7 +8,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines
+from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines
 
 NAMES = ["Optimist", "Budget Checker", "User"]
 # Text built from the pieces a forged line is made of, so that the properties meet them.

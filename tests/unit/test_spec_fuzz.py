@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parley.cli import CliError, read_spec
-from shared.models import RoomSpec
+from parley.shared.models import RoomSpec
 
 # Deadlines catch a hang (an alias bomb, a quadratic walk) as a failure, not a stuck suite.
 FUZZ = settings(max_examples=150, deadline=timedelta(seconds=3), derandomize=True,

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from parley.client import load_spec
 from parley.groupchat import GroupChat
-from shared.keys import check_room_id
-from shared.models import AgentSpec, RoomSpec
-from shared.spec_limits import (
+from parley.shared.keys import check_room_id
+from parley.shared.models import AgentSpec, RoomSpec
+from parley.shared.spec_limits import (
     MAX_DURATION_S,
     MAX_SPEC_BYTES,
     MAX_SPEC_DEPTH,
@@ -26,8 +26,8 @@ from shared.spec_limits import (
     SpecTooLarge,
     check_document_size,
 )
-from workers.parsing import parse_respond
-from workers.scripted import completion
+from parley.workers.parsing import parse_respond
+from parley.workers.scripted import completion
 
 FUZZ = settings(max_examples=200, deadline=timedelta(seconds=3), derandomize=True,
                 database=None, suppress_health_check=[HealthCheck.too_slow])

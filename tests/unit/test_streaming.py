@@ -7,22 +7,22 @@ from types import SimpleNamespace
 
 import pytest
 
-from coordinator.room_io import usage_increments
-from shared.events import MessageChunk
-from shared.keys import Keys
-from shared.models import AgentSpec, Bid, CallKind, Message, RoomSpec, TurnRecord
-from shared.records import RoomState, usage_from
-from shared.store import RoomStore
-from workers.bidding import Call, make_bid
-from workers.prompts import (
+from parley.coordinator.room_io import usage_increments
+from parley.shared.events import MessageChunk
+from parley.shared.keys import Keys
+from parley.shared.models import AgentSpec, Bid, CallKind, Message, RoomSpec, TurnRecord
+from parley.shared.records import RoomState, usage_from
+from parley.shared.store import RoomStore
+from parley.workers.bidding import Call, make_bid
+from parley.workers.prompts import (
     CACHE_BREAKPOINT,
     build_intent_prompt,
     build_prompt,
     build_reply_prompt,
     with_cache_breakpoint,
 )
-from workers.scripted import stream_words
-from workers.streaming import CHUNK_S, ChunkWriter
+from parley.workers.scripted import stream_words
+from parley.workers.streaming import CHUNK_S, ChunkWriter
 
 ROOM = "room-1"
 
@@ -173,7 +173,7 @@ def test_cached_prompt_tokens_are_counted_apart_in_the_turn_and_the_totals():
 
 
 def test_the_cached_tokens_a_provider_reports_are_read_from_its_usage():
-    from workers.llm import cached_tokens
+    from parley.workers.llm import cached_tokens
 
     assert cached_tokens(SimpleNamespace(prompt_tokens_details=SimpleNamespace(cached_tokens=7))) == 7
     assert cached_tokens(SimpleNamespace(prompt_tokens_details={"cached_tokens": 3})) == 3
@@ -183,7 +183,7 @@ def test_the_cached_tokens_a_provider_reports_are_read_from_its_usage():
 
 @pytest.mark.parametrize("kind", ["speak", "select", "panel", "moderate", "discuss"])
 def test_a_thread_prompt_keeps_the_thread_before_its_instruction(kind):
-    from workers.llm import PROMPTS
+    from parley.workers.llm import PROMPTS
 
     build = PROMPTS[CallKind(kind)]
     earlier = build(AGENT, [AGENT, OTHER], TRANSCRIPT[:2], None, count).messages[-1]["content"]
@@ -202,6 +202,6 @@ def test_a_thread_prompt_keeps_the_thread_before_its_instruction(kind):
     ("deepseek/deepseek-chat", False),
 ])
 def test_only_providers_that_cache_where_marked_get_the_cache_hint(model, hinted):
-    from workers.llm import needs_cache_hint
+    from parley.workers.llm import needs_cache_hint
 
     assert needs_cache_hint(AgentSpec(name="A", model=model)) is hinted

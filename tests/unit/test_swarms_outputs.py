@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, history_string
-from shared.models import Message
+from parley.shared.models import Message
 
 ROOT = Path(__file__).parents[2]
 FIXTURE_PATH = ROOT / "tests" / "fixtures" / "swarms_outputs.json"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import fakeredis
 import pytest
 
-from shared.keys import Keys
-from shared.store import RoomStore
+from parley.shared.keys import Keys
+from parley.shared.store import RoomStore
+from parley.workers.tasks import SpecCache, TranscriptCache
 from tests.support.rooms import scripted_spec
-from workers.tasks import SpecCache, TranscriptCache
 
 ROOM = "room-1"
 

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from parley.client import load_spec
+from parley.shared.keys import Keys
+from parley.shared.models import RoomSpec, StopReason, TurnRecord
+from parley.shared.store import RoomStore
 from parley.turn_lines import (
     DETAIL_SAYS_ALL,
     STOP_WORDS,
@@ -17,9 +20,6 @@ from parley.turn_lines import (
     stop_line,
     turn_line,
 )
-from shared.keys import Keys
-from shared.models import RoomSpec, StopReason, TurnRecord
-from shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec

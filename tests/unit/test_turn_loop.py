@@ -7,16 +7,16 @@ import asyncio
 import pytest
 import structlog
 
-from coordinator import policies
-from coordinator.lease import LeaseLost, Leases
-from coordinator.room_io import RoomIO
-from coordinator.service import Coordinator
-from coordinator.turn_loop import RoomRunner, TurnOptions
-from shared.keys import Keys
-from shared.models import Bid, StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.coordinator import policies
+from parley.coordinator.lease import LeaseLost, Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.service import Coordinator
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
+from parley.shared.keys import Keys
+from parley.shared.models import Bid, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 

@@ -12,17 +12,17 @@ import fakeredis
 import orjson
 import pytest
 
-from coordinator.lease import Leases
-from coordinator.room_io import RoomIO
-from coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.client import Client, RunTimeout
+from parley.coordinator.lease import Leases
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.groupchat import GroupChat
-from shared.events import RunEnded
-from shared.keys import Keys
-from shared.models import Message, RoomStatus, StopReason
-from shared.scripts import Scripts
-from shared.settings import Settings
-from shared.store import RoomStore
+from parley.shared.events import RunEnded
+from parley.shared.keys import Keys
+from parley.shared.models import Message, RoomStatus, StopReason
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec

@@ -6,10 +6,10 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from shared.protocol import DEFAULT_QUEUE
-from shared.settings import Settings
-from workers.app import BrokerConnection, make_app
-from workers.app import app as worker_app
+from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.settings import Settings
+from parley.workers.app import BrokerConnection, make_app
+from parley.workers.app import app as worker_app
 
 BROKER = "redis://10.0.0.7:6390/3"
 
@@ -23,7 +23,7 @@ def test_the_app_uses_the_settings_broker_through_the_bounded_reconnect_transpor
     app = make_app(settings_for())
 
     assert app.conf.broker_url == BROKER
-    assert app.conf.broker_transport == "workers.app:RedisTransport"
+    assert app.conf.broker_transport == "parley.workers.app:RedisTransport"
     assert app.conf.broker_use_ssl is None
     assert isinstance(app.connection_for_read(), BrokerConnection)
 

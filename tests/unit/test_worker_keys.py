@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.models import AgentSpec
-from shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings
-from workers.credentials import (
+from parley.shared.models import AgentSpec
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings
+from parley.workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
     Credential,

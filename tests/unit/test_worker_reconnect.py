@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from parley.processes import free_port
-from shared.settings import Settings
-from workers.app import BrokerConnection, app, reconnect_intervals
+from parley.shared.settings import Settings
+from parley.workers.app import BrokerConnection, app, reconnect_intervals
 
 
 def intervals_until_given_up(connection: BrokerConnection, attempts: int) -> list[float]:
