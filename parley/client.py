@@ -22,7 +22,13 @@ from parley.shared.keys import Keys
 from parley.shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
-from parley.shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
+from parley.shared.spec_limits import (
+    MAX_SPEC_BYTES,
+    MAX_SPEC_DEPTH,
+    SpecTooLarge,
+    check_text_size,
+    create_context,
+)
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
@@ -77,15 +83,17 @@ class RoomDetails(RoomSummary):
     streams: dict[str, StreamReport]
 
 
-def load_spec(path: str | Path) -> RoomSpec:
-    """Read and validate a room spec from a YAML (or JSON) file.
+def load_spec(path: str | Path, max_agents: int | None = None) -> RoomSpec:
+    """Read and validate a room spec from a YAML (or JSON) file, for a room of at most
+    ``max_agents`` agents (default: the process's ``PARLEY_MAX_AGENTS``).
 
     Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
     """
     with Path(path).open("rb") as file:
         text = file.read(MAX_SPEC_BYTES + 1)  # never more: the file may be huge
         check_text_size(max(len(text), os.fstat(file.fileno()).st_size))
-    return RoomSpec.model_validate(_load_yaml(text))
+    most = get_settings().max_agents if max_agents is None else max_agents
+    return RoomSpec.model_validate(_load_yaml(text), context=create_context(most))
 
 
 def _load_yaml(text: bytes) -> Any:
@@ -141,7 +149,7 @@ class Client:
                                                 **redis_kwargs(self.settings)))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
-                               self.settings.events_stream_maxlen)
+                               self.settings.events_stream_maxlen, self.settings.max_agents)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when

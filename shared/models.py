@@ -25,7 +25,9 @@ from pydantic_core import PydanticCustomError
 
 from parley.shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.speakers import name_skeleton
 from parley.shared.spec_limits import (
+    MAX_AGENTS_CONTEXT,
     MAX_BUDGET_TOKENS,
     MAX_BUDGET_USD,
     MAX_CONTEXT_TOKENS,
@@ -35,6 +37,7 @@ from parley.shared.spec_limits import (
     MAX_RUN_MESSAGES,
     NotText,
     SpecTooLarge,
+    check_agent_count,
     check_document_size,
     check_stored_size,
 )
@@ -65,7 +68,7 @@ def check_person_name(name: str) -> str:
     if not _NAME.fullmatch(name):
         raise ValueError(f"sender {name!r} must be 1-64 letters, digits, spaces, '_', '.' or "
                          "'-', starting with a letter or digit")
-    if name_key(name) == SYSTEM_SENDER:
+    if name_skeleton(name) == name_skeleton(SYSTEM_SENDER):
         raise ValueError(f"{name!r} is reserved for parley's own notices: people post under "
                          "their own names")
     return name
@@ -196,10 +199,11 @@ class AgentSpec(Strict):
                 "must be 1-64 letters, digits, spaces, '_', '.' or '-', starting with a letter "
                 "or digit"
             )
-        # Told apart as people's names are, so that no room makes its task's poster an agent.
-        if name_key(name) == name_key(SEED_SENDER):
+        # Told apart as a reader tells names apart, so that no room makes its task's poster
+        # an agent.
+        if name_skeleton(name) == name_skeleton(SEED_SENDER):
             raise ValueError(f"{SEED_SENDER!r} is reserved for the person who posts the task")
-        if name_key(name) == SYSTEM_SENDER:
+        if name_skeleton(name) == name_skeleton(SYSTEM_SENDER):
             raise ValueError(f"{SYSTEM_SENDER!r} is reserved for parley's own notices")
         return name
 
@@ -446,11 +450,12 @@ class Usage(BaseModel):
 
 
 def repeated_names(names: list[str]) -> list[str]:
-    """The names (as written) that another name repeats, case and spacing aside: a
+    """The names (as written) that another name repeats to a reader (the same
+    name_skeleton: ``Budget Checker`` and ``Budget_Checker``, ``Al`` and ``AI``): a
     selector's pick, a person's post and the impersonation cut could not tell them apart."""
     by_key: dict[str, list[str]] = {}
     for name in names:
-        by_key.setdefault(name_key(name), []).append(name)
+        by_key.setdefault(name_skeleton(name), []).append(name)
     return sorted({name for same in by_key.values() if len(same) > 1 for name in same})
 
 
@@ -517,6 +522,16 @@ class RoomSpec(Strict):
     def _bounded_room(cls, data: Any) -> Any:
         # Before anything else walks it: a YAML alias bomb expands exponentially.
         return _bounded(data)
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _within_agent_bound(cls, agents: Any, info: ValidationInfo) -> Any:
+        # Before the agents are validated, one by one. Only a spec checked for creating a
+        # room carries the bound: a stored one is read back whatever the bound is now.
+        most = (info.context or {}).get(MAX_AGENTS_CONTEXT)
+        if most is not None and isinstance(agents, list | tuple):
+            check_agent_count(len(agents), most)
+        return agents
 
     @field_validator("agents")
     @classmethod
