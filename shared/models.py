@@ -451,7 +451,7 @@ class Usage(BaseModel):
 
 def repeated_names(names: list[str]) -> list[str]:
     """The names (as written) that another name repeats to a reader (the same
-    name_skeleton: ``Budget Checker`` and ``Budget_Checker``, ``Al`` and ``AI``): a
+    name_skeleton: ``Budget Checker`` and ``Budget_Checker``, ``Vem`` and ``Vern``): a
     selector's pick, a person's post and the impersonation cut could not tell them apart."""
     by_key: dict[str, list[str]] = {}
     for name in names:
