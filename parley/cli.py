@@ -33,6 +33,7 @@ from parley.shared.records import ZERO_TOTALS
 from parley.shared.settings import Settings, get_settings, redact_url, variable_name
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomExists, RoomNotFound
+from parley.terminal_text import CONTINUATION, terminal_json, terminal_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
@@ -131,7 +132,7 @@ def settings_that_work() -> Iterator[None]:
         message = str(error)
     else:
         return
-    print(f"parley: {one_line(message)}", file=sys.stderr)
+    print(f"parley: {terminal_text(one_line(message))}", file=sys.stderr)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -155,7 +156,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
-        print(f"parley: {message}", file=sys.stderr)
+        print(f"parley: {terminal_text(message)}", file=sys.stderr)
         raise typer.Exit(code)
 
     return wrapper
@@ -252,8 +253,7 @@ def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
     if how.as_json:
         result = client.wait(room, inbox_id, timeout)
         records = run_printer.turns_after(client.store, room, how.after_turn)
-        print(json.dumps(run_printer.explained_json(how.spec, result, records),
-                         ensure_ascii=False))
+        print(terminal_json(run_printer.explained_json(how.spec, result, records)))
     elif how.quiet:
         result = client.wait(room, inbox_id, timeout,
                              on_message=lambda message: output.print_message(console, message))
@@ -337,13 +337,13 @@ def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
     waits for a person's answer, whether the room waits and whether it is over."""
     view = Client().speak_queue(room)
     if as_json:
-        print(json.dumps(view, ensure_ascii=False))
+        print(terminal_json(view))
         return
     for name, value in view.items():
         shown = ", ".join(" asked ".join(pair) if isinstance(pair, list) else str(pair)
                           for pair in value) if isinstance(value, list) else value
-        console.print(f"{name}: {shown if shown not in ('', None) else '-'}", highlight=False,
-                      markup=False)
+        shown = terminal_text(str(shown)) if shown not in ("", None) else "-"
+        console.print(f"{name}: {shown}", highlight=False, markup=False)
 
 
 @app.command()
@@ -385,11 +385,11 @@ class LiveText:
         key = (chunk.turn, chunk.phase, chunk.agent)
         if key != self.open or chunk.index == 0:
             self.end()
-            console.print(f"... {chunk.agent}: ", end="", style="dim", highlight=False,
-                          markup=False)
+            console.print(f"... {terminal_text(chunk.agent)}: ", end="", style="dim",
+                          highlight=False, markup=False)
             self.open = key
-        console.print(chunk.text, end="", style="dim", highlight=False, markup=False,
-                      soft_wrap=True)
+        console.print(terminal_text(chunk.text, CONTINUATION), end="", style="dim",
+                      highlight=False, markup=False, soft_wrap=True)
 
     def end(self) -> None:
         """End the line of the text being shown, if any."""
@@ -419,7 +419,7 @@ def events(
     try:
         for event in client.events(room, after, follow=keep_following):
             if as_json:
-                print(json.dumps(output.event_json(event), ensure_ascii=False), flush=True)
+                print(terminal_json(output.event_json(event)), flush=True)
             else:
                 console.print(output.event_line(event), highlight=False, markup=False,
                               soft_wrap=True)
@@ -441,7 +441,7 @@ def turns(
 
     report = read_turn_report(Client().store, room, last)
     if as_json:
-        print(json.dumps(output.turns_json(report), ensure_ascii=False))
+        print(terminal_json(output.turns_json(report)))
     else:
         output.print_turns(console, report)
 
@@ -506,7 +506,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object")]
 
 def print_json(value: Any) -> None:
     """One JSON object on one line."""
-    print(json.dumps(value, ensure_ascii=False))
+    print(terminal_json(value))
 
 
 @rooms_app.command("create")
@@ -683,7 +683,9 @@ def transcript(
                     "messages": [output.message_json(m) for m in client.messages(room)]})
         return
     formatted = client.transcript(room, output_type)
-    print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
+    # swarms' string formats keep their line breaks: the text form marks a message's own.
+    print(terminal_text(formatted, continuation="") if isinstance(formatted, str)
+          else terminal_json(formatted))
 
 
 HealthPort = Annotated[int | None, typer.Option(

@@ -318,7 +318,8 @@ class Client:
         return import_room(self.store, path, room)
 
     def transcript(self, room: str, output_type: str = "text") -> Any:
-        """The room's conversation: ``text``, the whole of it one message a line, or one of
+        """The room's conversation: ``text``, the whole of it as ``parley transcript`` shows
+        it (control characters escaped, a message's lines after its first marked), or one of
         GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
         exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
         from parley.output import HISTORY_OUTPUT_TYPES, format_history, transcript_text

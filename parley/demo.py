@@ -17,6 +17,7 @@ from parley.client import Client
 from parley.run_printer import RunPrinter
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
+from parley.terminal_text import terminal_text
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
 DASHBOARD_PROBE_S = 0.3
@@ -86,7 +87,8 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
-        console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(terminal_text(turn_lines.legend(spec)))}[/dim]",
+                      highlight=False)
         # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
         printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
         result = client.wait(room, client.post(room, task, task_sender(spec)), timeout_s=120,

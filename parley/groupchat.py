@@ -33,12 +33,14 @@ import structlog
 from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
+from rich.text import Text
 
 from parley.client import Client, RunResult
 from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
 from parley.shared.events import MessageChunk
 from parley.shared.logs import one_line
 from parley.shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+from parley.terminal_text import terminal_text
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]
@@ -323,7 +325,10 @@ class GroupChat:
         if self.verbose:
             score = "" if message.score is None else f"  (score={message.score:.2f})"
             style = "bold green" if message.score is None else "bold blue"
-            Console().print(Panel(message.content, title=f"{message.sender}{score}",
+            # The panel holds the message alone: its line breaks stay, its control
+            # characters and markup are shown as written.
+            Console().print(Panel(Text(terminal_text(message.content, continuation="")),
+                                  title=Text(f"{terminal_text(message.sender)}{score}"),
                                   border_style=style))
 
     def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,
