@@ -501,7 +501,10 @@ def check_mention_names(policy: MentionPolicy, agents: tuple[str, ...]) -> None:
     if policy.dispatch is not None and DISPATCH_NAME in keys:
         raise ValueError(f"{DISPATCH_NAME!r} is the classifier's name in a room with dispatch: "
                          "name the agent otherwise")
-    taken = next((name for name in policy.people or [] if name_key(name) in keys), None)
+    # As a post is checked: no person's name may read as an agent's.
+    skeletons = {name_skeleton(name) for name in agents}
+    taken = next((name for name in policy.people or [] if name_skeleton(name) in skeletons),
+                 None)
     if taken is not None:
         raise ValueError(f"policy.people names {taken!r}, which is an agent of the room: "
                          "a person needs a name of their own")

@@ -110,3 +110,12 @@ def test_two_agents_of_a_room_must_differ_to_a_reader(names):
 def test_no_agent_may_take_a_look_alike_of_a_reserved_name(name):
     with pytest.raises(ValidationError, match="is reserved"):
         spec(name, "Other")
+
+
+def test_a_mention_rooms_person_may_not_take_a_look_alike_of_an_agents_name():
+    with pytest.raises(ValidationError, match="policy.people names 'Budget_Checker', which is an "
+                                              "agent of the room"):
+        RoomSpec.model_validate({
+            "policy": {"kind": "mention", "people": ["Ann Lee", "Budget_Checker"]},
+            "agents": [{"name": name, "model": "scripted", "script": []}
+                       for name in ("Optimist", "Budget Checker")]})
