@@ -20,16 +20,20 @@ from parley.shared.events import AnswerArrived, RunEnded, TurnDecided
 from parley.shared.keys import Keys
 from parley.shared.models import StopReason
 from tests.support.events import check_event_order
+from tests.support.observe import log_events, tasks_unfinished, wait_for_scans
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
-# Turn 1: agent1 speaks at once. Turn 2: agent0's call takes 3 s, holding the turn open,
-# and would win it.
+# Turn 2's slow call outlasts two `parley` commands: each starts a Python process, which
+# takes 3-4 s on a loaded 2-core machine.
+SLOW_S = 12
+# Turn 1: agent1 speaks at once. Turn 2: agent0's call takes SLOW_S, holding the turn
+# open, and would win it.
 IN_FLIGHT = {
     "agent0": [{"score": 0.2, "message": "not yet"},
-               {"score": 0.9, "message": "slow and too late", "sleep": 3}],
+               {"score": 0.9, "message": "slow and too late", "sleep": SLOW_S}],
     "agent1": [{"score": 0.9, "message": "quick"}, {"score": 0.1, "message": "pass"}],
 }
 # rotating_scripts(3, 4): agent1, agent2, agent0, agent1 speak, then a lull.
@@ -47,18 +51,6 @@ def parley_json(processes: ProcessGroup, *args: str) -> dict:
     done = parley(processes, *args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def log_events(processes: ProcessGroup, name: str, room: str) -> list[dict]:
-    """The JSON log lines called ``name`` about ``room``."""
-    found = []
-    for path in processes.logs.values():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and f'"{name}"' in line and room in line:
-                event = json.loads(line)
-                if event.get("event") == name and event.get("room") == room:
-                    found.append(event)
-    return found
 
 
 def keys_left(client: redis.Redis, keys: Keys, room: str) -> list[bytes]:
@@ -106,7 +98,7 @@ def test_a_paused_room_keeps_posts_and_resume_runs_them(processes, settings, que
 
     assert parley(processes, "rooms", "pause", room).returncode == 0
     inbox_id = client.post(room, "Launch?")
-    time.sleep(1.0)  # ten scans: no coordinator may start the run
+    wait_for_scans(client.redis, client.store.keys, 3)  # none of which may start the run
     state = client.state(room)
     assert (state.status, state.last_seq, state.paused) == ("idle", 0, True)
     assert client.store.stream_lengths(room)["inbox"] == 1
@@ -130,7 +122,7 @@ def test_a_room_paused_while_running_stops_after_its_turn_and_resume_finishes_th
     assert client.pause(room)
     wait_until(lambda: client.store.lease_holder(room) is None, 30, "the coordinator to let go")
     paused_at = client.state(room).last_seq
-    time.sleep(1.0)
+    wait_for_scans(client.redis, client.store.keys, 3)  # none of which may take it again
     state = client.state(room)
     assert (state.status, state.paused, state.turn_open) == ("running", True, False)
     assert state.last_seq == paused_at < 5
@@ -169,8 +161,8 @@ def test_a_cancel_while_a_turn_is_in_flight_writes_nothing_of_it_and_the_holder_
     # The slow answer arrives, and nothing is made of it.
     wait_until(lambda: any(b"slow" in fields.get(b"message", b"") for _, fields in
                            client.redis.xrange(client.store.keys.bids(room))),
-               15, "the slow answer")
-    time.sleep(0.5)
+               SLOW_S + 15, "the slow answer")
+    wait_for_scans(client.redis, client.store.keys, 2)  # none of which may take the room
     assert [(m.seq, m.sender) for m in client.messages(room)] == [(1, "User"), (2, "agent1")]
     assert [t.turn for t in client.turns(room)] == [1]
     assert client.state(room).stop_reason is StopReason.CANCELLED
@@ -211,7 +203,9 @@ def test_a_delete_while_a_turn_is_in_flight_needs_force_and_leaves_no_key(
     assert forced.returncode == 0, forced.stderr
     assert keys_left(real_redis, keys, room) == []
     wait_until(lambda: log_events(processes, "room_dropped", room), 15, "the holder to stop")
-    time.sleep(3.5)  # the slow answer is written now, or would be
+    # The slow call returns (its answer refused: the room is gone) and its task is acked.
+    wait_until(lambda: tasks_unfinished(real_redis, queue) == 0, SLOW_S + 15,
+               "the slow call to end")
     assert keys_left(real_redis, keys, room) == []
     assert real_redis.zscore(keys.rooms, room) is None
     # The coordinator serves other rooms as before.

@@ -19,7 +19,8 @@ from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import RoomSpec, RoomStatus, StopReason
 from parley.shared.records import bid_from_fields
-from tests.chaos.harness import check_room, expected_messages, log_events, turns_asked_again
+from tests.chaos.harness import check_room, expected_messages, turns_asked_again
+from tests.support.observe import log_events
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
