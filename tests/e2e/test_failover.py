@@ -4,11 +4,9 @@ and a room living through restarts of its Redis with the append-only file on."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -29,6 +27,7 @@ from tests.chaos.harness import (
     random_room,
     turns_asked_again,
 )
+from tests.support.commands import run_parley
 from tests.support.observe import aof_written
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
@@ -97,8 +96,7 @@ def test_a_killed_coordinator_is_shown_as_vanished_and_a_stopped_one_is_gone(pro
 
 def status_lines(processes: ProcessGroup, env: dict[str, str]) -> dict[str, str]:
     """What ``parley status`` says of each coordinator."""
-    done = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
-                          text=True, timeout=30, env={**os.environ, **processes.env, **env})
+    done = run_parley({**processes.env, **env}, "status", timeout_s=30)
     assert done.returncode == 0, done.stderr
     health = {}
     for line in done.stdout.splitlines():

@@ -4,10 +4,6 @@ spec is repaired runs it again."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import orjson
 import pytest
 
@@ -15,6 +11,7 @@ from parley.client import Client
 from parley.shared.keys import Keys
 from parley.shared.models import RoomStatus, StopReason
 from parley.shared.store import now_ms
+from tests.support.commands import run_parley
 from tests.support.observe import log_events, wait_for_scans
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
@@ -46,8 +43,7 @@ def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaire
     # The failure is seen as it commits; the coordinator logs it a moment later.
     (failed,) = wait_until(lambda: log_events(processes, "room_failed"), 15, "room_failed")
     assert (failed["room"], failed["attempts"], failed["error"]) == (room, 3, result.stop_detail)
-    status = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, **processes.env})
+    status = run_parley(processes.env, "status")
     assert f"room {room} failed after 3 take(s): ValidationError" in status.stdout
     # Failed rooms stay down: not taken again while nobody posts, by scans begun after a
     # failed take's lease would have lapsed (when a take that failed is retried).
