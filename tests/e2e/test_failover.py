@@ -43,6 +43,11 @@ def worker_ready(group: ProcessGroup, worker: subprocess.Popen[bytes]) -> bool:
     return "ready." in group.logs[worker.pid].read_text(errors="replace")
 
 
+def took_a_task(group: ProcessGroup, worker: subprocess.Popen[bytes]) -> bool:
+    """True once a worker started with ``--loglevel INFO`` has received a task."""
+    return "] received" in group.logs[worker.pid].read_text(errors="replace")
+
+
 def lease_holder(client: Client, room: str) -> str:
     """The coordinator id holding the room's lease, or ''."""
     token = client.store.lease_holder(room) or ""
@@ -154,10 +159,13 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
             server.url, prefix, task_visibility_timeout_s=VISIBILITY_S, scan_interval_s=0.1)) as group, \
             logs_on_failure(group):
         broker = redis.Redis.from_url(server.url)
-        slow = group.worker("-Q", slow_queue, "--loglevel", "INFO")
+        # Two workers on Slow's queue: the one that takes turn 1's task is killed, the other
+        # is already up to answer turn 2 (a worker's start-up takes seconds on a loaded
+        # machine, longer than a turn's bid timeout).
+        slow_workers = [group.worker("-Q", slow_queue, "--loglevel", "INFO") for _ in range(2)]
         quick = group.worker("-Q", quick_queue, "--loglevel", "INFO")
         group.coordinator()
-        wait_until(lambda: worker_ready(group, slow) and worker_ready(group, quick), 30,
+        wait_until(lambda: all(worker_ready(group, w) for w in [*slow_workers, quick]), 30,
                    "the workers")
         client = Client(Settings(redis_url=server.url, key_prefix=prefix))
         room = client.create_room(spec)
@@ -165,10 +173,10 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
         # Quick's task is acknowledged; Slow's is still running on its worker.
         wait_until(lambda: agents_bid(client, room) == {"Quick"} and broker.hlen("unacked") == 1,
                    15, "Slow's task to be running")
+        slow, replacement = sorted(slow_workers, key=lambda w: not took_a_task(group, w))
 
         group.kill(slow, signal.SIGKILL)
         killed_at = time.monotonic()
-        replacement = group.worker("-Q", slow_queue, "--loglevel", "INFO")
         result = client.wait(room, inbox_id, timeout_s=30)
 
         assert [(m.sender, m.content) for m in result.messages] == [
