@@ -1,4 +1,4 @@
-"""One room's turn loop: the body of DESIGN.md's "The turn, step by step"."""
+"""One room's turn loop: the body of docs/architecture.md, "A turn, step by step"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The dependency direction of DESIGN.md: parley -> coordinator, workers -> shared; the
-coordinator never imports the workers' code or litellm, and neither does ``import parley``."""
+"""The dependency direction of docs/architecture.md, "Package layout": parley ->
+coordinator, workers -> shared; the coordinator never imports the workers' code or
+litellm, and neither does ``import parley``."""
 
 from __future__ import annotations
 

@@ -23,21 +23,14 @@ from parley.workers.prompts import (
 )
 from parley.workers.scripted import stream_words
 from parley.workers.streaming import CHUNK_S, ChunkWriter
+from tests.support.clock import FakeClock
 
 ROOM = "room-1"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def writer(hold: str = "") -> tuple[ChunkWriter, list[tuple[int, str]], Clock]:
+def writer(hold: str = "") -> tuple[ChunkWriter, list[tuple[int, str]], FakeClock]:
     written: list[tuple[int, str]] = []
-    clock = Clock()
+    clock = FakeClock()
     return ChunkWriter(lambda i, t: written.append((i, t)) or True, hold, clock), written, clock
 
 
