@@ -273,8 +273,9 @@ class BidPolicy(Strict):
     kind: Literal["bid"] = "bid"
     threshold: float = Field(default=0.5, ge=0, le=1)
     recency_penalty: float = Field(default=0.3, ge=0)
-    # 0 penalises the last speaker, as 1 does: swarms' max(1, recency_window).
-    recency_window: int = Field(default=1, ge=0, le=MAX_RUN_MESSAGES)
+    # Kept as given; 0 or below penalises the last speaker, as 1 does: swarms'
+    # max(1, recency_window).
+    recency_window: int = Field(default=1, ge=-MAX_PLAIN_INT, le=MAX_RUN_MESSAGES)
     max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
     bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
     # full: every agent writes its whole reply as its bid (swarms). intent: every agent bids

@@ -16,6 +16,7 @@ from structlog.testing import capture_logs
 
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
+from parley.coordinator.policies.bid import recent_window
 from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 from parley.shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
 
@@ -278,3 +279,10 @@ def test_run_batch_raises_the_first_failed_run_in_task_order():
     assert group.conversation.conversation_history == [{"role": "User", "content": "two"}]
     # Every task's room ran side by side and is kept, the ones after the failure too.
     assert group.rooms == ["room-one", "room-two", "room-three"]
+
+
+def test_a_recency_window_below_one_is_kept_and_penalises_the_last_speaker_as_swarms():
+    group = chat(FinishedRuns(), recency_window=-1)
+
+    assert group.spec.policy.recency_window == -1  # type: ignore[union-attr]
+    assert recent_window(group.spec.policy) == 1  # type: ignore[arg-type]
