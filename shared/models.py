@@ -170,6 +170,9 @@ class AgentSpec(Strict):
 
     name: str
     role: str = ""
+    # What the agent is for, as the others, the selector, the dispatch classifier and the
+    # dashboard read it (seed 003: role="Developer", description="Knows the code").
+    description: str = ""
     system_prompt: str = ""
     model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
     script: list[ScriptEntry] | None = None
