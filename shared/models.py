@@ -13,8 +13,10 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
+    ModelWrapValidatorHandler,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
@@ -38,6 +40,7 @@ from parley.shared.spec_limits import (
     check_document_size,
     check_stored_size,
 )
+from parley.shared.unknown_fields import has_unknown, with_hints
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
@@ -106,6 +109,18 @@ class Strict(BaseModel):
     # whose repr never ends.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               hide_input_in_errors=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unknown_fields_hinted(cls, data: Any, handler: ModelWrapValidatorHandler[Strict]
+                               ) -> Strict:
+        # An unknown field is named with the nearest valid ones, not only refused.
+        try:
+            return handler(data)
+        except ValidationError as error:
+            if not has_unknown(error):
+                raise
+            raise with_hints(error, list(cls.model_fields)) from None
 
 
 class ScriptEntry(Strict):
