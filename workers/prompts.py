@@ -438,7 +438,8 @@ def build_dispatch_prompt(classifier: AgentSpec, participants: Sequence[AgentSpe
                           transcript: Sequence[Message], budget: int | None,
                           count: TokenCounter) -> Prompt:
     """A mention room's classifier prompt: each agent's name, role and description
-    (marked when it asked the last message's sender), the recent conversation, and the message to route."""
+    (marked when it asked the last message's sender), the recent conversation, and the
+    message to route."""
     system = own_system(classifier)
     person = transcript[-1].sender if transcript else SEED_SENDER
     asked = askers_of(person, transcript, [agent.name for agent in participants])

@@ -136,7 +136,8 @@ def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
     no message, or a discussion turn answering the room's silent token."""
     if answer.kind is CallKind.DISCUSS:
         return turn_lines.is_silence(spec, answer)
-    return answer.kind in (CallKind.BID, CallKind.INTENT) and turn_lines.answer_of(answer).outcome == "silent"
+    bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
+    return bid_like and turn_lines.answer_of(answer).outcome == "silent"
 
 
 def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Bid]]
