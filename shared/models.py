@@ -13,8 +13,10 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
+    ModelWrapValidatorHandler,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
@@ -41,6 +43,7 @@ from parley.shared.spec_limits import (
     check_document_size,
     check_stored_size,
 )
+from parley.shared.unknown_fields import has_unknown, with_hints
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
@@ -110,6 +113,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               hide_input_in_errors=True)
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unknown_fields_hinted(cls, data: Any, handler: ModelWrapValidatorHandler[Strict]
+                               ) -> Strict:
+        # An unknown field is named with the nearest valid ones, not only refused.
+        try:
+            return handler(data)
+        except ValidationError as error:
+            if not has_unknown(error):
+                raise
+            raise with_hints(error, list(cls.model_fields)) from None
+
 
 class ScriptEntry(Strict):
     """One scripted model output. Exactly one of: a respond call (score and/or message),
@@ -173,6 +188,9 @@ class AgentSpec(Strict):
 
     name: str
     role: str = ""
+    # What the agent is for, as the others, the selector, the dispatch classifier and the
+    # dashboard read it (seed 003: role="Developer", description="Knows the code").
+    description: str = ""
     system_prompt: str = ""
     model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
     script: list[ScriptEntry] | None = None
@@ -277,8 +295,9 @@ class BidPolicy(Strict):
     kind: Literal["bid"] = "bid"
     threshold: float = Field(default=0.5, ge=0, le=1)
     recency_penalty: float = Field(default=0.3, ge=0)
-    # 0 penalises the last speaker, as 1 does: swarms' max(1, recency_window).
-    recency_window: int = Field(default=1, ge=0, le=MAX_RUN_MESSAGES)
+    # Kept as given; 0 or below penalises the last speaker, as 1 does: swarms'
+    # max(1, recency_window).
+    recency_window: int = Field(default=1, ge=-MAX_PLAIN_INT, le=MAX_RUN_MESSAGES)
     max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
     bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
     # full: every agent writes its whole reply as its bid (swarms). intent: every agent bids

@@ -20,7 +20,8 @@ bound                    limit         what it bounds
 ``MAX_BUDGET_TOKENS``    10**12        a token limit of ``limits`` (per run or per room)
 ``MAX_BUDGET_USD``       10**9         a cost limit of ``limits``, in US dollars
 ``MAX_PLAIN_INT``        2**63 - 1     integers in free-form values (script scores and
-                                       messages, ``litellm_kwargs``)
+                                       messages, ``litellm_kwargs``); ``recency_window``
+                                       below 0 (kept as given, read as 1)
 ``DEFAULT_MAX_AGENTS``   256           a new room's agents, unless the operator's
                                        ``PARLEY_MAX_AGENTS`` says otherwise
 =======================  ============  ==========================================================
