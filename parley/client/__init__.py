@@ -1,0 +1,1 @@
+"""The Python client: Client, the results it returns, following a room, the speak queue."""
