@@ -19,7 +19,7 @@ from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
 from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
 from parley.cli import package_version
-from parley.client import REDIS_CONNECT_TIMEOUT_S, Client
+from parley.client.client import REDIS_CONNECT_TIMEOUT_S, Client
 from parley.shared.connections import redis_kwargs
 from parley.shared.settings import Settings
 

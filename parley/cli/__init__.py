@@ -22,8 +22,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from parley import output, run_printer
-from parley.client import Client, RunTimeout, load_spec
+from parley.client.client import Client, RunTimeout, load_spec
 from parley.shared.connections import redis_kwargs
 from parley.shared.events import MessageChunk
 from parley.shared.logs import configure_logging, one_line, resolve_format
@@ -33,6 +32,7 @@ from parley.shared.records import ZERO_TOTALS
 from parley.shared.settings import Settings, get_settings, redact_url, variable_name
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomExists, RoomNotFound
+from parley.views import run_printer, terminal
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
@@ -42,7 +42,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 EXIT_RUN_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
-console = output.make_console()
+console = terminal.make_console()
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="The transcript only: no "
                                          "turn lines, the end as one short line")]
 # PyYAML names the text it read, not the file: the error line names the file already.
@@ -256,8 +256,8 @@ def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
                          ensure_ascii=False))
     elif how.quiet:
         result = client.wait(room, inbox_id, timeout,
-                             on_message=lambda message: output.print_message(console, message))
-        output.print_run(console, result, printed=True)
+                             on_message=lambda message: terminal.print_message(console, message))
+        terminal.print_run(console, result, printed=True)
     else:
         printer = run_printer.RunPrinter(console, client.store, room, how.spec, how.after_turn)
         result = client.wait(room, inbox_id, timeout, on_message=printer.message)
@@ -365,9 +365,9 @@ def follow(room: Annotated[str, typer.Argument(help="Room id")],
                 continue
             writing.end()
             if isinstance(item, Message):
-                output.print_message(console, item)
+                terminal.print_message(console, item)
             else:
-                output.print_run_end(console, item)
+                terminal.print_run_end(console, item)
     except KeyboardInterrupt:
         pass
 
@@ -419,9 +419,9 @@ def events(
     try:
         for event in client.events(room, after, follow=keep_following):
             if as_json:
-                print(json.dumps(output.event_json(event), ensure_ascii=False), flush=True)
+                print(json.dumps(terminal.event_json(event), ensure_ascii=False), flush=True)
             else:
-                console.print(output.event_line(event), highlight=False, markup=False,
+                console.print(terminal.event_line(event), highlight=False, markup=False,
                               soft_wrap=True)
     except KeyboardInterrupt:
         pass
@@ -437,13 +437,13 @@ def turns(
 ) -> None:
     """Show each turn's answers (scores raw and adjusted, status, latency, tokens) and, for
     the open turn, who has answered and who is still pending."""
-    from parley.turn_report import read_turn_report
+    from parley.client.turn_report import read_turn_report
 
     report = read_turn_report(Client().store, room, last)
     if as_json:
-        print(json.dumps(output.turns_json(report), ensure_ascii=False))
+        print(json.dumps(terminal.turns_json(report), ensure_ascii=False))
     else:
-        output.print_turns(console, report)
+        terminal.print_turns(console, report)
 
 
 @app.command()
@@ -468,7 +468,7 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
             state = store.read_state(room_id)
         except RoomNotFound:  # deleted or expired since it was listed
             continue
-        rows.append({"room": room_id, "status": output.status_text(state.status, state.paused),
+        rows.append({"room": room_id, "status": terminal.status_text(state.status, state.paused),
                      "run": state.run,
                      "turn": state.turn, "last_seq": state.last_seq,
                      "stop_reason": state.stop_reason or "-",
@@ -476,7 +476,7 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
         if state.stop_reason is StopReason.ROOM_ERROR and state.status is RoomStatus.FAILED:
             failures.append(f"room {room_id} failed after {state.failed_takes} take(s): "
                             f"{state.stop_detail}")
-    console.print(output.rooms_table(rows))
+    console.print(terminal.rooms_table(rows))
     for line in failures:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     for coordinator_id, age in store.coordinators():
@@ -536,7 +536,7 @@ def rooms_list(limit: Annotated[int, typer.Option(help="Most rooms to list")] = 
     if as_json:
         print_json({"rooms": [summary.model_dump(mode="json") for summary in rooms]})
     else:
-        console.print(output.room_list_table(rooms))
+        console.print(terminal.room_list_table(rooms))
 
 
 @rooms_app.command("show")
@@ -548,7 +548,7 @@ def rooms_show(room: Annotated[str, typer.Argument(help="Room id")],
     if as_json:
         print_json(details.model_dump(mode="json"))
     else:
-        output.print_room(console, details)
+        terminal.print_room(console, details)
 
 
 def report_change(room: str, as_json: bool, changed: bool, key: str, done: str, unchanged: str
@@ -680,7 +680,7 @@ def transcript(
     if as_json:
         client.state(room)  # RoomNotFound for a room that is not there
         print_json({"room": room,
-                    "messages": [output.message_json(m) for m in client.messages(room)]})
+                    "messages": [terminal.message_json(m) for m in client.messages(room)]})
         return
     formatted = client.transcript(room, output_type)
     print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
@@ -834,7 +834,7 @@ def demo(
 ) -> None:
     """Start a worker and a coordinator, run a scripted room, print it with each turn's
     bids, stop them and remove their logs."""
-    from parley.demo import DEMO_SPEC, run_demo
+    from parley.cli.demo import DEMO_SPEC, run_demo
 
     run_demo(read_spec(spec or DEMO_SPEC), task, console, keep_logs)
 

@@ -12,11 +12,12 @@ import redis
 from rich.console import Console
 from rich.markup import escape
 
-from parley import processes, turn_lines
-from parley.client import Client
-from parley.run_printer import RunPrinter
+from parley import processes
+from parley.client.client import Client
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
+from parley.views import explain
+from parley.views.run_printer import RunPrinter
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
 DASHBOARD_PROBE_S = 0.3
@@ -24,7 +25,7 @@ DASHBOARD_PROBE_S = 0.3
 DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
 # Package data, so `parley demo` runs from an installed wheel in any directory
 # (examples/rooms/demo.yaml links here).
-DEMO_SPEC = Path(__file__).parent / "rooms" / "demo.yaml"
+DEMO_SPEC = Path(__file__).parents[1] / "rooms" / "demo.yaml"
 
 
 def reachable(url: str) -> bool:
@@ -86,7 +87,7 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
-        console.print(f"[dim]{escape(turn_lines.legend(spec))}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(explain.legend(spec))}[/dim]", highlight=False)
         # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
         printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
         result = client.wait(room, client.post(room, task, task_sender(spec)), timeout_s=120,

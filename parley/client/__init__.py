@@ -1,1 +1,5 @@
 """The Python client: Client, the results it returns, following a room, the speak queue."""
+
+from parley.client.client import Client, RoomDetails, RunResult, RunTimeout, StreamReport, load_spec
+
+__all__ = ["Client", "RoomDetails", "RunResult", "RunTimeout", "StreamReport", "load_spec"]

@@ -14,7 +14,7 @@ import redis
 import yaml
 from pydantic import BaseModel
 
-from parley import live, speak_queue
+from parley.client import following, speak_queue
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
@@ -204,15 +204,15 @@ class Client:
         """Yield the room's messages after ``after_seq``, then each message and each run's
         end as they are committed, forever; a run's end comes after its last message. With
         ``chunks``, each message's chunks too as it is written, before the message."""
-        return live.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS,
-                             chunks=chunks)
+        return following.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS,
+                                  chunks=chunks)
 
     def events(self, room: str, after: str = "0-0", follow: bool = True) -> Iterator[Event]:
         """Yield the room's events after the stream id ``after`` (from the oldest kept by
         default), then, with ``follow``, each as it is written, forever."""
         self.store.read_state(room)  # no such room: RoomNotFound, not an endless wait
         if follow:
-            return live.follow_events(self.store, room, after, block_ms=FOLLOW_BLOCK_MS)
+            return following.follow_events(self.store, room, after, block_ms=FOLLOW_BLOCK_MS)
         return iter(self.store.read_events(room, after))
 
     def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
@@ -235,7 +235,7 @@ class Client:
         within ``timeout_s``.
         """
         started = time.monotonic()
-        waiter = live.RunWaiter(self.store, room, inbox_id, on_message, on_chunk)
+        waiter = following.RunWaiter(self.store, room, inbox_id, on_message, on_chunk)
         while waiter.ended is None:
             waiter.step(self._block_ms(started, timeout_s,
                                        None if waiter.picked_up else start_timeout_s))
@@ -313,7 +313,7 @@ class Client:
         """The room's conversation: ``text``, the whole of it one message a line, or one of
         GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
         exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
-        from parley.output import HISTORY_OUTPUT_TYPES, format_history, transcript_text
+        from parley.views.terminal import HISTORY_OUTPUT_TYPES, format_history, transcript_text
 
         if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:
             raise ValueError(f"output type {output_type!r} is not one of text, "
@@ -342,7 +342,7 @@ class Client:
                 block_s = min(block_s, started + timeout - time.monotonic())
         return max(1, int(block_s * 1000) + 1)
 
-    def _check_time(self, waiter: live.RunWaiter, waited: float, timeout_s: float | None,
+    def _check_time(self, waiter: following.RunWaiter, waited: float, timeout_s: float | None,
                     start_timeout_s: float) -> None:
         """Raise RunTimeout once the post waited past ``start_timeout_s`` without being
         picked up, or the run past ``timeout_s``."""

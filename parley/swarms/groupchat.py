@@ -34,11 +34,11 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
 
-from parley.client import Client, RunResult
-from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from parley.client.client import Client, RunResult
 from parley.shared.events import MessageChunk
 from parley.shared.logs import one_line
 from parley.shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+from parley.views.terminal import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]

@@ -17,14 +17,14 @@ from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
-from parley.client import RoomDetails, RunResult
+from parley.client.client import RoomDetails, RunResult
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
 from parley.shared.models import Bid, Message, RoomStatus
 from parley.shared.store import RoomSummary
 
 if TYPE_CHECKING:
-    from parley.turn_report import DecidedTurn, TurnInFlight, TurnReport
+    from parley.client.turn_report import DecidedTurn, TurnInFlight, TurnReport
 
 # An event's field shows at most this much of its value in the human output.
 EVENT_VALUE_CHARS = 120

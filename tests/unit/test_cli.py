@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from parley.cli import app, unreachable_redis
-from parley.client import FOLLOW_BLOCK_MS, Client
+from parley.client.client import FOLLOW_BLOCK_MS, Client
 from parley.processes import free_port
 from parley.shared.keys import Keys
 from parley.shared.records import RoomState

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
+from parley.client.turn_report import open_turn_progress, read_turn_report
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
@@ -23,7 +24,6 @@ from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
-from parley.turn_report import open_turn_progress, read_turn_report
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_selector_room import selector_spec

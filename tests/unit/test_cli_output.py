@@ -9,12 +9,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from parley import cli, output
+from parley import cli
 from parley.client import Client
 from parley.shared.keys import Keys
 from parley.shared.models import Message
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.views import terminal as output
 from tests.support.rooms import scripted_spec
 
 LONG_ID = "quarterly-planning-for-the-platform-team-" + "x" * 60

@@ -16,8 +16,8 @@ from structlog.testing import capture_logs
 
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
-from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 from parley.shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+from parley.swarms.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 
 AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
 

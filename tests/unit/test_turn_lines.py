@@ -12,7 +12,7 @@ from parley.client import load_spec
 from parley.shared.keys import Keys
 from parley.shared.models import RoomSpec, StopReason, TurnRecord
 from parley.shared.store import RoomStore
-from parley.turn_lines import (
+from parley.views.explain import (
     DETAIL_SAYS_ALL,
     STOP_WORDS,
     legend,

@@ -16,13 +16,13 @@ from parley.client import Client, RunTimeout
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.groupchat import GroupChat
 from parley.shared.events import RunEnded
 from parley.shared.keys import Keys
 from parley.shared.models import Message, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.swarms.groupchat import GroupChat
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
