@@ -27,7 +27,7 @@ from parley.shared.events import EventType, event_from_entry
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.records import decode
-from parley.views.terminal import event_json
+from parley.views.documents import event_json
 
 router = APIRouter(tags=["events"])
 KEEPALIVE_S = 15.0

@@ -7,12 +7,16 @@ import shutil
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Annotated
 
 import redis
+import typer
 from rich.console import Console
 from rich.markup import escape
 
 from parley import processes
+from parley.cli import common
+from parley.cli.errors import friendly
 from parley.client.client import Client
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
@@ -23,6 +27,7 @@ from parley.views.run_printer import RunPrinter
 DASHBOARD_PROBE_S = 0.3
 # Where ``parley api`` listens unless its settings say otherwise.
 DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
+app = typer.Typer()
 # Package data, so `parley demo` runs from an installed wheel in any directory
 # (examples/rooms/demo.yaml links here).
 DEMO_SPEC = Path(__file__).parents[1] / "rooms" / "demo.yaml"
@@ -107,3 +112,17 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
             console.print(f"logs kept in {workdir}", highlight=False)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@app.command()
+@friendly
+def demo(
+    spec: Annotated[Path | None, typer.Option(
+        help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
+    task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
+    keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the processes' logs "
+                                            "(their folder is named at the end)")] = False,
+) -> None:
+    """Start a worker and a coordinator, run a scripted room, print it with each turn's
+    bids, stop them and remove their logs."""
+    run_demo(common.read_spec(spec or DEMO_SPEC), task, common.console, keep_logs)

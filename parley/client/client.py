@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import yaml
-from pydantic import BaseModel
 
 from parley.client import following, speak_queue
+from parley.client.results import RoomDetails, RunResult, RunTimeout, StreamReport
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
 from parley.shared.keys import Keys
-from parley.shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
+from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
-from parley.shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
+from parley.swarms.history import HISTORY_OUTPUT_TYPES, format_history
+from parley.views.transcript import transcript_text
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
 # XREAD BLOCK, which waits up to FOLLOW_BLOCK_MS: the read timeout must outlast it. A URL
@@ -31,96 +29,6 @@ from parley.shared.store import CancelResult, RoomStore, RoomSummary
 REDIS_CONNECT_TIMEOUT_S = 5.0
 REDIS_READ_TIMEOUT_S = 5.0
 FOLLOW_BLOCK_MS = 1000
-
-
-class RunResult(BaseModel):
-    """How a run ended, with the room's whole conversation."""
-
-    room: str
-    status: RoomStatus
-    stop_reason: StopReason | None
-    stop_detail: str = ""
-    # The run's answer: the last substantive message its policy posted (a selector room
-    # strips a trailing TERMINATE); None when no agent posted one.
-    answer: str | None = None
-    messages: list[Message]
-
-
-class RunTimeout(TimeoutError):
-    """The run did not finish (or never started) in time."""
-
-
-class StreamReport(BaseModel):
-    """One of a room's streams: its length, its cap (None: never trimmed) and, for the log,
-    its first seq still kept (above 1 once a cap trimmed it)."""
-
-    length: int
-    max_length: int | None
-    first_seq: int | None = None
-
-
-class RoomDetails(RoomSummary):
-    """One room as ``parley rooms show`` shows it: its summary and what it is made of."""
-
-    agents: list[str]
-    turn: int
-    turn_open: bool
-    run_turns: int
-    stop_detail: str
-    answer: str | None
-    paused_at: float | None
-    posts_waiting: int
-    prompt_tokens: int
-    completion_tokens: int
-    failed_takes: int
-    last_error: str
-    streams: dict[str, StreamReport]
-
-
-def load_spec(path: str | Path) -> RoomSpec:
-    """Read and validate a room spec from a YAML (or JSON) file.
-
-    Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
-    """
-    with Path(path).open("rb") as file:
-        text = file.read(MAX_SPEC_BYTES + 1)  # never more: the file may be huge
-        check_text_size(max(len(text), os.fstat(file.fileno()).st_size))
-    return RoomSpec.model_validate(_load_yaml(text))
-
-
-def _load_yaml(text: bytes) -> Any:
-    try:
-        return yaml.load(text, Loader=_SpecLoader)
-    except RecursionError:
-        raise SpecTooLarge("room spec too large: nested too deeply to read "
-                           f"(limit {MAX_SPEC_DEPTH} levels)") from None
-    except yaml.YAMLError:
-        raise
-    except Exception as error:  # noqa: BLE001 - see below
-        # PyYAML's constructors raise plain Python errors for values they scanned but cannot
-        # build: 2001-02-30, an integer of 5,000 digits, an empty !!int, !!float or !!timestamp.
-        raise yaml.constructor.ConstructorError(problem=f"cannot read a value: {error}") from None
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading a JSON-style escaped surrogate pair ("\\ud83d\\ude00",
-    as json.dumps writes an emoji) as the one character it stands for."""
-
-    def construct_text(self, node: yaml.ScalarNode) -> str:
-        """The scalar's text, with surrogate pairs joined; a lone surrogate is an error."""
-        text = self.construct_scalar(node)
-        if text.isascii() or not _SURROGATE.search(text):
-            return text
-        try:
-            return text.encode("utf-16", "surrogatepass").decode("utf-16")
-        except UnicodeDecodeError:
-            raise yaml.constructor.ConstructorError(
-                problem="text holds a lone surrogate (half of a \\uXXXX\\uXXXX pair)",
-                problem_mark=node.start_mark) from None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SpecLoader.add_constructor("tag:yaml.org,2002:str", _SpecLoader.construct_text)
 
 
 def new_room_id(spec: RoomSpec) -> str:
@@ -313,8 +221,6 @@ class Client:
         """The room's conversation: ``text``, the whole of it one message a line, or one of
         GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
         exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
-        from parley.views.terminal import HISTORY_OUTPUT_TYPES, format_history, transcript_text
-
         if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:
             raise ValueError(f"output type {output_type!r} is not one of text, "
                              f"{', '.join(HISTORY_OUTPUT_TYPES)}")

@@ -36,9 +36,9 @@ from rich.panel import Panel
 
 from parley.client.client import Client, RunResult
 from parley.shared.events import MessageChunk
-from parley.shared.logs import one_line
 from parley.shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
-from parley.views.terminal import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from parley.swarms.history import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from parley.views.problems import describe_fields
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]
@@ -111,20 +111,7 @@ def _validated_agent(fields: dict[str, Any], name: Any, spelled: dict[str, str])
     try:
         return AgentSpec.model_validate(fields)
     except ValidationError as error:
-        raise ValueError(f"agent {name!r}: {describe(error, spelled)}") from None
-
-
-def describe(error: ValidationError, spelled: dict[str, str] | None = None) -> str:
-    """Each problem as ``field: rule`` on one line, fields spelled as the caller wrote
-    them (``spelled`` maps a spec field to the caller's name for it)."""
-    problems = []
-    for item in error.errors():
-        loc = [str(part) for part in item["loc"]]
-        if loc and spelled:
-            loc[0] = spelled.get(loc[0], loc[0])
-        message = item["msg"].removeprefix("Value error, ")
-        problems.append(f"{'.'.join(loc)}: {message}" if loc else message)
-    return one_line("; ".join(problems))
+        raise ValueError(f"agent {name!r}: {describe_fields(error, spelled)}") from None
 
 
 def stream_message(message: Message, callback: StreamingCallback) -> None:
@@ -337,5 +324,5 @@ class GroupChat:
                                  bid_timeout_s=bid_timeout_s, **intent),
             )
         except ValidationError as error:
-            raise ValueError(f"GroupChat {self.name!r}: {describe(error, {'max_messages': 'max_loops'})}"
-                             ) from None
+            problems = describe_fields(error, {"max_messages": "max_loops"})
+            raise ValueError(f"GroupChat {self.name!r}: {problems}") from None

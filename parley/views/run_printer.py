@@ -11,10 +11,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from parley.client.client import RunResult
+from parley.client.results import RunResult
 from parley.shared.models import Message, RoomSpec, TurnRecord
 from parley.shared.store import RoomStore
-from parley.views import explain, terminal
+from parley.views import documents, explain, terminal
 
 INDENT = "    "
 
@@ -95,7 +95,7 @@ def explained_json(spec: RoomSpec, result: RunResult, records: list[TurnRecord]
                    ) -> dict[str, Any]:
     """``parley run --json``'s object with the turns' facts and the stop in words."""
     last = records[-1] if records else None
-    return {**terminal.run_json(result),
+    return {**documents.run_json(result),
             "stop_text": explain.stop_line(spec, result.stop_reason, result.stop_detail,
                                               last),
             "next": explain.next_steps(spec, result.stop_reason, result.room),

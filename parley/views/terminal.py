@@ -1,30 +1,26 @@
-"""How runs and rooms are shown on a terminal or as JSON, and conversations in swarms'
-output types."""
+"""How runs, rooms, events and turns are shown on a terminal (or piped from one): rich
+tables and lines, fitted to the terminal's width and never cut when piped."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-import yaml
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
-from parley.client.client import RoomDetails, RunResult
+from parley.client.results import RoomDetails, RunResult, TurnInFlight, TurnReport
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
-from parley.shared.models import Bid, Message, RoomStatus
+from parley.shared.models import Bid, Message, RoomStatus, TurnRecord
 from parley.shared.store import RoomSummary
-
-if TYPE_CHECKING:
-    from parley.client.turn_report import DecidedTurn, TurnInFlight, TurnReport
+from parley.views.documents import event_fields, turn_ms
 
 # An event's field shows at most this much of its value in the human output.
 EVENT_VALUE_CHARS = 120
@@ -53,26 +49,6 @@ def writes_to_terminal(file: IO[str]) -> bool:
         return bool(isatty and isatty())
     except ValueError:  # a closed file
         return False
-
-
-def run_json(result: RunResult) -> dict[str, Any]:
-    """The ``parley run --json`` object."""
-    return {
-        "room": result.room,
-        "status": result.status.value,
-        "stop_reason": result.stop_reason.value if result.stop_reason else None,
-        "stop_detail": result.stop_detail,
-        "answer": result.answer,
-        "messages": [
-            {"seq": m.seq, "sender": m.sender, "content": m.content, "score": m.score}
-            for m in result.messages
-        ],
-    }
-
-
-def message_json(message: Message) -> dict[str, Any]:
-    """A message as ``parley transcript --json`` gives it."""
-    return message.model_dump(mode="json")
 
 
 def status_text(status: RoomStatus, paused: bool) -> str:
@@ -139,14 +115,6 @@ def print_message(console: Console, message: Message) -> None:
                   f"{escape(message.content)}", highlight=False)
 
 
-def transcript_text(messages: list[Message]) -> str:
-    """The whole conversation as plain text, one message a line as ``parley follow``
-    prints it: seq, sender, score (agents only), content."""
-    return "\n".join(
-        f"{m.seq:>3} {m.sender}{'' if m.score is None else f' (score {m.score:.2f})'}: "
-        f"{m.content}" for m in messages)
-
-
 def print_run(console: Console, result: RunResult, printed: bool = False) -> None:
     """The transcript (unless already printed live) and how the run ended."""
     if not printed:
@@ -181,18 +149,6 @@ def rooms_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """One line of ``parley events --json``: the event's id and type, its fields (those
-    it has: as in the stream, an absent value is an absent field), its ts."""
-    return {"id": event.id, "type": event.type, **event_fields(event), "ts": event.ts}
-
-
-def event_fields(event: Event) -> dict[str, Any]:
-    """The event's own fields that have a value, typed (numbers as numbers)."""
-    fields = event.model_dump(mode="json", exclude_none=True, exclude={"id", "type", "ts"})
-    return {name: value for name, value in fields.items() if value != ""}
-
-
 def event_line(event: Event) -> str:
     """One line of ``parley events``: id, time, type and the fields as name=value."""
     fields = event_fields(event)
@@ -216,51 +172,11 @@ def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts).strftime("%H:%M:%S.%f")[:-3]
 
 
-def turns_json(report: TurnReport) -> dict[str, Any]:
-    """The ``parley turns --json`` document."""
-    return {"room": report.room, "turns": [decided_turn_json(turn) for turn in report.turns],
-            "open_turn": open_turn_json(report.open_turn) if report.open_turn else None}
-
-
-def decided_turn_json(turn: DecidedTurn) -> dict[str, Any]:
-    """One decided turn: its outcome and every call's answer."""
-    return {"turn": turn.turn, "run": turn.run, "winner": turn.winner, "score": turn.score,
-            "stop_reason": turn.stop_reason.value if turn.stop_reason else None,
-            "stop_detail": turn.stop_detail, "opened_at": turn.opened_at,
-            "decided_at": turn.decided_at, "turn_ms": _turn_ms(turn),
-            "answers": [answer_json(bid, turn.adjusted.get(bid.agent)) for bid in turn.answers]}
-
-
-def open_turn_json(turn: TurnInFlight) -> dict[str, Any]:
-    """The open turn: its current phase, who answered it, who is pending, every answer."""
-    return {"turn": turn.turn, "run": turn.run, "phase": turn.phase,
-            "kind": turn.kind.value if turn.kind else None, "agents": turn.agents,
-            "answered": turn.answered, "pending": turn.pending, "opened_at": turn.opened_at,
-            "deadline": turn.deadline,
-            "answers": [answer_json(bid, None) for bid in turn.answers]}
-
-
-def answer_json(bid: Bid, adjusted: float | None) -> dict[str, Any]:
-    """One call's answer: raw and adjusted score, status, error, latency, tokens, cost."""
-    return {"agent": bid.agent, "kind": bid.kind.value, "phase": bid.phase, "call": bid.call,
-            "attempt": bid.attempt, "score": bid.score, "adjusted": adjusted,
-            "status": bid.status.value, "error_kind": bid.error_kind.value or None,
-            "error": bid.error or None, "latency_ms": bid.latency_ms,
-            "prompt_tokens": bid.prompt_tokens, "completion_tokens": bid.completion_tokens,
-            "cost_usd": bid.cost_usd}
-
-
-def _turn_ms(turn: DecidedTurn) -> float | None:
-    if not (turn.opened_at and turn.decided_at):
-        return None
-    return round((turn.decided_at - turn.opened_at) * 1000, 2)
-
-
 def print_turns(console: Console, report: TurnReport) -> None:
     """Each decided turn's outcome line and its answers, then the open turn's progress."""
     for turn in report.turns:
         console.print(decided_turn_line(turn), highlight=False, markup=False, soft_wrap=True)
-        console.print(answers_table(turn.answers, turn.adjusted))
+        console.print(answers_table(turn.bids, turn.adjusted))
     in_flight = report.open_turn
     if in_flight is not None:
         console.print(open_turn_line(in_flight), highlight=False, markup=False, soft_wrap=True)
@@ -269,7 +185,7 @@ def print_turns(console: Console, report: TurnReport) -> None:
         console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)
 
 
-def decided_turn_line(turn: DecidedTurn) -> str:
+def decided_turn_line(turn: TurnRecord) -> str:
     """``turn 3 · run 1 · agent1 spoke (0.90) · 4.20 ms``, and the run's end if it stopped."""
     parts = [f"turn {turn.turn}", f"run {turn.run}"]
     if turn.winner is not None:
@@ -280,7 +196,7 @@ def decided_turn_line(turn: DecidedTurn) -> str:
     if turn.stop_reason is not None:
         detail = f": {one_line(turn.stop_detail, 200)}" if turn.stop_detail else ""
         parts.append(f"run ended: {turn.stop_reason.value}{detail}")
-    ms = _turn_ms(turn)
+    ms = turn_ms(turn)
     if ms is not None:
         parts.append(f"{ms:.2f} ms")
     return " · ".join(parts)
@@ -307,108 +223,3 @@ def answers_table(answers: list[Bid], adjusted: dict[str, float]) -> Table:
             bid.error_kind.value or "-", f"{bid.latency_ms:.1f}",
             f"{bid.prompt_tokens}+{bid.completion_tokens}")
     return table
-
-
-# swarms' history formats, as swarms 16's ``history_output_formatter`` gives them for a
-# GroupChat's conversation (tests/fixtures/swarms_outputs.json holds its real outputs).
-HISTORY_OUTPUT_TYPES = (
-    "list", "dict", "dictionary", "string", "str", "final", "last", "json", "all", "yaml",
-    "dict-all-except-first", "str-all-except-first", "dict-final", "list-final",
-)
-# swarms' Conversation renders "str" from the newest lines that fit its default context,
-# counted by litellm's tokenizer for its default model.
-SWARMS_CONTEXT_TOKENS = 8192
-SWARMS_TOKENIZER_MODEL = "gpt-5.4"
-
-
-def conversation_rows(messages: list[Message]) -> list[dict[str, Any]]:
-    """The messages as swarms' ``Conversation.conversation_history`` holds a GroupChat's:
-    role and content, and ``metadata: {score}`` on scored (agent) messages only."""
-    rows = []
-    for message in messages:
-        row: dict[str, Any] = {"role": message.sender, "content": message.content}
-        if message.score is not None:
-            row["metadata"] = {"score": message.score}
-        rows.append(row)
-    return rows
-
-
-def format_history(messages: list[Message], output_type: str) -> Any:
-    """The conversation in one of swarms' output types (``HISTORY_OUTPUT_TYPES``)."""
-    return format_rows(conversation_rows(messages), output_type)
-
-
-def format_rows(rows: list[dict[str, Any]], output_type: str) -> Any:
-    """``rows`` (as ``conversation_rows`` gives them) in one of swarms' output types, with
-    swarms' Python types: ``dict-final`` is a tuple, ``list-final`` a one-element list."""
-    formats: dict[str, Callable[[], Any]] = {
-        "list": lambda: [{"role": row["role"], "content": row["content"]} for row in rows],
-        "dict": lambda: rows,
-        "str": lambda: history_string(rows),
-        "final": lambda: rows[-1]["content"] if rows else "",
-        "json": lambda: json.dumps(rows),
-        "yaml": lambda: yaml.safe_dump(rows, sort_keys=False),
-        "dict-all-except-first": lambda: rows[_after_first_input(rows):],
-        "str-all-except-first": lambda: "\n".join(
-            f"{row['content']}" for row in rows[_after_first_input(rows):]),
-        # A tuple of the content twice, and IndexError on no rows: swarms' own shapes.
-        "dict-final": lambda: (rows[-1]["content"], rows[-1]["content"]),
-        "list-final": lambda: [rows[-1]["content"]],
-    }
-    aliases = {"dictionary": "dict", "string": "str", "all": "str", "last": "final"}
-    if output_type not in HISTORY_OUTPUT_TYPES:
-        raise ValueError(f"output_type must be one of {', '.join(HISTORY_OUTPUT_TYPES)}, "
-                         f"not {output_type!r}")
-    return formats[aliases.get(output_type, output_type)]()
-
-
-def _after_first_input(rows: list[dict[str, Any]]) -> int:
-    # Past the first input, and past a System row before it when there is one.
-    return (1 if rows and rows[0].get("role") == "System" else 0) + 1
-
-
-def history_string(rows: list[dict[str, Any]]) -> str:
-    """``role: content`` per row, blank-line separated: the newest rows that fit in
-    ``SWARMS_CONTEXT_TOKENS`` (one token per separator), then the longest tail of the
-    first row that does not, as swarms renders a long history."""
-    lines = [f"{row['role']}: {row['content']}" for row in rows]
-    # A token is at least one byte: a history of fewer bytes than the budget always fits,
-    # and needs no tokenizer.
-    if sum(len(line.encode()) for line in lines) + len(lines) - 1 <= SWARMS_CONTEXT_TOKENS:
-        return "\n\n".join(lines)
-    budget = SWARMS_CONTEXT_TOKENS
-    kept: list[str] = []
-    for line in reversed(lines):
-        tokens = swarms_token_count(line)
-        separator = 1 if kept else 0
-        if tokens + separator > budget:
-            tail = _longest_tail(line, budget - separator)
-            if tail:
-                kept.append(tail)
-            break
-        kept.append(line)
-        budget -= tokens + separator
-    return "\n\n".join(reversed(kept))
-
-
-def _longest_tail(text: str, most_tokens: int) -> str:
-    # swarms' binary search for the shortest cut from the front that fits.
-    if most_tokens <= 0:
-        return ""
-    left, right = 0, len(text)
-    while left < right:
-        middle = (left + right) // 2
-        if swarms_token_count(text[middle:]) <= most_tokens:
-            right = middle
-        else:
-            left = middle + 1
-    return text[left:]
-
-
-def swarms_token_count(text: str) -> int:
-    """Tokens in ``text`` as swarms counts them (none in blank text)."""
-    if not text.strip():
-        return 0
-    import litellm  # importing litellm takes seconds: only long histories pay for it
-
-    return len(litellm.encode(model=SWARMS_TOKENIZER_MODEL, text=text))

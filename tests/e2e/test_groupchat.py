@@ -14,7 +14,7 @@ from parley import GroupChat, RunFailed
 from parley.client import Client
 from parley.shared.models import StopReason
 from parley.swarms.groupchat import FIRST_TURN_SILENT
-from parley.views.terminal import HISTORY_OUTPUT_TYPES
+from parley.swarms.history import HISTORY_OUTPUT_TYPES
 from tests.support.rooms import rotating_scripts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]

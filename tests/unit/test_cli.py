@@ -10,7 +10,8 @@ import redis
 import yaml
 from typer.testing import CliRunner
 
-from parley.cli import app, unreachable_redis
+from parley.cli import app
+from parley.cli.errors import unreachable_redis
 from parley.client.client import FOLLOW_BLOCK_MS, Client
 from parley.processes import free_port
 from parley.shared.keys import Keys
@@ -127,7 +128,7 @@ def fake_client(monkeypatch, fake_redis) -> Client:
     client.redis = fake_redis
     client.store = RoomStore(fake_redis, Keys("t"))
     client.store.create_room("r1", scripted_spec({"Optimist": [], "Skeptic": []}))
-    monkeypatch.setattr("parley.cli.Client", lambda: client)
+    monkeypatch.setattr("parley.cli.common.Client", lambda: client)
     return client
 
 

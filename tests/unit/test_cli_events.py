@@ -46,7 +46,7 @@ def client(store, monkeypatch) -> Client:
     client = Client(Settings(key_prefix="t"))
     client.redis = store.redis
     client.store = store
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

@@ -89,8 +89,8 @@ def test_parley_status_piped_shows_every_id_whole(monkeypatch, fake_redis):
     client.redis = fake_redis
     client.store = RoomStore(fake_redis, Keys("t"))
     client.store.create_room(LONG_ID, scripted_spec({"A": [], "B": []}))
-    monkeypatch.setattr(cli, "Client", lambda: client)
-    monkeypatch.setattr(cli, "console", output.make_console())
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "console", output.make_console())
 
     result = CliRunner().invoke(cli.app, ["status"])
 

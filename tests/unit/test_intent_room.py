@@ -139,7 +139,7 @@ def test_follow_live_prints_each_reply_as_it_is_written_then_the_message(
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys, streams=True)))
     client = Client(Settings(key_prefix="t"))
     client.redis, client.store = sync_redis, store
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
 
     def as_it_happened(room, after_seq, chunks=False):
         # The room's story as a follower reads it live: chunks in their places.
