@@ -19,6 +19,7 @@ from parley.client import Client
 from parley.coordinator.policies import roundtable
 from parley.shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
 from parley.shared.records import message_from_fields, usage_from
+from parley.views import explain
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
@@ -83,8 +84,7 @@ def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list
     """The newest failed calls (timed out, errored, unparsed), newest first, each with its
     turn, agent, status, error kind and error."""
     failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
-               "kind": bid.kind.value, "status": bid.status.value,
-               "error_kind": bid.error_kind.value or None, "error": bid.error or None}
+               "kind": bid.kind.value, **explain.call_outcome(bid)}
               for record in records for bid in record.bids if bid.status is not BidStatus.OK]
     return failed[::-1][:limit]
 

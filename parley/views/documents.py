@@ -8,6 +8,7 @@ from typing import Any
 from parley.client.results import RunResult, TurnInFlight, TurnReport
 from parley.shared.events import Event
 from parley.shared.models import Bid, Message, TurnRecord
+from parley.views import explain
 
 
 def run_json(result: RunResult) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def decided_turn_json(turn: TurnRecord) -> dict[str, Any]:
     return {"turn": turn.turn, "run": turn.run, "winner": turn.winner, "score": turn.score,
             "stop_reason": turn.stop_reason.value if turn.stop_reason else None,
             "stop_detail": turn.stop_detail, "opened_at": turn.opened_at,
-            "decided_at": turn.decided_at, "turn_ms": turn_ms(turn),
+            "decided_at": turn.decided_at, "turn_ms": explain.turn_ms(turn),
             "answers": [answer_json(bid, turn.adjusted.get(bid.agent)) for bid in turn.bids]}
 
 
@@ -70,14 +71,6 @@ def answer_json(bid: Bid, adjusted: float | None) -> dict[str, Any]:
     """One call's answer: raw and adjusted score, status, error, latency, tokens, cost."""
     return {"agent": bid.agent, "kind": bid.kind.value, "phase": bid.phase, "call": bid.call,
             "attempt": bid.attempt, "score": bid.score, "adjusted": adjusted,
-            "status": bid.status.value, "error_kind": bid.error_kind.value or None,
-            "error": bid.error or None, "latency_ms": bid.latency_ms,
+            **explain.call_outcome(bid), "latency_ms": bid.latency_ms,
             "prompt_tokens": bid.prompt_tokens, "completion_tokens": bid.completion_tokens,
             "cost_usd": bid.cost_usd}
-
-
-def turn_ms(turn: TurnRecord) -> float | None:
-    """How long the turn took, from its opening to its decision (None: not recorded)."""
-    if not (turn.opened_at and turn.decided_at):
-        return None
-    return round((turn.decided_at - turn.opened_at) * 1000, 2)

@@ -72,11 +72,9 @@ class RunPrinter:
         for record in [record for record in self.pending if due(record)]:
             self.pending.remove(record)
             earlier = self.records[:self.records.index(record)]
-            text = explain.turn_line(self.spec, record, earlier).text()
+            text = explain.turn_line(self.spec, record, earlier).shown_alone()
             if not text:
                 continue
-            if record.winner is None:
-                text = f"turn {record.turn}, nothing posted · {text}"
             self.console.print(INDENT + text, style="dim", highlight=False, markup=False,
                                soft_wrap=True)
 

@@ -15,12 +15,13 @@ from rich.markup import escape
 from rich.table import Column, Table
 from rich.text import Text
 
-from parley.client.results import RoomDetails, RunResult, TurnInFlight, TurnReport
+from parley.client.results import RoomDetails, RunResult, TurnReport
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
-from parley.shared.models import Bid, Message, RoomStatus, TurnRecord
+from parley.shared.models import Bid, Message, RoomStatus
 from parley.shared.store import RoomSummary
-from parley.views.documents import event_fields, turn_ms
+from parley.views import explain
+from parley.views.documents import event_fields
 
 # An event's field shows at most this much of its value in the human output.
 EVENT_VALUE_CHARS = 120
@@ -120,18 +121,16 @@ def print_run(console: Console, result: RunResult, printed: bool = False) -> Non
     if not printed:
         for message in result.messages:
             print_message(console, message)
-    reason = result.stop_reason.value if result.stop_reason else "-"
-    detail = f": {result.stop_detail}" if result.stop_detail else ""
+    stop = explain.stop_code(result.stop_reason, result.stop_detail)
     console.print(f"[dim]room {result.room} · {result.status.value} · "
-                  f"stopped by {reason}{escape(detail)}[/dim]", highlight=False)
+                  f"stopped by {escape(stop)}[/dim]", highlight=False)
 
 
 def print_run_end(console: Console, event: RunEnded) -> None:
     """How a run ended, as ``parley follow`` shows it between the runs' messages."""
-    reason = event.stop_reason.value if event.stop_reason else "-"
-    detail = f": {event.stop_detail}" if event.stop_detail else ""
+    stop = explain.stop_code(event.stop_reason, event.stop_detail or "")
     console.print(f"[dim]run {event.run} ended · {event.status.value} · "
-                  f"stopped by {reason}{escape(detail)}[/dim]", highlight=False)
+                  f"stopped by {escape(stop)}[/dim]", highlight=False)
 
 
 def rooms_table(rows: list[dict[str, Any]]) -> Table:
@@ -175,39 +174,14 @@ def _clock(ts: float) -> str:
 def print_turns(console: Console, report: TurnReport) -> None:
     """Each decided turn's outcome line and its answers, then the open turn's progress."""
     for turn in report.turns:
-        console.print(decided_turn_line(turn), highlight=False, markup=False, soft_wrap=True)
+        console.print(explain.decided_turn_line(turn), highlight=False, markup=False, soft_wrap=True)
         console.print(answers_table(turn.bids, turn.adjusted))
     in_flight = report.open_turn
     if in_flight is not None:
-        console.print(open_turn_line(in_flight), highlight=False, markup=False, soft_wrap=True)
+        console.print(explain.open_turn_line(in_flight), highlight=False, markup=False, soft_wrap=True)
         console.print(answers_table(in_flight.answers, {}))
     if not report.turns and report.open_turn is None:
         console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)
-
-
-def decided_turn_line(turn: TurnRecord) -> str:
-    """``turn 3 · run 1 · agent1 spoke (0.90) · 4.20 ms``, and the run's end if it stopped."""
-    parts = [f"turn {turn.turn}", f"run {turn.run}"]
-    if turn.winner is not None:
-        score = "" if turn.score is None else f" ({turn.score:.2f})"
-        parts.append(f"{turn.winner} spoke{score}")
-    else:
-        parts.append("nobody spoke")
-    if turn.stop_reason is not None:
-        detail = f": {one_line(turn.stop_detail, 200)}" if turn.stop_detail else ""
-        parts.append(f"run ended: {turn.stop_reason.value}{detail}")
-    ms = turn_ms(turn)
-    if ms is not None:
-        parts.append(f"{ms:.2f} ms")
-    return " · ".join(parts)
-
-
-def open_turn_line(turn: TurnInFlight) -> str:
-    """``turn 6 · run 2 · open · phase 0 (bid) · answered 2 of 4 · pending: agent2, agent3``."""
-    kind = f" ({turn.kind.value})" if turn.kind else ""
-    pending = ", ".join(turn.pending) or "nobody"
-    return (f"turn {turn.turn} · run {turn.run} · open · phase {turn.phase}{kind} · "
-            f"answered {len(turn.answered)} of {len(turn.agents)} · pending: {pending}")
 
 
 def answers_table(answers: list[Bid], adjusted: dict[str, float]) -> Table:

@@ -178,11 +178,22 @@ def test_every_import_inside_a_function_says_why():
     assert unexplained == []
 
 
-def test_the_api_does_not_import_the_cli():
-    reached = {line.target for line in IMPORTS if line.module.startswith("parley.api")}
+def reached_from(modules: set[str]) -> set[str]:
+    """Every package module that importing ``modules`` may import, directly or not."""
+    reached = set(modules)
     while True:
         more = {line.target for line in IMPORTS if line.module in reached} - reached
         if not more:
-            break
+            return reached
         reached |= more
+
+
+def test_the_api_does_not_import_the_cli():
+    reached = reached_from({module for module in MODULES if module.startswith("parley.api")})
     assert not {module for module in reached if module.split(".")[:2] == ["parley", "cli"]}
+
+
+@pytest.mark.parametrize("teller", ["parley.cli.runs", "parley.cli.show", "parley.cli.follow",
+                                    "parley.cli.demo", "parley.api.rooms", "parley.api.dashboard"])
+def test_the_cli_the_demo_and_the_api_tell_turns_and_stops_through_one_explainer(teller):
+    assert "parley.views.explain" in reached_from({teller})
