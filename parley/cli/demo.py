@@ -62,10 +62,11 @@ def task_sender(spec: RoomSpec) -> str:
     return people[0] if people and SEED_SENDER not in people else SEED_SENDER
 
 
-def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = False) -> None:
-    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process; the
-    processes' logs are removed at the end unless ``keep_logs``."""
-    settings = get_settings()
+def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
+             keep_logs: bool = False) -> None:
+    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process, on
+    the Redis of ``settings`` (or a private one when none answers there); the processes'
+    logs are removed at the end unless ``keep_logs``."""
     workdir = Path(tempfile.mkdtemp(prefix="parley-demo-"))
     started = []
     private_redis = False
@@ -125,4 +126,5 @@ def demo(
 ) -> None:
     """Start a worker and a coordinator, run a scripted room, print it with each turn's
     bids, stop them and remove their logs."""
-    run_demo(common.read_spec(spec or DEMO_SPEC), task, common.console, keep_logs)
+    run_demo(common.read_spec(spec or DEMO_SPEC), task, common.console, get_settings(),
+             keep_logs)

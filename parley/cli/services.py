@@ -45,7 +45,8 @@ def coordinator(
         if capacity is not None:
             settings = settings.model_copy(update={"coordinator_capacity": capacity})
         redis_kwargs(settings)  # checks the TLS settings before anything connects
-        transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s)
+        transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s,
+                                    settings=settings)
     configure_logging(settings.log_format, settings.log_level)
     try:
         asyncio.run(serve_forever(settings, transport, coordinator_id, health_port))

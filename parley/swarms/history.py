@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.models import Message
 
 # swarms' history formats, as swarms 16's ``history_output_formatter`` gives them for a
@@ -111,6 +112,7 @@ def swarms_token_count(text: str) -> int:
     """Tokens in ``text`` as swarms counts them (none in blank text)."""
     if not text.strip():
         return 0
+    use_local_cost_map()
     import litellm  # importing litellm takes seconds: only long histories pay for it
 
     return len(litellm.encode(model=SWARMS_TOKENIZER_MODEL, text=text))

@@ -197,3 +197,73 @@ def test_the_api_does_not_import_the_cli():
                                     "parley.cli.demo", "parley.api.rooms", "parley.api.dashboard"])
 def test_the_cli_the_demo_and_the_api_tell_turns_and_stops_through_one_explainer(teller):
     assert "parley.views.explain" in reached_from({teller})
+
+
+# -- settings read once, litellm told before it loads -----------------------------------
+
+# Where get_settings() may be called: the entry points (the CLI's commands, the Celery app's
+# build at a worker's start) and the Client's constructor, for its default.
+SETTINGS_READERS = {
+    ("parley.cli.errors", "friendly.wrapper"), ("parley.cli.services", "coordinator"),
+    ("parley.cli.services", "worker"), ("parley.cli.services", "health"),
+    ("parley.cli.services", "api"), ("parley.cli.demo", "demo"),
+    ("parley.client.client", "Client.__init__"), ("parley.workers.app", ""),
+}
+
+
+def settings_reads() -> set[tuple[str, str]]:
+    """Each (module, enclosing definitions) that calls get_settings()."""
+    found = set()
+
+    def visit(node: ast.AST, module: str, within: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                visit(child, module, f"{within}.{child.name}".lstrip("."))
+                continue
+            if isinstance(child, ast.Call):
+                name = getattr(child.func, "id", None) or getattr(child.func, "attr", None)
+                if name == "get_settings":
+                    found.add((module, within))
+            visit(child, module, within)
+
+    for module, path in MODULES.items():
+        visit(ast.parse(path.read_text()), module, "")
+    return found
+
+
+def test_the_settings_are_read_at_the_entry_points_only():
+    assert settings_reads() - SETTINGS_READERS == set()
+
+
+def without_cost_map_variable() -> dict[str, str]:
+    """This process's environment, less LITELLM_LOCAL_MODEL_COST_MAP."""
+    return {name: value for name, value in os.environ.items()
+            if name != "LITELLM_LOCAL_MODEL_COST_MAP"}
+
+
+def test_reading_the_settings_leaves_the_environment_alone():
+    code = ("import os\nfrom parley.shared.settings import Settings, get_settings\n"
+            "Settings(); get_settings()\nprint(os.environ.get('LITELLM_LOCAL_MODEL_COST_MAP'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True, env=without_cost_map_variable())
+    assert done.stdout.strip() == "None"
+
+
+# Each is the first import of litellm in its process: a worker's calls, a worker's
+# background preload, and a client counting tokens for swarms' "str" history.
+LITELLM_LOADS = [
+    "import parley.workers.llm",
+    "from parley.workers.app import _import_litellm; _import_litellm()",
+    "from parley.swarms.history import swarms_token_count; swarms_token_count('a b c')",
+]
+
+
+def test_litellm_reads_the_cost_map_it_ships_wherever_it_is_first_imported():
+    report = ("from litellm.litellm_core_utils.get_model_cost_map import "
+              "get_model_cost_map_source_info as info\nprint(info()['is_env_forced'])")
+    # Side by side: importing litellm takes seconds.
+    runs = [subprocess.Popen([sys.executable, "-c", f"{load}\n{report}"], text=True,
+                             stdout=subprocess.PIPE, env=without_cost_map_variable())
+            for load in LITELLM_LOADS]
+    told = [run.communicate(timeout=120)[0].strip() for run in runs]
+    assert told == ["True"] * len(LITELLM_LOADS)
