@@ -112,7 +112,6 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-
 def spec_file_error(path: Path, error: Exception) -> CliError:
     """Why the spec file at ``path`` cannot be used, as one line naming the file (and each
     field, for a spec that is not valid)."""

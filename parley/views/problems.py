@@ -47,7 +47,6 @@ def describe_settings(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
-
 def describe_fields(error: ValidationError, spelled: dict[str, str] | None = None) -> str:
     """Each problem as ``field: rule`` on one line, fields spelled as the caller wrote
     them (``spelled`` maps a spec field to the caller's name for it)."""

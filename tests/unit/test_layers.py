@@ -76,7 +76,8 @@ MODULES = package_modules()
 
 def targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
     """The package's modules a statement imports: ``from a import b`` is the module
-    ``a.b`` where there is one, else ``a`` itself (``b`` is a name in it)."""
+    ``a.b`` where there is one, else ``a`` itself (``b`` is a name in it); and the packages
+    around it that ``module`` is not in, whose ``__init__`` runs first."""
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
@@ -87,7 +88,12 @@ def targets(module: str, node: ast.Import | ast.ImportFrom) -> list[str]:
             base = ".".join([*anchor, *([base] if base else [])])
         names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
                  for alias in node.names]
-    return sorted({name for name in names if name in MODULES})
+    found = {name for name in names if name in MODULES}
+    for name in list(found):
+        parts = name.split(".")
+        found |= {package for package in (".".join(parts[:end]) for end in range(2, len(parts)))
+                  if not module.startswith(f"{package}.")}
+    return sorted(found)
 
 
 def import_lines() -> list[ImportLine]:
@@ -154,6 +160,9 @@ def test_the_graph_reads_every_module_and_its_imports():
     assert ("parley.cli.services", "parley.api.server", True) in edges
     # ``from parley.coordinator import policies`` imports the module parley.coordinator.policies.
     assert ("parley.coordinator.turn_loop", "parley.coordinator.policies", False) in edges
+    # Importing parley.client.results runs parley/client/__init__.py first.
+    assert ("parley.views.terminal", "parley.client", False) in edges
+    assert ("parley.coordinator.policies.bid", "parley.coordinator.policies", False) not in edges
 
 
 def test_the_cycle_finder_finds_a_cycle():
