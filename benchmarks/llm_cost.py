@@ -41,11 +41,14 @@ def call_cost(agent: AgentSpec, calls: int, history: list[Message]) -> dict[str,
 
     other = AgentSpec(name="Other", model="scripted", script=[])
     room = [agent, other]
-    make_bid(agent, room, Call(1, 0), lambda: history, time.time() + 30)  # first call warms up
+    settings = get_settings()  # this process is the worker: it lends its keys
+    make_bid(agent, room, Call(1, 0), lambda: history, time.time() + 30,
+             settings=settings)  # the first call warms up
     cpu, wall = [], []
     for turn in range(calls):
         started_cpu, started = time.thread_time(), time.perf_counter()
-        bid = make_bid(agent, room, Call(turn + 1, 0), lambda: history, time.time() + 30)
+        bid = make_bid(agent, room, Call(turn + 1, 0), lambda: history, time.time() + 30,
+                       settings=settings)
         cpu.append((time.thread_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
         if bid.status != "ok":

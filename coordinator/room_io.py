@@ -29,7 +29,7 @@ from parley.shared.records import (
     turn_record_fields,
 )
 from parley.shared.scripts import Scripts
-from parley.shared.settings import Settings, get_settings
+from parley.shared.settings import Settings
 from parley.shared.store import now_ms
 
 _FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
@@ -90,9 +90,11 @@ class RoomIO:
         self.keys = keys
         self.scripts = scripts
         self.drain_batch = drain_batch
-        self.limits = limits or InboxLimits.from_settings(get_settings())
+        # Unless given (the service passes its settings'), the settings' defaults.
+        defaults = Settings.model_construct()
+        self.limits = limits or InboxLimits.from_settings(defaults)
         # Every fenced script also writes the room's events, capped near this.
-        self.events_maxlen = events_maxlen or get_settings().events_stream_maxlen
+        self.events_maxlen = events_maxlen or defaults.events_stream_maxlen
 
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""

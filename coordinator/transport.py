@@ -18,7 +18,7 @@ from parley.coordinator.lease import Lease
 from parley.shared.connections import broker_use_ssl
 from parley.shared.models import BidRequest
 from parley.shared.protocol import CALL_TASK
-from parley.shared.settings import Settings, get_settings
+from parley.shared.settings import Settings
 
 
 class Transport(Protocol):
@@ -31,12 +31,11 @@ class Transport(Protocol):
 class CeleryTransport:
     """Publishes bid requests as Celery tasks on the broker."""
 
-    def __init__(self, broker_url: str, timeout_s: float = 2.0,
-                 settings: Settings | None = None) -> None:
+    def __init__(self, broker_url: str, timeout_s: float = 2.0, *, settings: Settings) -> None:
         self.app = Celery("parley-coordinator", broker=broker_url)
         self.app.conf.update(
             # The same verified TLS as every other Redis client (shared/connections.py).
-            broker_use_ssl=broker_use_ssl(settings or get_settings(), broker_url),
+            broker_use_ssl=broker_use_ssl(settings, broker_url),
             broker_connection_retry_on_startup=True,
             task_ignore_result=True,
             # A broker that stops answering must not hold a room's publish forever: the

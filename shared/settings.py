@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from functools import lru_cache
 from typing import Annotated, Any
@@ -12,10 +11,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from parley.shared.api_bases import parse_api_base
 from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, MAX_SPEC_JSON_BYTES
-
-# litellm fetches its model cost map over the network at import unless told not to;
-# there may be no network, so every parley process sets this before anything imports it.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # The variables a spec may name as an agent's api_key_env unless the operator says otherwise:
 # the providers' usual key variables, never the workers' other secrets.

@@ -17,8 +17,11 @@ import redis
 
 from parley.processes import ProcessGroup
 from parley.shared.keys import Keys
+from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.settings import Settings, get_settings
 
+# Tests import litellm themselves (and so do the processes they start): never over the network.
+use_local_cost_map()
 REDIS_URL = os.environ.get("PARLEY_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 

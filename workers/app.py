@@ -25,6 +25,7 @@ from parley.shared.health import (
     readiness_checks,
     start_health_server,
 )
+from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.protocol import DEFAULT_QUEUE
 from parley.shared.settings import Settings, get_settings
 
@@ -166,7 +167,6 @@ class WorkerHealth(bootsteps.StartStopStep):
 
     def start(self, worker: Any) -> None:
         """Start serving; a prefork pool counts its answers where /metrics cannot see."""
-        settings = get_settings()
         self.server = start_health_server(Probes(consumer_liveness, readiness_checks(settings)),
                                           settings, WORKER_PORT, self.port)
         if self.server is not None and "prefork" in getattr(worker.pool_cls, "__module__", ""):
@@ -232,17 +232,20 @@ def log_celery_notices() -> None:
     celery.apps.worker.safe_say = say
 
 
-# The app `parley worker` runs, and the one workers.tasks registers its task on.
-app = make_app(get_settings())
+# The settings this worker runs with, read once as it starts, and the app built from them:
+# the one `parley worker` runs and workers.tasks registers its task on.
+settings = get_settings()
+app = make_app(settings)
 
 
 @worker_ready.connect
 def preload_litellm(**_: object) -> None:
     """Import litellm in the background: it takes seconds, and the first real call would
     otherwise pay for it inside its bid deadline. Scripted-only workers can skip it."""
-    if get_settings().worker_preload_litellm:
+    if settings.worker_preload_litellm:
         threading.Thread(target=_import_litellm, name="preload-litellm", daemon=True).start()
 
 
 def _import_litellm() -> None:
-    import litellm  # noqa: F401
+    use_local_cost_map()
+    import litellm  # noqa: F401 - the import is the point: it takes seconds

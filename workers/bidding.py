@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
+from parley.shared.settings import Settings
 from parley.workers.credentials import redact_keys
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError, scripted_completion
@@ -54,12 +55,13 @@ def call_in(request: BidRequest, agent: str) -> Call:
 
 
 def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
-             transcript: Transcript, deadline: float, stream: ChunkWriter | None = None
-             ) -> Bid:
+             transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
+             settings: Settings) -> Bid:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
-    chunks unfinished (its failed answer tells followers they were abandoned)."""
+    chunks unfinished (its failed answer tells followers they were abandoned). The worker's
+    ``settings`` say which keys it lends, and where."""
     started = time.perf_counter()
     turn = call.turn
     bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
@@ -73,11 +75,11 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
-                                    on_text=on_text, intent=call.intent)
+                                    on_text=on_text, intent=call.intent, settings=settings)
         if stream is not None:
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
-        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error),
+        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error, settings),
                                      "error_kind": failure_kind(agent, error)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
                     kind=call.kind.value, error=bid.error, error_kind=bid.error_kind.value)
@@ -107,10 +109,10 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
     return classify_error(error)
 
 
-def describe_error(error: BaseException) -> str:
+def describe_error(error: BaseException, settings: Settings) -> str:
     """``ClassName: message`` on one line: the class once, no traceback, no key the worker
-    lends (a provider may echo one back), bounded length."""
-    message = redact_keys(str(error).split("\nTraceback", 1)[0])
+    lends (its ``settings``: a provider may echo one back), bounded length."""
+    message = redact_keys(str(error).split("\nTraceback", 1)[0], settings)
     previous = None
     while previous != message:
         previous, message = message, _CLASS_PREFIX.sub("", message, count=1)

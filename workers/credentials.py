@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from parley.shared.api_bases import display_base, is_allowed_base
 from parley.shared.models import AgentSpec
-from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings, get_settings
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings
 
 # Sent in place of a key to a base that may not receive one. Given explicitly, it stops
 # litellm from reading the provider's variable (OPENAI_API_KEY ...) and sending that instead;
@@ -64,10 +64,9 @@ class Credential:
     withheld: bool = False
 
 
-def credential_for(agent: AgentSpec, settings: Settings | None = None) -> Credential:
-    """The credential the agent's call may carry; KeyEnvNotAllowed or MissingApiKey when the
-    spec asks for a key this worker does not lend."""
-    settings = settings or get_settings()
+def credential_for(agent: AgentSpec, settings: Settings) -> Credential:
+    """The credential the agent's call may carry under this worker's ``settings``;
+    KeyEnvNotAllowed or MissingApiKey when the spec asks for a key it does not lend."""
     check_endpoint_arguments(agent, settings)
     if agent.api_key_env is not None and agent.api_key_env not in settings.worker_key_envs:
         raise KeyEnvNotAllowed(
@@ -108,10 +107,10 @@ def withheld_refusal(agent: AgentSpec, reason: str) -> ApiBaseNotAllowed:
         "API bases in PARLEY_WORKER_ALLOWED_API_BASES")
 
 
-def redact_keys(text: str, settings: Settings | None = None) -> str:
-    """``text`` with the value of every key variable this worker lends, or litellm reads by
-    default, replaced: a provider echoing a key back must not get it into Redis or the logs."""
-    settings = settings or get_settings()
+def redact_keys(text: str, settings: Settings) -> str:
+    """``text`` with the value of every key variable this worker lends (its ``settings``),
+    or litellm reads by default, replaced: a provider echoing a key back must not get it
+    into Redis or the logs."""
     for name in dict.fromkeys((*settings.worker_key_envs, *DEFAULT_WORKER_KEY_ENVS)):
         value = os.environ.get(name, "").strip()
         if len(value) >= MIN_REDACTED_CHARS and value in text:

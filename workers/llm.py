@@ -19,14 +19,11 @@ from typing import Any
 
 import structlog
 
-import parley.shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP before litellm loads
-
-# isort: split
-import litellm
-
+from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.logs import route_to_root
 from parley.shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
 from parley.shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
+from parley.shared.settings import Settings
 from parley.workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
@@ -51,6 +48,9 @@ from parley.workers.prompts import (
     input_budget,
     with_cache_breakpoint,
 )
+
+use_local_cost_map()  # read by litellm as it loads, just below
+import litellm  # noqa: E402
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
@@ -106,11 +106,12 @@ CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID,
-               on_text: Callable[[str], None] | None = None, intent: str = ""
-               ) -> tuple[Any, dict[str, Any]]:
+               on_text: Callable[[str], None] | None = None, intent: str = "", *,
+               settings: Settings) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
     (bid, intent), a name (select), its message (speak, reply: written from ``intent``),
-    its turn in a round-table (panel) or the verdict (moderate).
+    its turn in a round-table (panel) or the verdict (moderate). The worker's ``settings``
+    say which keys it lends, and where.
 
     With ``on_text``, a call whose answer is posted streams: each piece of text goes to
     ``on_text`` as the model writes it.
@@ -119,7 +120,7 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     completion_tokens, cached_tokens, cost_usd, dropped_messages). Raises whatever the call
     raised, midway through a stream too.
     """
-    credential = credential_for(agent)
+    credential = credential_for(agent, settings)
     if credential.withheld:
         check_keyless_provider(agent)
     named = agent.litellm_kwargs.get("custom_llm_provider")

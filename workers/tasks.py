@@ -6,7 +6,7 @@ import contextvars
 import time
 from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from functools import cache
+from functools import cache, partial
 from threading import Lock
 
 import redis
@@ -28,9 +28,8 @@ from parley.shared.models import (
     RoomSpec,
 )
 from parley.shared.protocol import CALL_TASK
-from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
-from parley.workers.app import app
+from parley.workers.app import app, settings
 from parley.workers.bidding import call_in, make_bid
 from parley.workers.prompts import discussion_notes, system_message
 from parley.workers.streaming import ChunkWriter
@@ -56,7 +55,6 @@ def _redis() -> redis.Redis:
     # the coordinator keeps each agent's first. Retries come at most worker_reconnect_max_s
     # apart and go on through a long outage: a bid that cost a model call is worth keeping,
     # and the coordinator gives a turn that overlapped an outage its time again.
-    settings = get_settings()
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     if settings.redis_cluster:
         return cluster_client(settings, max_connections=2 * settings.worker_concurrency + 8,
@@ -71,7 +69,6 @@ def _redis() -> redis.Redis:
 def store_for(prefix: str) -> RoomStore:
     """The room store under the request's key prefix (one per prefix: it registers the
     scripts once)."""
-    settings = get_settings()
     return RoomStore(_redis(), Keys(prefix), settings.message_max_bytes,
                      settings.events_stream_maxlen)
 
@@ -188,11 +185,11 @@ def answer_chunk(req: BidRequest) -> None:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    maxlen = get_settings().bids_stream_maxlen
+    maxlen = settings.bids_stream_maxlen
     callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, make_bid, agent, spec.agents,
-                      call_in(req, name), transcript, req.deadline,
+        _calls.submit(contextvars.copy_context().run, partial(make_bid, settings=settings),
+                      agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
     }
@@ -245,7 +242,7 @@ def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
         with lock:
             if not cached:
                 cached.append(_transcripts.upto(store, req.prefix, req.room, req.snapshot_seq,
-                                                get_settings().log_stream_maxlen))
+                                                settings.log_stream_maxlen))
             return cached[0]
 
     return transcript

@@ -18,10 +18,10 @@ from parley.api import dashboard, ops, rooms, streams
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
 from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
-from parley.cli import package_version
-from parley.client import REDIS_CONNECT_TIMEOUT_S, Client
+from parley.client.client import REDIS_CONNECT_TIMEOUT_S, Client
 from parley.shared.connections import redis_kwargs
 from parley.shared.settings import Settings
+from parley.version import package_version
 
 STATIC_DIR = Path(__file__).parent / "static"
 # The event streams block in XREAD for up to BLOCK_MS: their reads must outlast it.

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from parley import output, turn_lines
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
+from parley.client.turn_report import read_turn_report
 from parley.coordinator.policies import roundtable
 from parley.shared.models import (
     Bid,
@@ -31,7 +31,7 @@ from parley.shared.models import (
     Usage,
 )
 from parley.shared.records import message_from_fields, usage_from
-from parley.turn_report import read_turn_report
+from parley.views import documents, explain
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
@@ -96,8 +96,7 @@ def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list
     """The newest failed calls (timed out, errored, unparsed), newest first, each with its
     turn, agent, status, error kind and error."""
     failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
-               "kind": bid.kind.value, "status": bid.status.value,
-               "error_kind": bid.error_kind.value or None, "error": bid.error or None}
+               "kind": bid.kind.value, **explain.call_outcome(bid)}
               for record in records for bid in record.bids if bid.status is not BidStatus.OK]
     return failed[::-1][:limit]
 
@@ -135,9 +134,9 @@ def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
     """True when the call worked and its agent chose to say nothing: a bid or intent with
     no message, or a discussion turn answering the room's silent token."""
     if answer.kind is CallKind.DISCUSS:
-        return turn_lines.is_silence(spec, answer)
+        return explain.is_silence(spec, answer)
     bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
-    return bid_like and turn_lines.answer_of(answer).outcome == "silent"
+    return bid_like and explain.answer_of(answer).outcome == "silent"
 
 
 def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Bid]]
@@ -170,7 +169,7 @@ def room_turns(room: str, client: ClientDep,
     answers = {turn.turn: turn.answers for turn in report.turns}
     if report.open_turn:
         answers[report.open_turn.turn] = report.open_turn.answers
-    return marked_silent(output.turns_json(report), spec, answers)
+    return marked_silent(documents.turns_json(report), spec, answers)
 
 
 @router.get("/rooms/{room}/stats")

@@ -14,10 +14,10 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
+from parley.client.speak_queue import DiscussionOver
 from parley.shared.logs import one_line
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
-from parley.speak_queue import DiscussionOver
 
 log = structlog.get_logger("parley.api")
 

@@ -14,13 +14,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from parley import output
 from parley.api.errors import ApiError
-from parley.cli import describe_validation
-from parley.client import Client
+from parley.client.client import Client
+from parley.client.turn_report import read_turn_report
 from parley.shared.models import SEED_SENDER, RoomSpec
 from parley.shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size, create_context
-from parley.turn_report import read_turn_report
+from parley.views import documents
+from parley.views.problems import describe_validation
 
 router = APIRouter(tags=["rooms"])
 # The request body of POST /rooms, for the OpenAPI schema: the body is read and checked
@@ -189,7 +189,7 @@ def read_messages(room: str, client: ClientDep,
     client.state(room)  # no such room: 404, not an empty page
     messages = client.store.read_messages_from(room, after_seq, limit + 1)
     page = messages[:limit]
-    return {"room": room, "messages": [output.message_json(m) for m in page],
+    return {"room": room, "messages": [documents.message_json(m) for m in page],
             "next_after_seq": page[-1].seq if page else after_seq,
             "more": len(messages) > limit}
 
@@ -200,7 +200,7 @@ def read_turns(room: str, client: ClientDep,
                                                  "decided turns")] = None) -> dict[str, Any]:
     """Each turn's answers (raw and adjusted scores, status, latency, tokens) and the open
     turn's progress, as `parley turns --json`."""
-    return output.turns_json(read_turn_report(client.store, room, last))
+    return documents.turns_json(read_turn_report(client.store, room, last))
 
 
 @router.get("/rooms/{room}/queue")

@@ -22,12 +22,12 @@ from fastapi.responses import StreamingResponse
 
 from parley.api import metrics
 from parley.api.errors import ApiError
-from parley.live import stream_id
-from parley.output import event_json
+from parley.client.following import stream_id
 from parley.shared.events import EventType, event_from_entry
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.records import decode
+from parley.views.documents import event_json
 
 router = APIRouter(tags=["events"])
 KEEPALIVE_S = 15.0

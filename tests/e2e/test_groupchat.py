@@ -12,9 +12,9 @@ import pytest
 
 from parley import GroupChat, RunFailed
 from parley.client import Client
-from parley.groupchat import FIRST_TURN_SILENT, as_agent_spec
-from parley.output import HISTORY_OUTPUT_TYPES
 from parley.shared.models import StopReason
+from parley.swarms.groupchat import FIRST_TURN_SILENT, as_agent_spec
+from parley.swarms.history import HISTORY_OUTPUT_TYPES
 from tests.support.openai_stub import OpenAIStub, tool_call
 from tests.support.rooms import rotating_scripts
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from parley.client import FOLLOW_BLOCK_MS, REDIS_CONNECT_TIMEOUT_S, REDIS_READ_TIMEOUT_S, Client
+from parley.client.client import FOLLOW_BLOCK_MS, REDIS_CONNECT_TIMEOUT_S, REDIS_READ_TIMEOUT_S, Client
 from parley.processes import free_port, parley_command, start_redis, stop
 from parley.shared.models import Message
 from tests.support.reads import BlockingReads

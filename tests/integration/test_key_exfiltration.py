@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from parley.coordinator.policies.common import likely_fix
 from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
-from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS
+from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, get_settings
 from parley.workers.bidding import Call, make_bid
 from parley.workers.credentials import NO_KEY
 from parley.workers.llm import KEYLESS_PROVIDERS
@@ -45,7 +45,8 @@ def agent_on(stub: OpenAIStub, model: str = "openai/m", litellm_kwargs: dict | N
 
 
 def bid(agent: AgentSpec) -> Bid:
-    return make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 20)
+    return make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 20,
+                    settings=get_settings())
 
 
 def authorizations(stub: OpenAIStub) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 
 from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
 from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
+from parley.shared.settings import get_settings
 from parley.workers.bidding import Call, make_bid
 from parley.workers.llm import call_model, token_counter
 from parley.workers.prompts import input_budget
@@ -53,7 +54,7 @@ def agent_on(stub: OpenAIStub, name: str, model: str | None = None, **fields) ->
 def bid(agent: AgentSpec, transcript: list[Message] = TRANSCRIPT, deadline_s: float = 10) -> Bid:
     others = [AgentSpec(name="Optimist", model="scripted", script=[])]
     return make_bid(agent, [*others, agent], Call(1, 0), lambda: transcript,
-                    time.time() + deadline_s)
+                    time.time() + deadline_s, settings=get_settings())
 
 
 def test_a_tool_call_reply_is_a_bid_with_the_providers_token_counts(stub):
@@ -224,7 +225,7 @@ def test_a_streamed_reply_is_costed_from_the_usage_its_last_chunk_carried(stub):
     agent = agent_on(stub, "Priced", "gpt-4o-mini")
     pieces: list[str] = []
     _, usage = call_model(agent, [agent], TRANSCRIPT, time.time() + 10, CallKind.SPEAK,
-                          on_text=pieces.append)
+                          on_text=pieces.append, settings=get_settings())
 
     price = litellm.model_cost["gpt-4o-mini"]
     assert "".join(pieces) == "We ship on Monday."

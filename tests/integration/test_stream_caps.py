@@ -43,10 +43,12 @@ def test_the_coordinator_caps_the_streams_it_writes_by_its_settings():
     assert (coordinator.io.events_maxlen, coordinator.leases.events_maxlen) == (456, 456)
 
 
-def test_the_workers_cap_the_events_they_write_by_their_settings(worker_env):
-    from parley.workers.tasks import store_for
+def test_the_workers_cap_the_events_they_write_by_their_settings(monkeypatch):
+    from parley.workers import tasks
 
-    worker_env(PARLEY_EVENTS_STREAM_MAXLEN="789")
+    # The worker's settings, as its app read them at start-up.
+    monkeypatch.setattr(tasks, "settings", Settings(events_stream_maxlen=789))
+    store_for = tasks.store_for.__wrapped__  # not the store cached for another prefix's test
     assert store_for("t").events_maxlen == 789
 
 

@@ -7,6 +7,7 @@ import redis
 
 from parley.shared.keys import Keys
 from parley.shared.models import BidRequest
+from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.bidding import call_in, make_bid
 from parley.workers.tasks import chunk_writer
@@ -24,6 +25,7 @@ class LocalWorkerTransport:
         self.usage = usage or {}
         self.streams = streams  # write message_chunk events as a worker does
         self.sent: list[tuple[str, BidRequest]] = []
+        self.settings = get_settings()  # the keys a real model's call may borrow
 
     def send(self, requests: list[tuple[str, BidRequest]]) -> None:
         """Record each request and write the bids of the agents that answer."""
@@ -35,5 +37,5 @@ class LocalWorkerTransport:
                     continue
                 stream = chunk_writer(self.store, spec, request, name) if self.streams else None
                 bid = make_bid(spec.agent(name), spec.agents, call_in(request, name),
-                               lambda: [], request.deadline, stream)
+                               lambda: [], request.deadline, stream, settings=self.settings)
                 self.store.write_bid(request.room, bid.model_copy(update=self.usage), 1000)

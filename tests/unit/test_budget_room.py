@@ -139,7 +139,7 @@ def test_a_rooms_totals_read_zero_before_any_call(server, store, monkeypatch):
     store.create_room(ROOM, bid_room())
     client = Client(Settings(key_prefix="t"))
     client.redis, client.store = store.redis, store
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
 
     shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM]).stdout)
 
@@ -155,7 +155,7 @@ def test_a_room_stored_without_totals_still_shows_them_as_zero(server, store, mo
     store.redis.hdel(store.keys.state(ROOM), "prompt_tokens", "completion_tokens", "cost_usd")
     client = Client(Settings(key_prefix="t"))
     client.redis, client.store = store.redis, store
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
 
     shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM]).stdout)
 

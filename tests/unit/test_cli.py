@@ -8,8 +8,9 @@ import pytest
 import redis
 from typer.testing import CliRunner
 
-from parley.cli import app, unreachable_redis
-from parley.client import FOLLOW_BLOCK_MS, Client
+from parley.cli import app
+from parley.cli.errors import unreachable_redis
+from parley.client.client import FOLLOW_BLOCK_MS, Client
 from parley.processes import free_port
 from parley.shared.keys import Keys
 from parley.shared.records import RoomState
@@ -119,7 +120,7 @@ def fake_client(monkeypatch, fake_redis) -> Client:
     client.redis = fake_redis
     client.store = RoomStore(fake_redis, Keys("t"))
     client.store.create_room("r1", scripted_spec({"Optimist": [], "Skeptic": []}))
-    monkeypatch.setattr("parley.cli.Client", lambda: client)
+    monkeypatch.setattr("parley.cli.common.Client", lambda: client)
     return client
 
 

@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
+from parley.client.turn_report import open_turn_progress, read_turn_report
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
 from parley.shared.events import Event, MessageCommitted, RunStarted
 from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind
 from parley.shared.scripts import Scripts
-from parley.turn_report import open_turn_progress, read_turn_report
 from tests.support.fake_turns import serve_until_idle
 from tests.support.reads import BlockingReads
 from tests.support.rooms import rotating_scripts, scripted_spec
@@ -30,7 +30,7 @@ ROOM = "room-1"
 @pytest.fixture
 def client(client, monkeypatch) -> Client:
     """The test's Client, as the CLI's."""
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

@@ -33,7 +33,7 @@ def client(monkeypatch, fake_redis) -> Client:
     client = Client(Settings(key_prefix="t"))
     client.redis = fake_redis
     client.store = RoomStore(fake_redis, Keys("t"))
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

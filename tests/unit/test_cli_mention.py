@@ -28,7 +28,7 @@ def client(monkeypatch, server) -> Client:
     client = Client(Settings(key_prefix="t", room_idle_expiry_s=3600))
     client.redis = fake
     client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     spec = RoomSpec.model_validate({
         "policy": {"kind": "mention", "everyone": ["dev", "sre"], "people": ["oncall"]},
         "agents": [{"name": "dev", "model": "scripted",

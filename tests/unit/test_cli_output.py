@@ -9,12 +9,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from parley import cli, output
+from parley import cli
 from parley.client import Client
 from parley.shared.keys import Keys
 from parley.shared.models import Message
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.views import terminal as output
 from tests.support.rooms import scripted_spec
 
 LONG_ID = "quarterly-planning-for-the-platform-team-" + "x" * 60
@@ -88,8 +89,8 @@ def test_parley_status_piped_shows_every_id_whole(monkeypatch, fake_redis):
     client.redis = fake_redis
     client.store = RoomStore(fake_redis, Keys("t"))
     client.store.create_room(LONG_ID, scripted_spec({"A": [], "B": []}))
-    monkeypatch.setattr(cli, "Client", lambda: client)
-    monkeypatch.setattr(cli, "console", output.make_console())
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "console", output.make_console())
 
     result = CliRunner().invoke(cli.app, ["status"])
 

@@ -27,7 +27,7 @@ def client(monkeypatch) -> Client:
     client = Client(Settings(key_prefix="t", room_idle_expiry_s=3600))
     client.redis = fake
     client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

@@ -31,7 +31,7 @@ def client(monkeypatch, server) -> Client:
     fake = fakeredis.FakeRedis(server=server)
     client = Client(Settings(key_prefix="t"))
     client.redis, client.store = fake, RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     serving(client, server, monkeypatch)
     return client
 

@@ -28,7 +28,7 @@ def client(monkeypatch) -> Client:
     client.redis = fake
     client.store = RoomStore(fake, Keys("t"))
     client.store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

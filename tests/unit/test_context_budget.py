@@ -9,6 +9,7 @@ import time
 import pytest
 
 from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
+from parley.shared.settings import get_settings
 from parley.workers import llm
 from parley.workers.bidding import Call, make_bid
 from parley.workers.prompts import (
@@ -177,7 +178,7 @@ def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keepi
 
     prompt = builder(agent, participants, LONG_TWO_RUNS, budget, count)
     answer = make_bid(agent, participants, Call(1, 0, kind, 0, 1), lambda: LONG_TWO_RUNS,
-                      time.time() + 10)
+                      time.time() + 10, settings=get_settings())
 
     assert count(prompt.messages) <= budget
     kept = kept_thread(prompt.messages[-1]["content"])

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from parley.demo import dashboard_url
+from parley.cli.demo import dashboard_url
 from parley.processes import free_port
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from parley.cli.demo import task_sender
 from parley.client import load_spec
-from parley.demo import task_sender
 from parley.shared.models import SEED_SENDER, MentionPolicy
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "rooms").glob("*.yaml"))

@@ -13,6 +13,7 @@ import pytest
 from parley.coordinator.turn_loop import cancelled, timed_out
 from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
 from parley.shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
+from parley.shared.settings import get_settings
 from parley.workers.bidding import Call, failure_kind, make_bid
 from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
 from parley.workers.llm import DeadlinePassed, classify_error
@@ -96,7 +97,8 @@ def test_a_model_calls_error_is_classified_by_its_class_and_what_its_message_nam
 def test_a_scripted_entrys_error_is_of_kind_scripted():
     agent = AgentSpec(name="A", model="scripted", script=[{"error": "provider down"}])
 
-    bid = make_bid(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10)
+    bid = make_bid(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10,
+                   settings=get_settings())
 
     assert (bid.status, bid.error, bid.error_kind) == (
         BidStatus.ERROR, "ScriptedError: provider down", ErrorKind.SCRIPTED)

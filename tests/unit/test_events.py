@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from parley.coordinator.lease import LeaseLost
-from parley.output import event_line
 from parley.shared.events import (
     EVENT_MODELS,
     AnswerArrived,
@@ -31,6 +30,7 @@ from parley.shared.events import (
 from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
+from parley.views.terminal import event_line
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport

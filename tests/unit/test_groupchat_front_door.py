@@ -17,7 +17,6 @@ import pytest
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
 from parley.coordinator.policies.bid import recent_window
-from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 from parley.shared.models import (
     Bid,
     BidStatus,
@@ -27,6 +26,7 @@ from parley.shared.models import (
     StopReason,
     TurnRecord,
 )
+from parley.swarms.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 
 AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from parley.groupchat import GroupChat, format_history, stream_message
 from parley.shared.models import Message
+from parley.swarms.groupchat import GroupChat, format_history, stream_message
 
 MESSAGES = [
     Message(seq=1, sender="User", content="task"),

@@ -125,20 +125,20 @@ def test_follow_live_prints_each_reply_as_it_is_written_then_the_message(
         sync_redis, async_redis, keys, monkeypatch):
     from typer.testing import CliRunner
 
-    from parley import cli, live
-    from parley.client import Client
+    from parley import cli
+    from parley.client import Client, following
     from parley.shared.settings import Settings
 
     store = start(sync_redis, keys)
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys, streams=True)))
     client = Client(Settings(key_prefix="t"))
     client.redis, client.store = sync_redis, store
-    monkeypatch.setattr(cli, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
 
     def as_it_happened(room, after_seq, chunks=False):
         # The room's story as a follower reads it live: chunks in their places.
-        yield from live.in_commit_order(store.read_messages(room), store.read_events(room),
-                                        chunks)
+        yield from following.in_commit_order(store.read_messages(room), store.read_events(room),
+                                             chunks)
         raise KeyboardInterrupt
 
     client.timeline = as_it_happened  # type: ignore[method-assign]
@@ -175,7 +175,7 @@ def test_the_example_intent_room_runs_offline_to_a_lull(sync_redis, async_redis,
 
 def test_an_intent_turns_line_shows_the_intents_scores_and_a_failed_reply():
     from parley.shared.models import Bid, BidStatus, ErrorKind, TurnRecord
-    from parley.turn_lines import turn_line
+    from parley.views.explain import turn_line
 
     def answer(agent: str, kind: CallKind, phase: int, score: float = 0.0, text: str = "",
                **fields) -> Bid:

@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from parley.shared.models import AgentSpec, BidStatus, ErrorKind, Message
+from parley.shared.settings import get_settings
 from parley.workers import llm
 from parley.workers.bidding import Call, make_bid
 from parley.workers.credentials import read_api_key
@@ -33,7 +34,8 @@ def mocked(name: str = "Mock", model: str = "gpt-4o-mini", **fields) -> AgentSpe
 
 def bid_of(agent: AgentSpec, transcript: list[Message] = TASK, deadline_s: float = 5.0):
     other = AgentSpec(name="Other", model="scripted", script=[])
-    return make_bid(agent, [agent, other], Call(1, 0), lambda: transcript, time.time() + deadline_s)
+    return make_bid(agent, [agent, other], Call(1, 0), lambda: transcript, time.time() + deadline_s,
+                    settings=get_settings())
 
 
 def test_a_mocked_tool_call_becomes_an_accounted_bid():

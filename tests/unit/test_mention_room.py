@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from parley import speak_queue
+from parley.client import speak_queue
 from parley.coordinator import policies
 from parley.coordinator.policies import mention
 from parley.shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided

@@ -15,7 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parley.cli import CliError, read_spec
+from parley.cli.common import read_spec
+from parley.cli.errors import CliError
 from parley.shared.models import RoomSpec
 
 # Deadlines catch a hang (an alias bomb, a quadratic walk) as a failure, not a stuck suite.

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from parley.client import load_spec
-from parley.groupchat import GroupChat
 from parley.shared.keys import check_room_id
 from parley.shared.models import AgentSpec, RoomSpec
 from parley.shared.spec_limits import (
@@ -26,6 +25,7 @@ from parley.shared.spec_limits import (
     SpecTooLarge,
     check_document_size,
 )
+from parley.swarms.groupchat import GroupChat
 from parley.workers.parsing import parse_respond
 from parley.workers.scripted import completion
 

@@ -12,6 +12,7 @@ from parley.shared.events import MessageChunk
 from parley.shared.keys import Keys
 from parley.shared.models import AgentSpec, Bid, CallKind, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState, usage_from
+from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.bidding import Call, make_bid
 from parley.workers.prompts import (
@@ -99,10 +100,12 @@ def test_a_scripted_reply_streams_word_by_word_and_a_bid_does_not():
                       script=[{"content": "three short words"}, {"score": 0.9, "message": "x y"}])
     pieces: list[str] = []
     stream = ChunkWriter(lambda i, t: pieces.append(t) or True, clock=lambda: 0.0)
-    bid = make_bid(agent, [agent], Call(1, 1, CallKind.REPLY, 1, 1), lambda: [], 1e12, stream)
+    bid = make_bid(agent, [agent], Call(1, 1, CallKind.REPLY, 1, 1), lambda: [], 1e12, stream,
+                   settings=get_settings())
     assert bid.message == "three short words"
     assert "".join(pieces) == "three short words" and len(pieces) == 2
-    bid = make_bid(agent, [agent], Call(1, 1, CallKind.INTENT, 0, 2), lambda: [], 1e12)
+    bid = make_bid(agent, [agent], Call(1, 1, CallKind.INTENT, 0, 2), lambda: [], 1e12,
+                   settings=get_settings())
     assert (bid.score, bid.message) == (0.9, "x y")
 
 

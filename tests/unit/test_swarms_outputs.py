@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, history_string
 from parley.shared.models import Message
+from parley.swarms.history import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, history_string
 
 ROOT = Path(__file__).parents[2]
 FIXTURE_PATH = ROOT / "tests" / "fixtures" / "swarms_outputs.json"

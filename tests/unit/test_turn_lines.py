@@ -11,7 +11,7 @@ import pytest
 from parley.client import load_spec
 from parley.shared.models import RoomSpec, StopReason, TurnRecord
 from parley.shared.store import RoomStore
-from parley.turn_lines import (
+from parley.views.explain import (
     DETAIL_SAYS_ALL,
     STOP_WORDS,
     legend,

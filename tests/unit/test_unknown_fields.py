@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from parley.cli import describe_validation
+from parley.views.problems import describe_validation
 from parley.shared.models import AgentSpec, RoomSpec
 from parley.shared.unknown_fields import nearest
 

@@ -14,10 +14,10 @@ import pytest
 from parley.client import RunTimeout
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
-from parley.groupchat import GroupChat
 from parley.shared.events import RunEnded
 from parley.shared.models import Message, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
+from parley.swarms.groupchat import GroupChat
 from tests.support.fake_turns import serve_until_idle
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.polling import wait_until

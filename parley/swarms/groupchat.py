@@ -45,11 +45,9 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
-from parley.client import Client, RunResult
+from parley.client.client import Client, RunResult
 from parley.coordinator.policies.common import failure_reason, likely_fix
-from parley.output import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
 from parley.shared.events import MessageChunk
-from parley.shared.logs import one_line
 from parley.shared.models import (
     AgentSpec,
     Bid,
@@ -61,7 +59,9 @@ from parley.shared.models import (
     RoomStatus,
     TurnRecord,
 )
-from parley.terminal_text import terminal_text
+from parley.swarms.history import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from parley.views.problems import describe_fields
+from parley.views.terminal_text import terminal_text
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]
@@ -166,20 +166,7 @@ def _validated_agent(fields: dict[str, Any], name: Any, spelled: dict[str, str])
     try:
         return AgentSpec.model_validate(fields)
     except ValidationError as error:
-        raise ValueError(f"agent {name!r}: {describe(error, spelled)}") from None
-
-
-def describe(error: ValidationError, spelled: dict[str, str] | None = None) -> str:
-    """Each problem as ``field: rule`` on one line, fields spelled as the caller wrote
-    them (``spelled`` maps a spec field to the caller's name for it)."""
-    problems = []
-    for item in error.errors():
-        loc = [str(part) for part in item["loc"]]
-        if loc and spelled:
-            loc[0] = spelled.get(loc[0], loc[0])
-        message = item["msg"].removeprefix("Value error, ")
-        problems.append(f"{'.'.join(loc)}: {message}" if loc else message)
-    return one_line("; ".join(problems))
+        raise ValueError(f"agent {name!r}: {describe_fields(error, spelled)}") from None
 
 
 def stream_message(message: Message, callback: StreamingCallback) -> None:
@@ -439,5 +426,5 @@ class GroupChat:
                                  bid_timeout_s=bid_timeout_s, **intent),
             )
         except ValidationError as error:
-            raise ValueError(f"GroupChat {self.name!r}: {describe(error, {'max_messages': 'max_loops'})}"
-                             ) from None
+            problems = describe_fields(error, {"max_messages": "max_loops"})
+            raise ValueError(f"GroupChat {self.name!r}: {problems}") from None

@@ -7,25 +7,31 @@ import shutil
 import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Annotated
 
 import redis
+import typer
 from rich.console import Console
 from rich.markup import escape
 
-from parley import processes, turn_lines
-from parley.client import Client
-from parley.run_printer import RunPrinter
+from parley import processes
+from parley.cli import common
+from parley.cli.errors import friendly
+from parley.client.client import Client
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
-from parley.terminal_text import terminal_text
+from parley.views import explain
+from parley.views.run_printer import RunPrinter
+from parley.views.terminal_text import terminal_text
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
 DASHBOARD_PROBE_S = 0.3
 # Where ``parley api`` listens unless its settings say otherwise.
 DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
+app = typer.Typer()
 # Package data, so `parley demo` runs from an installed wheel in any directory
 # (examples/rooms/demo.yaml links here).
-DEMO_SPEC = Path(__file__).parent / "rooms" / "demo.yaml"
+DEMO_SPEC = Path(__file__).parents[1] / "rooms" / "demo.yaml"
 
 
 def reachable(url: str) -> bool:
@@ -57,10 +63,11 @@ def task_sender(spec: RoomSpec) -> str:
     return people[0] if people and SEED_SENDER not in people else SEED_SENDER
 
 
-def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = False) -> None:
-    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process; the
-    processes' logs are removed at the end unless ``keep_logs``."""
-    settings = get_settings()
+def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
+             keep_logs: bool = False) -> None:
+    """Run ``task`` in a room of ``spec`` with a real worker and coordinator process, on
+    the Redis of ``settings`` (or a private one when none answers there); the processes'
+    logs are removed at the end unless ``keep_logs``."""
     workdir = Path(tempfile.mkdtemp(prefix="parley-demo-"))
     started = []
     private_redis = False
@@ -87,7 +94,7 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
-        console.print(f"[dim]{escape(terminal_text(turn_lines.legend(spec)))}[/dim]",
+        console.print(f"[dim]{escape(terminal_text(explain.legend(spec)))}[/dim]",
                       highlight=False)
         # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
         printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
@@ -108,3 +115,18 @@ def run_demo(spec: RoomSpec, task: str, console: Console, keep_logs: bool = Fals
             console.print(f"logs kept in {workdir}", highlight=False)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@app.command()
+@friendly
+def demo(
+    spec: Annotated[Path | None, typer.Option(
+        help="Room spec (default: the scripted launch panel parley ships, offline)")] = None,
+    task: Annotated[str, typer.Option(help="The task")] = "Should we launch the beta next week?",
+    keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the processes' logs "
+                                            "(their folder is named at the end)")] = False,
+) -> None:
+    """Start a worker and a coordinator, run a scripted room, print it with each turn's
+    bids, stop them and remove their logs."""
+    run_demo(common.read_spec(spec or DEMO_SPEC), task, common.console, get_settings(),
+             keep_logs)

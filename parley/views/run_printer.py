@@ -1,5 +1,5 @@
 """A run as ``parley run`` and the demo show it: each message as it is committed, the line
-of the turn that decided it underneath (``parley.turn_lines``), and the run's end in
+of the turn that decided it underneath (``parley.views.explain``), and the run's end in
 words with what to do next. Turns that posted nothing (a lull, a silent agent) get their
 line where they fell."""
 
@@ -11,11 +11,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from parley import output, turn_lines
-from parley.client import RunResult
+from parley.client.results import RunResult
 from parley.shared.models import Message, RoomSpec, TurnRecord
 from parley.shared.store import RoomStore
-from parley.terminal_text import terminal_text
+from parley.views import documents, explain, terminal
+from parley.views.terminal_text import terminal_text
 
 INDENT = "    "
 
@@ -49,7 +49,7 @@ class RunPrinter:
         if self.spec.policy.kind != "bid":
             # Only bids have scores: another policy's messages are stored with 0.
             message = message.model_copy(update={"score": None})
-        output.print_message(self.console, message)
+        terminal.print_message(self.console, message)
         if turn is not None:
             self.flush(lambda record: record.turn == turn)
 
@@ -74,11 +74,9 @@ class RunPrinter:
         for record in [record for record in self.pending if due(record)]:
             self.pending.remove(record)
             earlier = self.records[:self.records.index(record)]
-            text = turn_lines.turn_line(self.spec, record, earlier).text()
+            text = explain.turn_line(self.spec, record, earlier).shown_alone()
             if not text:
                 continue
-            if record.winner is None:
-                text = f"turn {record.turn}, nothing posted · {text}"
             self.console.print(INDENT + terminal_text(text), style="dim", highlight=False,
                                markup=False, soft_wrap=True)
 
@@ -87,8 +85,8 @@ def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord], hints
              ) -> str:
     """``room R · idle · stopped by lull: no bid cleared the 0.5 threshold · next: ...``."""
     last = records[-1] if records else None
-    stop = turn_lines.stop_line(spec, result.stop_reason, result.stop_detail, last)
-    steps = turn_lines.next_steps(spec, result.stop_reason, result.room) if hints else []
+    stop = explain.stop_line(spec, result.stop_reason, result.stop_detail, last)
+    steps = explain.next_steps(spec, result.stop_reason, result.room) if hints else []
     line = f"room {result.room} · {result.status.value} · stopped by {stop}"
     return line + (f" · next: {'; '.join(steps)}" if steps else "")
 
@@ -97,11 +95,11 @@ def explained_json(spec: RoomSpec, result: RunResult, records: list[TurnRecord]
                    ) -> dict[str, Any]:
     """``parley run --json``'s object with the turns' facts and the stop in words."""
     last = records[-1] if records else None
-    return {**output.run_json(result),
-            "stop_text": turn_lines.stop_line(spec, result.stop_reason, result.stop_detail,
+    return {**documents.run_json(result),
+            "stop_text": explain.stop_line(spec, result.stop_reason, result.stop_detail,
                                               last),
-            "next": turn_lines.next_steps(spec, result.stop_reason, result.room),
-            "turns": [turn_lines.turn_line(spec, record, records[:index]).as_json()
+            "next": explain.next_steps(spec, result.stop_reason, result.room),
+            "turns": [explain.turn_line(spec, record, records[:index]).as_json()
                       for index, record in enumerate(records)]}
 
 

@@ -1,7 +1,8 @@
-"""Why each turn went as it did, in words: one compact line under the message a turn
-posted (``parley run``, ``parley demo``), the same facts as fields (``--json``), and why a
-run ended. Pure: a function of the turn's record and the room's spec, so what is shown is
-what was recorded, for every policy.
+"""How a turn and a stop are told, in one place: why each turn went as it did, in one
+compact line under the message a turn posted (``parley run``, ``parley demo``), the same
+facts as fields (``--json``), a turn's heading and its calls' outcomes (``parley turns``,
+the API, the dashboard), and why a run ended. Pure: a function of the turn's record and
+the room's spec, so what is shown is what was recorded, for every policy.
 
 ==============  =================================================================
 policy          the turn's line shows
@@ -26,11 +27,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from parley.client.results import TurnInFlight
 from parley.coordinator import policies
 from parley.coordinator.policies import bid as bid_policy
 from parley.coordinator.policies import mention, roundtable, selector
 from parley.coordinator.policies.base import POSTED, bids_in_order
 from parley.coordinator.policies.common import usable
+from parley.shared.logs import one_line
 from parley.shared.models import (
     Bid,
     BidPolicy,
@@ -92,6 +95,12 @@ class TurnLine:
         """The one line: the bids (bid rooms), then the notes."""
         parts = ["bids: " + ", ".join(a.text() for a in self.answers)] if self.answers else []
         return " · ".join([*parts, *self.notes])
+
+    def shown_alone(self) -> str:
+        """The line where no message of its turn sits above it (a turn that posted
+        nothing): after ``turn N, nothing posted``. Empty when there is nothing to say."""
+        text = self.text()
+        return f"turn {self.turn}, nothing posted · {text}" if text and self.winner is None else text
 
     def as_json(self) -> dict[str, Any]:
         """The same facts as fields, with the line itself."""
@@ -450,3 +459,50 @@ def next_steps(spec: RoomSpec, reason: StopReason | None, room: str) -> list[str
     else:
         steps = NEXT_STEPS[reason]
     return [step.format(room=room) for step in steps]
+
+
+# -- a turn's heading, a call's outcome, a stop's code ----------------------------------
+
+def decided_turn_line(turn: TurnRecord) -> str:
+    """``turn 3 · run 1 · agent1 spoke (0.90) · 4.20 ms``, and the run's end if it stopped."""
+    parts = [f"turn {turn.turn}", f"run {turn.run}"]
+    if turn.winner is not None:
+        score = "" if turn.score is None else f" ({turn.score:.2f})"
+        parts.append(f"{turn.winner} spoke{score}")
+    else:
+        parts.append("nobody spoke")
+    if turn.stop_reason is not None:
+        parts.append(f"run ended: {stop_code(turn.stop_reason, one_line(turn.stop_detail, 200))}")
+    ms = turn_ms(turn)
+    if ms is not None:
+        parts.append(f"{ms:.2f} ms")
+    return " · ".join(parts)
+
+
+def open_turn_line(turn: TurnInFlight) -> str:
+    """``turn 6 · run 2 · open · phase 0 (bid) · answered 2 of 4 · pending: agent2, agent3``."""
+    kind = f" ({turn.kind.value})" if turn.kind else ""
+    pending = ", ".join(turn.pending) or "nobody"
+    return (f"turn {turn.turn} · run {turn.run} · open · phase {turn.phase}{kind} · "
+            f"answered {len(turn.answered)} of {len(turn.agents)} · pending: {pending}")
+
+
+def turn_ms(turn: TurnRecord) -> float | None:
+    """How long the turn took, from its opening to its decision (None: not recorded)."""
+    if not (turn.opened_at and turn.decided_at):
+        return None
+    return round((turn.decided_at - turn.opened_at) * 1000, 2)
+
+
+def call_outcome(answer: Bid) -> dict[str, Any]:
+    """How a call ended, as every JSON document gives it: its status, and the kind and text
+    of its error (None when it has none)."""
+    return {"status": answer.status.value, "error_kind": answer.error_kind.value or None,
+            "error": answer.error or None}
+
+
+def stop_code(reason: StopReason | None, detail: str = "") -> str:
+    """``lull: no bid cleared the threshold``: the stop reason's code (``-`` when there is
+    none) and its detail as recorded, where a line has no room for words."""
+    code = reason.value if reason is not None else "-"
+    return f"{code}: {detail}" if detail else code

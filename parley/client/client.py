@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,25 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import yaml
-from pydantic import BaseModel
 
-from parley import live, speak_queue
+from parley.client import following, speak_queue
+from parley.client.results import RoomDetails, RunResult, RunTimeout, StreamReport
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
 from parley.shared.keys import Keys
-from parley.shared.models import SEED_SENDER, Message, RoomSpec, RoomStatus, StopReason, TurnRecord
+from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
-from parley.shared.spec_limits import (
-    MAX_SPEC_BYTES,
-    MAX_SPEC_DEPTH,
-    SpecTooLarge,
-    check_text_size,
-    create_context,
-)
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
+from parley.swarms.history import HISTORY_OUTPUT_TYPES, format_history
+from parley.views.transcript import transcript_text
 
 # A hung Redis is an error after seconds, not a hang. Every client command is quick except
 # XREAD BLOCK, which waits up to FOLLOW_BLOCK_MS: the read timeout must outlast it. A URL
@@ -37,98 +29,6 @@ from parley.shared.store import CancelResult, RoomStore, RoomSummary
 REDIS_CONNECT_TIMEOUT_S = 5.0
 REDIS_READ_TIMEOUT_S = 5.0
 FOLLOW_BLOCK_MS = 1000
-
-
-class RunResult(BaseModel):
-    """How a run ended, with the room's whole conversation."""
-
-    room: str
-    status: RoomStatus
-    stop_reason: StopReason | None
-    stop_detail: str = ""
-    # The run's answer: the last substantive message its policy posted (a selector room
-    # strips a trailing TERMINATE); None when no agent posted one.
-    answer: str | None = None
-    messages: list[Message]
-
-
-class RunTimeout(TimeoutError):
-    """The run did not finish (or never started) in time."""
-
-
-class StreamReport(BaseModel):
-    """One of a room's streams: its length, its cap (None: never trimmed) and, for the log,
-    its first seq still kept (above 1 once a cap trimmed it)."""
-
-    length: int
-    max_length: int | None
-    first_seq: int | None = None
-
-
-class RoomDetails(RoomSummary):
-    """One room as ``parley rooms show`` shows it: its summary and what it is made of."""
-
-    agents: list[str]
-    turn: int
-    turn_open: bool
-    run_turns: int
-    stop_detail: str
-    answer: str | None
-    paused_at: float | None
-    posts_waiting: int
-    prompt_tokens: int
-    completion_tokens: int
-    failed_takes: int
-    last_error: str
-    streams: dict[str, StreamReport]
-
-
-def load_spec(path: str | Path, max_agents: int | None = None) -> RoomSpec:
-    """Read and validate a room spec from a YAML (or JSON) file, for a room of at most
-    ``max_agents`` agents (default: the process's ``PARLEY_MAX_AGENTS``).
-
-    Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
-    """
-    with Path(path).open("rb") as file:
-        text = file.read(MAX_SPEC_BYTES + 1)  # never more: the file may be huge
-        check_text_size(max(len(text), os.fstat(file.fileno()).st_size))
-    most = get_settings().max_agents if max_agents is None else max_agents
-    return RoomSpec.model_validate(_load_yaml(text), context=create_context(most))
-
-
-def _load_yaml(text: bytes) -> Any:
-    try:
-        return yaml.load(text, Loader=_SpecLoader)
-    except RecursionError:
-        raise SpecTooLarge("room spec too large: nested too deeply to read "
-                           f"(limit {MAX_SPEC_DEPTH} levels)") from None
-    except yaml.YAMLError:
-        raise
-    except Exception as error:  # noqa: BLE001 - see below
-        # PyYAML's constructors raise plain Python errors for values they scanned but cannot
-        # build: 2001-02-30, an integer of 5,000 digits, an empty !!int, !!float or !!timestamp.
-        raise yaml.constructor.ConstructorError(problem=f"cannot read a value: {error}") from None
-
-
-class _SpecLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, reading a JSON-style escaped surrogate pair ("\\ud83d\\ude00",
-    as json.dumps writes an emoji) as the one character it stands for."""
-
-    def construct_text(self, node: yaml.ScalarNode) -> str:
-        """The scalar's text, with surrogate pairs joined; a lone surrogate is an error."""
-        text = self.construct_scalar(node)
-        if text.isascii() or not _SURROGATE.search(text):
-            return text
-        try:
-            return text.encode("utf-16", "surrogatepass").decode("utf-16")
-        except UnicodeDecodeError:
-            raise yaml.constructor.ConstructorError(
-                problem="text holds a lone surrogate (half of a \\uXXXX\\uXXXX pair)",
-                problem_mark=node.start_mark) from None
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_SpecLoader.add_constructor("tag:yaml.org,2002:str", _SpecLoader.construct_text)
 
 
 def new_room_id(spec: RoomSpec) -> str:
@@ -212,15 +112,15 @@ class Client:
         """Yield the room's messages after ``after_seq``, then each message and each run's
         end as they are committed, forever; a run's end comes after its last message. With
         ``chunks``, each message's chunks too as it is written, before the message."""
-        return live.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS,
-                             chunks=chunks)
+        return following.timeline(self.store, room, after_seq, block_ms=FOLLOW_BLOCK_MS,
+                                  chunks=chunks)
 
     def events(self, room: str, after: str = "0-0", follow: bool = True) -> Iterator[Event]:
         """Yield the room's events after the stream id ``after`` (from the oldest kept by
         default), then, with ``follow``, each as it is written, forever."""
         self.store.read_state(room)  # no such room: RoomNotFound, not an endless wait
         if follow:
-            return live.follow_events(self.store, room, after, block_ms=FOLLOW_BLOCK_MS)
+            return following.follow_events(self.store, room, after, block_ms=FOLLOW_BLOCK_MS)
         return iter(self.store.read_events(room, after))
 
     def wait(self, room: str, inbox_id: str, timeout_s: float | None = None,
@@ -243,7 +143,7 @@ class Client:
         within ``timeout_s``.
         """
         started = time.monotonic()
-        waiter = live.RunWaiter(self.store, room, inbox_id, on_message, on_chunk)
+        waiter = following.RunWaiter(self.store, room, inbox_id, on_message, on_chunk)
         while waiter.ended is None:
             waiter.step(self._block_ms(started, timeout_s,
                                        None if waiter.picked_up else start_timeout_s))
@@ -322,8 +222,6 @@ class Client:
         it (control characters escaped, a message's lines after its first marked), or one of
         GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
         exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
-        from parley.output import HISTORY_OUTPUT_TYPES, format_history, transcript_text
-
         if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:
             raise ValueError(f"output type {output_type!r} is not one of text, "
                              f"{', '.join(HISTORY_OUTPUT_TYPES)}")
@@ -351,7 +249,7 @@ class Client:
                 block_s = min(block_s, started + timeout - time.monotonic())
         return max(1, int(block_s * 1000) + 1)
 
-    def _check_time(self, waiter: live.RunWaiter, waited: float, timeout_s: float | None,
+    def _check_time(self, waiter: following.RunWaiter, waited: float, timeout_s: float | None,
                     start_timeout_s: float) -> None:
         """Raise RunTimeout once the post waited past ``start_timeout_s`` without being
         picked up, or the run past ``timeout_s``."""

@@ -9,63 +9,13 @@ pending calls are the current phase's agents that have not answered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from parley.client.results import TurnInFlight, TurnReport
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision
 from parley.coordinator.turn_loop import TurnAnswers, committed_calls, view_of
-from parley.shared.models import Bid, CallKind, RoomSpec, StopReason, TurnRecord
+from parley.shared.models import Bid, RoomSpec
 from parley.shared.records import RoomState
 from parley.shared.store import RoomStore
-
-
-@dataclass(frozen=True)
-class DecidedTurn:
-    """A committed turn: every call's answer, the adjusted scores and the outcome."""
-
-    turn: int
-    run: int
-    answers: list[Bid]
-    adjusted: dict[str, float]
-    winner: str | None
-    score: float | None
-    stop_reason: StopReason | None
-    stop_detail: str
-    opened_at: float
-    decided_at: float
-
-    @classmethod
-    def of_record(cls, record: TurnRecord) -> DecidedTurn:
-        """The report of a turn record."""
-        return cls(record.turn, record.run, record.bids, record.adjusted, record.winner,
-                   record.score, record.stop_reason, record.stop_detail, record.opened_at,
-                   record.decided_at)
-
-
-@dataclass(frozen=True)
-class TurnInFlight:
-    """The turn in flight: its current phase's calls, who answered them and who has not,
-    and every answer of the turn so far (all phases, in arrival order)."""
-
-    turn: int
-    run: int
-    phase: int
-    kind: CallKind | None
-    agents: list[str]
-    answered: list[str]
-    pending: list[str]
-    answers: list[Bid] = field(default_factory=list)
-    opened_at: float = 0.0
-    deadline: float = 0.0
-
-
-@dataclass(frozen=True)
-class TurnReport:
-    """A room's turns: those still in its turns stream, oldest first, and the open one."""
-
-    room: str
-    turns: list[DecidedTurn]
-    open_turn: TurnInFlight | None
 
 
 def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> TurnReport:
@@ -76,7 +26,7 @@ def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> Tu
     if state.turn_open:
         _, spec = store.read_spec(room)
         open_turn = open_turn_progress(spec, state, store.read_answers(room, state.turn_bids_from))
-    return TurnReport(room, [DecidedTurn.of_record(record) for record in records], open_turn)
+    return TurnReport(room, records, open_turn)
 
 
 def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Bid]]

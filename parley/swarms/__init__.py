@@ -1,0 +1,1 @@
+"""The swarms front door: GroupChat and the history formats of its conversations."""

@@ -1,0 +1,207 @@
+"""How runs, rooms, events and turns are shown on a terminal (or piped from one): rich
+tables and lines, fitted to the terminal's width and never cut when piped."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Column, Table
+from rich.text import Text
+
+from parley.client.results import RoomDetails, RunResult, TurnReport
+from parley.shared.events import Event, RunEnded
+from parley.shared.logs import one_line
+from parley.shared.models import Bid, Message, RoomStatus
+from parley.shared.store import RoomSummary
+from parley.views import explain
+from parley.views.documents import event_fields
+from parley.views.terminal_text import CONTINUATION, terminal_text
+
+# An event's field shows at most this much of its value in the human output.
+EVENT_VALUE_CHARS = 120
+# Piped output is read by programs and kept in files: as wide as any line, so that rich
+# neither wraps text nor cuts a table's cells there.
+PIPED_WIDTH = 1 << 16
+# The columns of ``parley status`` (heading: row field); those holding ids are never cut.
+COLUMNS = {"room": "room", "status": "status", "run": "run", "turn": "turn",
+           "messages": "last_seq", "stop": "stop_reason", "lease": "lease"}
+ID_COLUMNS = ("room", "lease")
+
+
+def make_console(file: IO[str] | None = None) -> Console:
+    """A console on ``file`` (stdout when None): on a terminal, fitted to its width; piped
+    to a file or another program, lines are never wrapped and tables never cut (whatever
+    ``COLUMNS`` says; colours still follow rich's rules, ``FORCE_COLOR`` included)."""
+    if writes_to_terminal(file or sys.stdout):
+        return Console(file=file)
+    return Console(file=file, width=PIPED_WIDTH, soft_wrap=True)
+
+
+def writes_to_terminal(file: IO[str]) -> bool:
+    """True when ``file`` is a terminal (not a file, a pipe or a test's buffer)."""
+    isatty = getattr(file, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed file
+        return False
+
+
+def status_text(status: RoomStatus, paused: bool) -> str:
+    """A room's status for a table: ``running``, or ``running, paused`` when paused."""
+    return f"{status.value}, paused" if paused else status.value
+
+
+def ago(when: float | None, now: float | None = None) -> str:
+    """How long ago ``when`` (unix s) was, coarsely: ``12s ago``, ``5m ago``, ``3h ago``,
+    ``2d ago``."""
+    if when is None:
+        return "-"
+    seconds = max(0.0, (now or time.time()) - when)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def room_list_table(rooms: list[RoomSummary]) -> Table:
+    """Rooms for ``parley rooms list``."""
+    # Room ids and holders are never cut: folded where the terminal is narrow, as in
+    # parley status (piped output is never narrow).
+    table = Table(Column("room", overflow="fold"), "status", "policy", "last activity",
+                  Column("holder", overflow="fold"), "messages", "cost")
+    for room in rooms:
+        table.add_row(Text(room.room), status_text(room.status, room.paused), room.policy,
+                      ago(room.last_activity), Text(terminal_text(room.holder or "-")),
+                      str(room.messages), f"${room.cost_usd:.4f}")
+    return table
+
+
+def print_room(console: Console, room: RoomDetails) -> None:
+    """``parley rooms show``: one ``name: value`` line per fact."""
+    stop = room.stop_reason.value if room.stop_reason else "-"
+    lines = {
+        "room": room.room, "name": room.name, "policy": room.policy,
+        "agents": ", ".join(room.agents),
+        "status": status_text(room.status, room.paused),
+        "run": f"{room.run} ({room.run_turns} turns; turn {room.turn}"
+               f"{' open' if room.turn_open else ''})",
+        "stop": f"{stop}: {room.stop_detail}" if room.stop_detail else stop,
+        "holder": room.holder or "-", "messages": str(room.messages),
+        "posts waiting": str(room.posts_waiting),
+        "usage": f"{room.prompt_tokens} prompt + {room.completion_tokens} completion tokens, "
+                 f"${room.cost_usd:.4f}",
+        "last activity": ago(room.last_activity),
+        "expires": (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(room.expires_at))
+                    if room.expires_at else "-"),
+        "streams": ", ".join(f"{name} {s.length}/{s.max_length or '-'}"
+                             for name, s in room.streams.items()),
+    }
+    if room.last_error:
+        lines["last error"] = room.last_error
+    for name, value in lines.items():
+        console.print(f"{name}: {terminal_text(value)}", highlight=False, markup=False,
+                      soft_wrap=True)
+
+
+def print_message(console: Console, message: Message) -> None:
+    """One transcript entry: seq, sender, score (agents only), content; the content's
+    control characters escaped and each of its lines after the first marked."""
+    score = [(f" (score {message.score:.2f})", "dim")] if message.score is not None else []
+    # What people and models write is text, never markup nor emoji codes: a Text is
+    # printed as it is ("[/b]" and ":smile:" in a reply print as written).
+    console.print(Text.assemble((f"{message.seq:>3} {terminal_text(message.sender)}", "bold"),
+                                *score, ": ", terminal_text(message.content, CONTINUATION)),
+                  highlight=False)
+
+
+def print_run(console: Console, result: RunResult, printed: bool = False) -> None:
+    """The transcript (unless already printed live) and how the run ended."""
+    if not printed:
+        for message in result.messages:
+            print_message(console, message)
+    stop = explain.stop_code(result.stop_reason, result.stop_detail)
+    console.print(f"[dim]room {result.room} · {result.status.value} · "
+                  f"stopped by {escape(terminal_text(stop))}[/dim]", highlight=False)
+
+
+def print_run_end(console: Console, event: RunEnded) -> None:
+    """How a run ended, as ``parley follow`` shows it between the runs' messages."""
+    stop = explain.stop_code(event.stop_reason, event.stop_detail or "")
+    console.print(f"[dim]run {event.run} ended · {event.status.value} · "
+                  f"stopped by {escape(terminal_text(stop))}[/dim]", highlight=False)
+
+
+def rooms_table(rows: list[dict[str, Any]]) -> Table:
+    """Rooms for ``parley status``. Room ids and lease holders are never cut short: they
+    are shown whole on one line where the terminal is wide enough, else folded over
+    several lines of their cell (piped output is never narrow: see ``make_console``)."""
+    table = Table()
+    for heading in COLUMNS:
+        if heading in ID_COLUMNS:
+            table.add_column(heading, overflow="fold")
+        else:
+            table.add_column(heading)
+    for row in rows:
+        table.add_row(*(Text(terminal_text(str(row[field]))) for field in COLUMNS.values()))
+    return table
+
+
+def event_line(event: Event) -> str:
+    """One line of ``parley events``: id, time, type and the fields as name=value."""
+    fields = event_fields(event)
+    shown = " ".join(f"{name}={_field_text(name, value)}" for name, value in fields.items())
+    return f"{event.id:<16} {_clock(event.ts)}  {event.type:<17} {shown}".rstrip()
+
+
+def _field_text(name: str, value: Any) -> str:
+    if name == "deadline" and isinstance(value, float):
+        return _clock(value)
+    if isinstance(value, bool):
+        return json.dumps(value)  # as --json has it: true, false
+    if isinstance(value, list | dict):  # as --json has it, without spaces
+        value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = one_line(str(value), EVENT_VALUE_CHARS)
+    return terminal_text(json.dumps(text, ensure_ascii=False) if not text or " " in text
+                         else text)
+
+
+def _clock(ts: float) -> str:
+    """A unix time as local wall-clock time to the millisecond."""
+    return datetime.fromtimestamp(ts).strftime("%H:%M:%S.%f")[:-3]
+
+
+def print_turns(console: Console, report: TurnReport) -> None:
+    """Each decided turn's outcome line and its answers, then the open turn's progress."""
+    for turn in report.turns:
+        console.print(terminal_text(explain.decided_turn_line(turn)), highlight=False,
+                      markup=False, soft_wrap=True)
+        console.print(answers_table(turn.bids, turn.adjusted))
+    in_flight = report.open_turn
+    if in_flight is not None:
+        console.print(terminal_text(explain.open_turn_line(in_flight)), highlight=False,
+                      markup=False, soft_wrap=True)
+        console.print(answers_table(in_flight.answers, {}))
+    if not report.turns and report.open_turn is None:
+        console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)
+
+
+def answers_table(answers: list[Bid], adjusted: dict[str, float]) -> Table:
+    """A turn's answers: agent, kind, phase, raw and adjusted score, status, error kind,
+    latency and tokens (prompt + completion)."""
+    table = Table("agent", "kind", "phase", "score", "adjusted", "status", "error", "ms",
+                  "tokens", box=box.SIMPLE, pad_edge=False, show_edge=False)
+    for bid in answers:
+        adjusted_score = adjusted.get(bid.agent)
+        table.add_row(
+            Text(bid.agent), bid.kind.value, str(bid.phase), f"{bid.score:.2f}",
+            "-" if adjusted_score is None else f"{adjusted_score:.2f}", bid.status.value,
+            bid.error_kind.value or "-", f"{bid.latency_ms:.1f}",
+            f"{bid.prompt_tokens}+{bid.completion_tokens}")
+    return table
