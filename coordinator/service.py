@@ -18,7 +18,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from parley.coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, connect
+from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
 from parley.coordinator.lease import Lease, LeaseLost, Leases
 from parley.coordinator.lease_keeper import LeaseKeeper, ServedRooms
 from parley.coordinator.outages import OutageClock
@@ -150,15 +150,29 @@ class Coordinator:
         await pipe.execute()
 
     async def take(self, room: str) -> Lease | None:
-        """Acquire one room's lease; a deleted room is taken off the runnable set."""
+        """Acquire one room's lease; a deleted room is taken off the runnable set, and a
+        room whose acquire is refused (its epoch at its limit, a state that is not a
+        room's) is set aside, so that the scan goes on to the next room."""
         try:
             return await self.leases.acquire(room)
         except ResponseError as error:
-            if not str(error).startswith("NOROOM"):
+            if unusable(error):  # Redis refuses every room alike: the scan fails
                 raise
+            if not str(error).startswith("NOROOM"):
+                await self.set_aside(room, error)
+                return None
             log.warning("runnable_room_missing", room=room)
             await self.io.set_runnable(room, False)
             return None
+
+    async def set_aside(self, room: str, error: ResponseError) -> None:
+        """Count a refused take as a failed one, so that a room refused at every take ends
+        failed after ``room_max_errors`` of them; meanwhile it is due again after the
+        lease's ttl, as a failed take is, not at the next scan."""
+        if not await self.record_failed_take(room, "", error):
+            with contextlib.suppress(RedisError, TimeoutError):
+                await asyncio.wait_for(self.io.postpone(room, self.settings.lease_ttl_s),
+                                       self.renew_every_s)
 
     def start_room(self, lease: Lease) -> None:
         """Run the room's turn loop in its own task (and its own log context)."""
@@ -178,18 +192,19 @@ class Coordinator:
         except LeaseLost as error:
             metrics.LEASE_LOSSES.inc()
             log.warning("lease_lost", reason=str(error))
-        except UNREACHABLE_ERRORS as error:
-            # Back off; whoever holds the room next resumes the turn.
-            self.outages.note_unreachable(error)
-            log.warning("room_redis_error", error=str(error) or type(error).__name__)
-            await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            # Retried after the lease's ttl (its due time), not in a tight loop, and only
-            # so many times in a row.
-            reschedule = False
-            await self.count_failed_take(lease, error)
+            if unusable(error):
+                # Back off; whoever holds the room next resumes the turn.
+                self.outages.failed()
+                log.warning("room_redis_error", error=str(error) or type(error).__name__)
+                await asyncio.sleep(self.settings.scan_interval_s)
+            else:
+                # Retried after the lease's ttl (its due time), not in a tight loop, and
+                # only so many times in a row.
+                reschedule = False
+                await self.count_failed_take(lease, error)
         finally:
             await self.let_go(lease, reschedule)
 
@@ -197,26 +212,32 @@ class Coordinator:
         """Count a take that ended in ``error`` in the room's state; at ``room_max_errors``
         in a row the room ends failed (room_error) and leaves the runnable set until
         someone posts again, instead of being taken again forever."""
-        detail = error_line(error)
-        most = self.settings.room_max_errors
         # Renewals stop moving the due time, so that a post racing with this step keeps
         # the room runnable (as in going idle).
         lease.idling = True
+        await self.record_failed_take(lease.room, lease.token, error)
+
+    async def record_failed_take(self, room: str, token: str, error: Exception) -> bool:
+        """Count the take of lease ``token`` ('' for a refused take) that ended in
+        ``error``; True when the room now ended failed and left the runnable set."""
+        detail = error_line(error)
+        most = self.settings.room_max_errors
         try:
-            due = await asyncio.wait_for(self.io.due_time(lease.room), self.renew_every_s)
+            due = await asyncio.wait_for(self.io.due_time(room), self.renew_every_s)
             attempts, failed = await asyncio.wait_for(
-                self.io.count_failed_take(lease, most, detail), self.renew_every_s)
+                self.io.count_failed_take(room, token, most, detail), self.renew_every_s)
         except (LeaseLost, RedisError, TimeoutError) as problem:
-            log.error("room_take_failed", error=detail, exc_info=error,
+            log.error("room_take_failed", room=room, error=detail, exc_info=error,
                       not_counted=str(problem) or type(problem).__name__)
-            return
-        log.error("room_take_failed", error=detail, attempt=attempts, max_attempts=most,
-                  exc_info=error)
+            return False
+        log.error("room_take_failed", room=room, error=detail, attempt=attempts,
+                  max_attempts=most, exc_info=error)
         if failed:
-            log.error("room_failed", error=detail, attempts=attempts,
+            log.error("room_failed", room=room, error=detail, attempts=attempts,
                       stop_reason=StopReason.ROOM_ERROR.value)
             with contextlib.suppress(RedisError, TimeoutError):
-                await asyncio.wait_for(self.io.unschedule(lease.room, due), self.renew_every_s)
+                await asyncio.wait_for(self.io.unschedule(room, due), self.renew_every_s)
+        return failed
 
     async def let_go(self, lease: Lease, reschedule: bool) -> None:
         """Forget the room, release its lease and, unless it went idle, make it due now so
