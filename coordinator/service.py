@@ -27,7 +27,14 @@ from parley.coordinator.room_io import InboxLimits, RoomIO
 from parley.coordinator.transport import HeldTransport, Transport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared import metrics
-from parley.shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
+from parley.shared.health import (
+    COORDINATOR_PORT,
+    FailedRounds,
+    Liveness,
+    Probes,
+    readiness_checks,
+    start_health_server,
+)
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.models import StopReason
@@ -43,6 +50,9 @@ FORGET_VANISHED_MS = 24 * 3600 * 1000
 # The scheduler's loop is not live once a round is this late: a scan is bounded by the
 # lease ttl, so a live loop goes round at least every ttl (plus the scan interval).
 LIVE_ROUNDS_S = 30.0
+# The coordinator is not ready once this many scans in a row failed: it goes round, but
+# takes no room (its readiness names the scan and the last error).
+SCANS_FAILED_NOT_READY = 5
 
 
 def new_coordinator_id() -> str:
@@ -85,6 +95,7 @@ class Coordinator:
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
         self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
+        self.scans = FailedRounds("scans", SCANS_FAILED_NOT_READY)
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
@@ -115,8 +126,30 @@ class Coordinator:
         except (RedisError, TimeoutError) as error:
             self.outages.note_unreachable(error)
             log.warning("scan_failed", error=str(error) or type(error).__name__)
-        except Exception:
+            await self.note_scan(error)
+        except Exception as error:
             log.exception("scan_failed")
+            await self.note_scan(error)
+        else:
+            await self.note_scan(None)
+
+    async def note_scan(self, error: Exception | None) -> None:
+        """Count the scan that failed with ``error`` (None: it worked) toward readiness,
+        and while scans keep failing say why under this coordinator's scans_failing key
+        for ``parley status`` (as far as Redis takes the write: it may be what fails)."""
+        key = self.keys.scans_failing(self.id)
+        was_failing = self.scans.failing()
+        if error is None:
+            self.scans.succeeded()
+        else:
+            self.scans.failed(error_line(error, 300))
+        with contextlib.suppress(RedisError, TimeoutError):
+            if self.scans.failing():
+                await asyncio.wait_for(self.control.set(
+                    key, self.scans.describe(), px=int(3 * self.settings.lease_ttl_s * 1000)),
+                    self.renew_every_s)
+            elif was_failing:
+                await asyncio.wait_for(self.control.delete(key), self.renew_every_s)
 
     async def scan(self) -> None:
         """Heartbeat, expire idle rooms when a sweep is due, then lease due runnable rooms
@@ -268,6 +301,8 @@ class Coordinator:
         with contextlib.suppress(RedisError, TimeoutError):
             await asyncio.wait_for(self.control.zrem(self.keys.coordinators, self.id),
                                    self.renew_every_s)
+            await asyncio.wait_for(self.control.delete(self.keys.scans_failing(self.id)),
+                                   self.renew_every_s)
         for client in {self.redis, self.control}:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
@@ -287,8 +322,9 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
     """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
     checks and metrics are served on ``health_port`` (default: the settings')."""
     coordinator = Coordinator(settings, transport, coordinator_id)
-    health = start_health_server(Probes(coordinator.liveness, readiness_checks(settings)),
-                                 settings, COORDINATOR_PORT, health_port)
+    checks = {**readiness_checks(settings), "scan": coordinator.scans.check}
+    health = start_health_server(Probes(coordinator.liveness, checks), settings,
+                                 COORDINATOR_PORT, health_port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)

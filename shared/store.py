@@ -555,6 +555,13 @@ class RoomStore:
         beats = self.redis.zrange(self.keys.coordinators, 0, -1, withscores=True)
         return [(decode(member), (now - score) / 1000) for member, score in beats]
 
+    def scans_failing(self, coordinators: list[str]) -> dict[str, str]:
+        """Why each of these coordinators' scans keep failing, for those whose do."""
+        if not coordinators:
+            return {}
+        why = self.redis.mget([self.keys.scans_failing(c) for c in coordinators])
+        return {c: decode(reason) for c, reason in zip(coordinators, why, strict=True) if reason}
+
     def lease_holder(self, room: str) -> str | None:
         """``<coordinator id>:<epoch>`` of the room's lease, or None."""
         token = self.redis.get(self.keys.lease(room))
