@@ -195,13 +195,7 @@ class RoomStore:
         A post also gives a room that failed on its errors (room_error) its tries again."""
         check_person_name(sender)
         check_post(sender, content, self.message_max_bytes)
-        if name_key(sender) in {name_key(name) for name in self.agent_names(room)}:
-            raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
-                             "their own names")
-        roster = self.people(room)
-        if roster is not None and name_key(sender) not in {name_key(name) for name in roster}:
-            raise ValueError(f"{sender!r} is not one of room {room}'s people "
-                             f"({', '.join(roster) or 'none'}): post as one of them")
+        check_poster(room, sender, self.agent_names(room), self.people(room))
         try:
             inbox_id, paused = self.scripts.post(
                 keys=[self.keys.spec(room), self.keys.state(room), self.keys.inbox(room)],
@@ -566,6 +560,18 @@ class RoomStore:
         """``<coordinator id>:<epoch>`` of the room's lease, or None."""
         token = self.redis.get(self.keys.lease(room))
         return decode(token) if token is not None else None
+
+
+def check_poster(room: str, sender: str, agents: list[str], people: list[str] | None) -> None:
+    """Raise ValueError unless ``sender`` may post into the room: not under the name of one
+    of its ``agents`` (whatever the case or spacing), and one of its ``people`` when it
+    keeps a roster of them (None when it does not)."""
+    if name_key(sender) in {name_key(name) for name in agents}:
+        raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
+                         "their own names")
+    if people is not None and name_key(sender) not in {name_key(name) for name in people}:
+        raise ValueError(f"{sender!r} is not one of room {room}'s people "
+                         f"({', '.join(people) or 'none'}): post as one of them")
 
 
 def _pairs(fields: dict[Any, Any]) -> list[Any]:
