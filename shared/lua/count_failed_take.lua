@@ -6,12 +6,15 @@
 -- When the room fails it writes a run_ended event (run: the room's last run, status
 -- failed, stop_reason room_error, stop_detail the error).
 -- A take refused before its lease was taken (acquire.lua refused the room: its epoch at
--- its limit, a state that is not a count) is counted the same, while nobody holds the room.
+-- its limit, a state that is not a count) is counted the same, while nobody holds the room
+-- and it has not failed on its errors already (coordinators refused at the same time: the
+-- room fails once).
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] events
 -- ARGV[1] lease token ('' for a refused take)   ARGV[2] most failed takes in a row
 -- ARGV[3] the error, one line
 -- ARGV[4] events stream cap
--- Returns {failed takes in a row, 1 when the room now failed else 0}. When it failed,
+-- Returns {failed takes in a row, 1 when the room now failed else 0} (a refused take of a
+-- room that already failed writes nothing and returns {its count, 0}). When it failed,
 -- failed_inbox_id holds the newest inbox id then ('0-0' for none): a post with an id up to
 -- it was waiting when the room failed.
 -- Fails, writing nothing, with LEASELOST (the token does not hold the lease; for a refused
@@ -39,6 +42,10 @@ local failed_takes = 1
 -- failing the count: the room must still be able to end failed.
 if previous and string.match(previous, '^%d+$') and tonumber(previous) + 1 < COUNT_LIMIT then
   failed_takes = tonumber(previous) + 1
+end
+if ARGV[1] == '' and failed_takes > tonumber(ARGV[2])
+    and redis.call('HGET', KEYS[2], 'status') == 'failed' then
+  return {failed_takes - 1, 0}
 end
 local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 

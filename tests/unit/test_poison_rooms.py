@@ -213,6 +213,19 @@ def test_a_refused_take_is_counted_only_while_nobody_holds_the_room(store, sync_
     assert store.read_state(ROOM).failed_takes == 1
 
 
+def test_a_refused_take_of_a_room_that_already_failed_writes_nothing(store, sync_redis, keys):
+    """Two coordinators refused the room at once: the second count finds it failed."""
+    def count_refused() -> list:
+        return Scripts(sync_redis).count_failed_take(
+            keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)],
+            args=["", 2, "ResponseError: OVERFLOW", 1000])
+
+    assert [count_refused(), count_refused()] == [[1, 0], [2, 1]]
+    before = (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM)))
+    assert count_refused() == [2, 0]
+    assert (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM))) == before
+
+
 def test_a_commit_resets_the_count_of_failed_takes(store, sync_redis, async_redis, keys):
     store.post(ROOM, "User", "go")
 
