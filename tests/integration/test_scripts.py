@@ -16,7 +16,9 @@ from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
-TTL_MS = 5000
+# Long enough to outlive a test of hundreds of turns on a loaded machine; the tests of
+# expiry give their leases 150 ms.
+TTL_MS = 300_000
 
 
 @pytest.fixture
