@@ -73,6 +73,16 @@ class OpenTurn:
     resumed: bool = False  # opened by an earlier holder: some bids may already be in
 
 
+@dataclass(frozen=True)
+class FailedTake:
+    """A failed take counted: the takes failed in a row, whether that failed the room, and
+    whether another coordinator's count had failed it already (then nothing was counted)."""
+
+    attempts: int
+    failed: bool = False
+    failed_before: bool = False
+
+
 def _fence(error: ResponseError) -> Exception:
     """A refused fenced write means this coordinator must drop the room."""
     if str(error).startswith(_FENCED):
@@ -201,18 +211,18 @@ class RoomIO:
             raise _fence(error) from error
 
     async def count_failed_take(self, room: str, token: str, most: int, error: str
-                                ) -> tuple[int, bool]:
+                                ) -> FailedTake:
         """Count a take of the lease ``token`` that ended in ``error`` ('' for a take the
-        acquire refused); returns the takes failed in a row and whether the room now ended
-        failed (room_error) because that reached ``most``."""
+        acquire refused): the takes failed in a row, and whether the room now ended failed
+        (room_error) because that reached ``most``, or had already."""
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
                 self.keys.events(room)]
         try:
-            failed_takes, failed = await self.scripts.count_failed_take(
+            failed_takes, outcome = await self.scripts.count_failed_take(
                 keys=keys, args=[token, most, error, self.events_maxlen])
         except ResponseError as error_reply:
             raise _fence(error_reply) from error_reply
-        return int(failed_takes), bool(failed)
+        return FailedTake(int(failed_takes), failed=outcome == 1, failed_before=outcome == 2)
 
     async def set_runnable(self, room: str, runnable: bool) -> None:
         """Put the room in (due now) or take it out of the runnable set."""

@@ -257,20 +257,25 @@ class Coordinator:
         most = self.settings.room_max_errors
         try:
             due = await asyncio.wait_for(self.io.due_time(room), self.renew_every_s)
-            attempts, failed = await asyncio.wait_for(
+            counted = await asyncio.wait_for(
                 self.io.count_failed_take(room, token, most, detail), self.renew_every_s)
         except (LeaseLost, RedisError, TimeoutError) as problem:
             log.error("room_take_failed", room=room, error=detail, exc_info=error,
                       not_counted=str(problem) or type(problem).__name__)
             return False
-        log.error("room_take_failed", room=room, error=detail, attempt=attempts,
-                  max_attempts=most, exc_info=error)
-        if failed:
-            log.error("room_failed", room=room, error=detail, attempts=attempts,
+        if not counted.failed_before:  # else another coordinator told of it a moment ago
+            log.error("room_take_failed", room=room, error=detail, attempt=counted.attempts,
+                      max_attempts=most, exc_info=error)
+        if counted.failed:
+            log.error("room_failed", room=room, error=detail, attempts=counted.attempts,
                       stop_reason=StopReason.ROOM_ERROR.value)
+        if counted.failed or counted.failed_before:
+            # Whoever finds the room failed takes it off the runnable set, so that a count
+            # racing with another's unschedule cannot leave it there.
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(self.io.unschedule(room, due), self.renew_every_s)
-        return failed
+            return True
+        return False
 
     async def let_go(self, lease: Lease, reschedule: bool) -> None:
         """Forget the room, release its lease and, unless it went idle, make it due now so

@@ -13,8 +13,8 @@
 -- ARGV[1] lease token ('' for a refused take)   ARGV[2] most failed takes in a row
 -- ARGV[3] the error, one line
 -- ARGV[4] events stream cap
--- Returns {failed takes in a row, 1 when the room now failed else 0} (a refused take of a
--- room that already failed writes nothing and returns {its count, 0}). When it failed,
+-- Returns {failed takes in a row, 1 when the room now failed, 2 when a refused take found
+-- it failed already (nothing is written), else 0}. When it failed,
 -- failed_inbox_id holds the newest inbox id then ('0-0' for none): a post with an id up to
 -- it was waiting when the room failed.
 -- Fails, writing nothing, with LEASELOST (the token does not hold the lease; for a refused
@@ -45,7 +45,7 @@ if previous and string.match(previous, '^%d+$') and tonumber(previous) + 1 < COU
 end
 if ARGV[1] == '' and failed_takes > tonumber(ARGV[2])
     and redis.call('HGET', KEYS[2], 'status') == 'failed' then
-  return {failed_takes - 1, 0}
+  return {failed_takes - 1, 2}
 end
 local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 

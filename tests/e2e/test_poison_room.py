@@ -100,4 +100,9 @@ def test_a_room_whose_epoch_is_at_its_limit_costs_that_room_only(processes, sett
         "ResponseError: OVERFLOW epoch 9223372036854775807 + 1 would reach the limit")
     state = client.state(poisoned)
     assert (state.failed_takes, state.epoch) == (3, 2**63 - 1)
-    assert real_redis.zscore(keys.runnable, poisoned) is None
+    # The failure is seen as it commits; the coordinator takes it off the runnable set a
+    # moment later.
+    wait_until(lambda: real_redis.zscore(keys.runnable, poisoned) is None, 15,
+               "the failed room to leave the runnable set")
+    assert len([event for event in client.store.read_events(poisoned)
+                if event.type == "run_ended"]) == 1

@@ -222,8 +222,26 @@ def test_a_refused_take_of_a_room_that_already_failed_writes_nothing(store, sync
 
     assert [count_refused(), count_refused()] == [[1, 0], [2, 1]]
     before = (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM)))
-    assert count_refused() == [2, 0]
+    assert count_refused() == [2, 2]
     assert (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM))) == before
+
+
+def test_a_scan_that_finds_a_refused_room_failed_already_takes_it_off_the_runnable_set(
+        store, sync_redis, async_redis, keys):
+    """Another coordinator failed it, and its unschedule lost a race with a postpone."""
+    poison_epoch(store, keys)
+    store.post(ROOM, "User", "go")
+    asyncio.run(take(coordinator(async_redis, InMemoryTransport()), sync_redis, keys, 3))
+    sync_redis.zadd(keys.runnable, {ROOM: 0})
+    events_before = store.read_events(ROOM)
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(coordinator(async_redis, InMemoryTransport()).scan())
+
+    assert sync_redis.zscore(keys.runnable, ROOM) is None
+    assert store.read_state(ROOM).failed_takes == 3
+    assert store.read_events(ROOM) == events_before
+    assert events(logs, "room_take_failed") == events(logs, "room_failed") == []
 
 
 def test_a_commit_resets_the_count_of_failed_takes(store, sync_redis, async_redis, keys):
