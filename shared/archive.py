@@ -308,7 +308,7 @@ class _ArchiveChecker:
             self.last_message_seq = message.seq
             self.check_message(line["id"], decode_fields(fields))
         elif kind == "inbox":
-            self.check_post(line["id"], decode_fields(fields))
+            self.check_waiting_post(line["id"], decode_fields(fields))
         elif kind == "turn":
             check_turn_record(line["id"], fields)
 
@@ -328,7 +328,7 @@ class _ArchiveChecker:
             if fields.get(name):
                 finite_number(f"{where} {name}", fields[name])
 
-    def check_post(self, entry_id: str, fields: dict[str, str]) -> None:
+    def check_waiting_post(self, entry_id: str, fields: dict[str, str]) -> None:
         """A post waiting as it was checked on its way in: a person's name that is not one
         of the room's agents' (nor outside its roster of people), content of at most
         ``message_max_bytes``, and a time."""
@@ -416,7 +416,7 @@ def check_below_limit(where: str, value: str, number: float) -> float:
     """``number`` (read from ``value``) if it is below IMPORT_COUNT_LIMIT, else ValueError."""
     if number >= IMPORT_COUNT_LIMIT:
         raise ValueError(f"{where} is {value}: an import takes counts and totals below "
-                         f"{IMPORT_COUNT_LIMIT_TEXT}, to leave the room room to grow")
+                         f"{IMPORT_COUNT_LIMIT_TEXT}, so that the room can go on counting")
     return number
 
 
