@@ -1,5 +1,5 @@
 """The coordinator's Redis clients, and which errors mean Redis or the broker could not be
-reached (rather than that a command was refused)."""
+reached or used (rather than that one room's command was refused)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,14 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import (
+    ClusterDownError,
+    NoPermissionError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -15,12 +23,26 @@ from parley.shared.settings import Settings
 
 # Redis or the broker is unreachable for now: back off and let the room be taken again.
 TRANSIENT_ERRORS = (RedisConnectionError, RedisTimeoutError, BrokerError)
-# Redis or the broker could not be reached: the transient errors, and any network trouble
-# (OSError covers sockets and bounded waits that timed out). No fault of the room's: such a
-# failed take is not counted against it.
-UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError)
+# Refusals of Redis's own, not of one room's keys: memory full (maxmemory), a replica or a
+# cluster that takes no writes, a command the ACL forbids; by code, a failed save (MISCONF),
+# a script running too long (BUSY), too few replicas (NOREPLICAS). Every room's command
+# meets them alike, so Redis is as good as unreachable until they pass.
+REDIS_REFUSALS = (OutOfMemoryError, ReadOnlyError, NoPermissionError, ClusterDownError,
+                  TryAgainError)
+REDIS_REFUSAL_CODES = ("MISCONF ", "BUSY ", "NOREPLICAS ")
+# Redis or the broker could not be reached or used: the transient errors, any network
+# trouble (OSError covers sockets and bounded waits that timed out), and Redis's own
+# refusals. No fault of the room's: such a failed take is not counted against it.
+UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError, *REDIS_REFUSALS)
 # Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
 CONTROL_CONNECTIONS = 4
+
+
+def unusable(error: BaseException) -> bool:
+    """True when ``error`` says Redis or the broker cannot be used just now (unreachable, or
+    refusing every room alike), not that one room's command was refused."""
+    return isinstance(error, UNREACHABLE_ERRORS) or (
+        isinstance(error, ResponseError) and str(error).startswith(REDIS_REFUSAL_CODES))
 
 
 def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisCluster

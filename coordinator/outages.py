@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from parley.coordinator.connections import UNREACHABLE_ERRORS
+from parley.coordinator.connections import unusable
 
 # A turn is given its time again at most this often, whatever the outages.
 MAX_GRACES = 3
@@ -60,9 +60,9 @@ class OutageClock:
         self.failed_at = self.clock()
 
     def note_unreachable(self, error: BaseException) -> None:
-        """Record the time if ``error`` says Redis or the broker could not be reached (a
-        refused command is no outage)."""
-        if isinstance(error, UNREACHABLE_ERRORS):
+        """Record the time if ``error`` says Redis or the broker could not be reached or
+        used (a full Redis is an outage; one room's refused command is none)."""
+        if unusable(error):
             self.failed()
 
     def give_time_again(self, room: str, turn: int, opened_at: float) -> bool:

@@ -74,6 +74,16 @@ class OpenTurn:
     resumed: bool = False  # opened by an earlier holder: some bids may already be in
 
 
+@dataclass(frozen=True)
+class FailedTake:
+    """A failed take counted: the takes failed in a row, whether that failed the room, and
+    whether another coordinator's count had failed it already (then nothing was counted)."""
+
+    attempts: int
+    failed: bool = False
+    failed_before: bool = False
+
+
 def _fence(error: ResponseError) -> Exception:
     """A refused fenced write means this coordinator must drop the room."""
     if str(error).startswith(_FENCED):
@@ -205,18 +215,19 @@ class RoomIO:
         except ResponseError as error:
             raise _fence(error) from error
 
-    async def count_failed_take(self, lease: Lease, most: int, error: str) -> tuple[int, bool]:
-        """Count a take that ended in ``error``; returns the takes failed in a row and
-        whether the room now ended failed (room_error) because that reached ``most``."""
-        room = lease.room
+    async def count_failed_take(self, room: str, token: str, most: int, error: str
+                                ) -> FailedTake:
+        """Count a take of the lease ``token`` that ended in ``error`` ('' for a take the
+        acquire refused): the takes failed in a row, and whether the room now ended failed
+        (room_error) because that reached ``most``, or had already."""
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.inbox(room),
                 self.keys.events(room)]
         try:
-            failed_takes, failed = await self.scripts.count_failed_take(
-                keys=keys, args=[lease.token, most, error, self.events_maxlen])
+            failed_takes, outcome = await self.scripts.count_failed_take(
+                keys=keys, args=[token, most, error, self.events_maxlen])
         except ResponseError as error_reply:
             raise _fence(error_reply) from error_reply
-        return int(failed_takes), bool(failed)
+        return FailedTake(int(failed_takes), failed=outcome == 1, failed_before=outcome == 2)
 
     async def set_runnable(self, room: str, runnable: bool) -> None:
         """Put the room in (due now) or take it out of the runnable set."""
@@ -224,6 +235,11 @@ class RoomIO:
             await self.redis.zadd(self.keys.runnable, {room: now_ms()})
         else:
             await self.redis.zrem(self.keys.runnable, room)
+
+    async def postpone(self, room: str, delay_s: float) -> None:
+        """Make the room due ``delay_s`` from now (if it is still runnable)."""
+        await self.redis.zadd(self.keys.runnable, {room: now_ms() + int(delay_s * 1000)},
+                              xx=True)
 
     async def due_time(self, room: str) -> float | None:
         """The room's due time in the runnable set, or None when it is not in it."""

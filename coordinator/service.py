@@ -18,7 +18,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from parley.coordinator.connections import CONTROL_CONNECTIONS, UNREACHABLE_ERRORS, connect
+from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
 from parley.coordinator.lease import Lease, LeaseLost, Leases
 from parley.coordinator.lease_keeper import LeaseKeeper, ServedRooms
 from parley.coordinator.outages import OutageClock
@@ -27,7 +27,14 @@ from parley.coordinator.room_io import InboxLimits, RoomIO
 from parley.coordinator.transport import HeldTransport, Transport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared import metrics
-from parley.shared.health import COORDINATOR_PORT, Liveness, Probes, readiness_checks, start_health_server
+from parley.shared.health import (
+    COORDINATOR_PORT,
+    FailedRounds,
+    Liveness,
+    Probes,
+    readiness_checks,
+    start_health_server,
+)
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.models import StopReason
@@ -43,6 +50,9 @@ FORGET_VANISHED_MS = 24 * 3600 * 1000
 # The scheduler's loop is not live once a round is this late: a scan is bounded by the
 # lease ttl, so a live loop goes round at least every ttl (plus the scan interval).
 LIVE_ROUNDS_S = 30.0
+# The coordinator is not ready once this many scans in a row failed: it goes round, but
+# takes no room (its readiness names the scan and the last error).
+SCANS_FAILED_NOT_READY = 5
 
 
 def new_coordinator_id() -> str:
@@ -85,6 +95,7 @@ class Coordinator:
         self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
         self.stopping = asyncio.Event()
         self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
+        self.scans = FailedRounds("scans", SCANS_FAILED_NOT_READY)
 
     async def run(self) -> None:
         """Serve until stop() is called; then release every lease and return."""
@@ -115,8 +126,30 @@ class Coordinator:
         except (RedisError, TimeoutError) as error:
             self.outages.note_unreachable(error)
             log.warning("scan_failed", error=str(error) or type(error).__name__)
-        except Exception:
+            await self.note_scan(error)
+        except Exception as error:
             log.exception("scan_failed")
+            await self.note_scan(error)
+        else:
+            await self.note_scan(None)
+
+    async def note_scan(self, error: Exception | None) -> None:
+        """Count the scan that failed with ``error`` (None: it worked) toward readiness,
+        and while scans keep failing say why under this coordinator's scans_failing key
+        for ``parley status`` (as far as Redis takes the write: it may be what fails)."""
+        key = self.keys.scans_failing(self.id)
+        was_failing = self.scans.failing()
+        if error is None:
+            self.scans.succeeded()
+        else:
+            self.scans.failed(error_line(error, 300))
+        with contextlib.suppress(RedisError, TimeoutError):
+            if self.scans.failing():
+                await asyncio.wait_for(self.control.set(
+                    key, self.scans.describe(), px=int(3 * self.settings.lease_ttl_s * 1000)),
+                    self.renew_every_s)
+            elif was_failing:
+                await asyncio.wait_for(self.control.delete(key), self.renew_every_s)
 
     async def scan(self) -> None:
         """Heartbeat, expire idle rooms when a sweep is due, then lease due runnable rooms
@@ -150,15 +183,29 @@ class Coordinator:
         await pipe.execute()
 
     async def take(self, room: str) -> Lease | None:
-        """Acquire one room's lease; a deleted room is taken off the runnable set."""
+        """Acquire one room's lease; a deleted room is taken off the runnable set, and a
+        room whose acquire is refused (its epoch at its limit, a state that is not a
+        room's) is set aside, so that the scan goes on to the next room."""
         try:
             return await self.leases.acquire(room)
         except ResponseError as error:
-            if not str(error).startswith("NOROOM"):
+            if unusable(error):  # Redis refuses every room alike: the scan fails
                 raise
+            if not str(error).startswith("NOROOM"):
+                await self.set_aside(room, error)
+                return None
             log.warning("runnable_room_missing", room=room)
             await self.io.set_runnable(room, False)
             return None
+
+    async def set_aside(self, room: str, error: ResponseError) -> None:
+        """Count a refused take as a failed one, so that a room refused at every take ends
+        failed after ``room_max_errors`` of them; meanwhile it is due again after the
+        lease's ttl, as a failed take is, not at the next scan."""
+        if not await self.record_failed_take(room, "", error):
+            with contextlib.suppress(RedisError, TimeoutError):
+                await asyncio.wait_for(self.io.postpone(room, self.settings.lease_ttl_s),
+                                       self.renew_every_s)
 
     def start_room(self, lease: Lease) -> None:
         """Run the room's turn loop in its own task (and its own log context)."""
@@ -178,18 +225,19 @@ class Coordinator:
         except LeaseLost as error:
             metrics.LEASE_LOSSES.inc()
             log.warning("lease_lost", reason=str(error))
-        except UNREACHABLE_ERRORS as error:
-            # Back off; whoever holds the room next resumes the turn.
-            self.outages.note_unreachable(error)
-            log.warning("room_redis_error", error=str(error) or type(error).__name__)
-            await asyncio.sleep(self.settings.scan_interval_s)
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            # Retried after the lease's ttl (its due time), not in a tight loop, and only
-            # so many times in a row.
-            reschedule = False
-            await self.count_failed_take(lease, error)
+            if unusable(error):
+                # Back off; whoever holds the room next resumes the turn.
+                self.outages.failed()
+                log.warning("room_redis_error", error=str(error) or type(error).__name__)
+                await asyncio.sleep(self.settings.scan_interval_s)
+            else:
+                # Retried after the lease's ttl (its due time), not in a tight loop, and
+                # only so many times in a row.
+                reschedule = False
+                await self.count_failed_take(lease, error)
         finally:
             await self.let_go(lease, reschedule)
 
@@ -197,26 +245,37 @@ class Coordinator:
         """Count a take that ended in ``error`` in the room's state; at ``room_max_errors``
         in a row the room ends failed (room_error) and leaves the runnable set until
         someone posts again, instead of being taken again forever."""
-        detail = error_line(error)
-        most = self.settings.room_max_errors
         # Renewals stop moving the due time, so that a post racing with this step keeps
         # the room runnable (as in going idle).
         lease.idling = True
+        await self.record_failed_take(lease.room, lease.token, error)
+
+    async def record_failed_take(self, room: str, token: str, error: Exception) -> bool:
+        """Count the take of lease ``token`` ('' for a refused take) that ended in
+        ``error``; True when the room now ended failed and left the runnable set."""
+        detail = error_line(error)
+        most = self.settings.room_max_errors
         try:
-            due = await asyncio.wait_for(self.io.due_time(lease.room), self.renew_every_s)
-            attempts, failed = await asyncio.wait_for(
-                self.io.count_failed_take(lease, most, detail), self.renew_every_s)
+            due = await asyncio.wait_for(self.io.due_time(room), self.renew_every_s)
+            counted = await asyncio.wait_for(
+                self.io.count_failed_take(room, token, most, detail), self.renew_every_s)
         except (LeaseLost, RedisError, TimeoutError) as problem:
-            log.error("room_take_failed", error=detail, exc_info=error,
+            log.error("room_take_failed", room=room, error=detail, exc_info=error,
                       not_counted=str(problem) or type(problem).__name__)
-            return
-        log.error("room_take_failed", error=detail, attempt=attempts, max_attempts=most,
-                  exc_info=error)
-        if failed:
-            log.error("room_failed", error=detail, attempts=attempts,
+            return False
+        if not counted.failed_before:  # else another coordinator told of it a moment ago
+            log.error("room_take_failed", room=room, error=detail, attempt=counted.attempts,
+                      max_attempts=most, exc_info=error)
+        if counted.failed:
+            log.error("room_failed", room=room, error=detail, attempts=counted.attempts,
                       stop_reason=StopReason.ROOM_ERROR.value)
+        if counted.failed or counted.failed_before:
+            # Whoever finds the room failed takes it off the runnable set, so that a count
+            # racing with another's unschedule cannot leave it there.
             with contextlib.suppress(RedisError, TimeoutError):
-                await asyncio.wait_for(self.io.unschedule(lease.room, due), self.renew_every_s)
+                await asyncio.wait_for(self.io.unschedule(room, due), self.renew_every_s)
+            return True
+        return False
 
     async def let_go(self, lease: Lease, reschedule: bool) -> None:
         """Forget the room, release its lease and, unless it went idle, make it due now so
@@ -247,6 +306,8 @@ class Coordinator:
         with contextlib.suppress(RedisError, TimeoutError):
             await asyncio.wait_for(self.control.zrem(self.keys.coordinators, self.id),
                                    self.renew_every_s)
+            await asyncio.wait_for(self.control.delete(self.keys.scans_failing(self.id)),
+                                   self.renew_every_s)
         for client in {self.redis, self.control}:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
@@ -266,8 +327,9 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
     """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
     checks and metrics are served on ``health_port`` (default: the settings')."""
     coordinator = Coordinator(settings, transport, coordinator_id)
-    health = start_health_server(Probes(coordinator.liveness, readiness_checks(settings)),
-                                 settings, COORDINATOR_PORT, health_port)
+    checks = {**readiness_checks(settings), "scan": coordinator.scans.check}
+    health = start_health_server(Probes(coordinator.liveness, checks), settings,
+                                 COORDINATOR_PORT, health_port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)

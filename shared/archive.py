@@ -19,7 +19,9 @@ turn record holds every answer its turn was decided from. Nor is the events stre
 tells followers how the room got where it is, and the log, turn records and state already
 hold what it told; an imported room's events start empty, with what happens to it next.
 The ``end`` line tells a complete file from a cut one; an import checks the whole file
-before it writes anything.
+before it writes anything: its order and counts, and its values as they would be checked
+on their way in: the spec as any spec, each post waiting as a post, the state's counts,
+totals and times as numbers the room can go on with.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,14 +40,38 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from parley.shared.models import RoomSpec
-from parley.shared.records import RoomState, message_from_fields
-from parley.shared.store import RoomChanged, RoomHead, RoomHeld, RoomStore
+from parley.shared.models import MentionPolicy, RoomSpec, check_person_name
+from parley.shared.records import (
+    AGENT_FIELD_PREFIX,
+    CALL_TOTALS,
+    COUNT_LIMIT,
+    RUN_TOTAL_PREFIX,
+    RoomState,
+    check_post,
+    decode_fields,
+    message_from_fields,
+    turn_record_from_fields,
+)
+from parley.shared.settings import Settings
+from parley.shared.store import RoomChanged, RoomHead, RoomHeld, RoomStore, check_poster
 
 ARCHIVE_FORMAT = 1
 # Entry kinds in file order, each with the Keys method naming its stream.
 ENTRY_KINDS = {"log": "log", "turn": "turns", "inbox": "inbox", "dead": "dead_letters"}
 RESTORE_BATCH = 500
+# An import takes counts and totals below this, a hundredth of what the scripts allow
+# (records.COUNT_LIMIT): no room gets near it (a turn a second for 30,000 years), and one
+# archived near the scripts' limit would soon fail on it.
+IMPORT_COUNT_LIMIT = COUNT_LIMIT // 100
+IMPORT_COUNT_LIMIT_TEXT = "10^12"
+# The state fields that hold counts, and those that hold unix times; its totals are told
+# by their names (total_field).
+STATE_COUNTS = ("epoch", "last_seq", "run", "messages_in_run", "turn", "run_turns",
+                "turn_snapshot_seq", "failed_takes")
+STATE_TIMES = ("turn_deadline", "turn_opened_at", "paused_at")
+# An agent's ``agent:<name>:calls`` numbers its calls; it is kept as a total is.
+AGENT_TOTALS = (*CALL_TOTALS, "calls")
+_DIGITS = re.compile(r"[0-9]{1,19}")
 
 
 class ArchiveError(ValueError):
@@ -190,10 +218,13 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, line
 
 
-def check_archive(path: str | Path) -> ArchiveContents:
-    """Read the whole file and check it is one complete room archive, before anything
-    is written; ArchiveError names the first line that is not."""
-    checker = _ArchiveChecker()
+def check_archive(path: str | Path,
+                  message_max_bytes: int = Settings.model_fields["message_max_bytes"].default
+                  ) -> ArchiveContents:
+    """Read the whole file and check it is one complete room archive whose values the room
+    can go on with (a post waiting at most ``message_max_bytes``), before anything is
+    written; ArchiveError names the first line that is not, and what is wrong with it."""
+    checker = _ArchiveChecker(message_max_bytes)
     for number, line in read_lines(path):
         try:
             checker.check(number, line)
@@ -218,7 +249,9 @@ class _ArchiveChecker:
     """Checks an archive line by line: the order of its lines, each one's content, ids
     increasing per kind, and the end line's counts."""
 
-    def __init__(self) -> None:
+    def __init__(self, message_max_bytes: int) -> None:
+        self.message_max_bytes = message_max_bytes
+        self.room_spec: RoomSpec | None = None
         self.contents: ArchiveContents | None = None
         self.last_ids: dict[str, tuple[int, int]] = {}
         self.last_message_seq = 0
@@ -243,9 +276,10 @@ class _ArchiveChecker:
         assert contents is not None  # line 1 was the room line
         if kind == "spec":
             contents.spec = decode_entry(line)
-            RoomSpec.model_validate_json(contents.spec["json"])
+            self.room_spec = RoomSpec.model_validate_json(contents.spec["json"])
         elif kind == "state":
             contents.state = decode_entry(line)
+            check_state_values(decode_fields(contents.state))
             if not RoomState(contents.state).raw.get("status"):
                 raise ValueError("the state has no status")
         elif kind in ENTRY_KINDS:
@@ -272,6 +306,41 @@ class _ArchiveChecker:
                 raise ValueError(f"log entry {line['id']} does not follow seq "
                                  f"{self.last_message_seq}: a log's seqs have no gap")
             self.last_message_seq = message.seq
+            self.check_message(line["id"], decode_fields(fields))
+        elif kind == "inbox":
+            self.check_waiting_post(line["id"], decode_fields(fields))
+        elif kind == "turn":
+            check_turn_record(line["id"], fields)
+
+    def check_message(self, entry_id: str, fields: dict[str, str]) -> None:
+        """A log message as the scripts wrote it: a sender drain would take, counts and a
+        time the room can go on with; a person's (no score) at most a post's size."""
+        where = f"log entry {entry_id}"
+        sender, content = fields["sender"], fields["content"]
+        # An agent's message (it has a score) is as long as its model wrote it; a person's
+        # was a post, and no longer than one.
+        most = len(content.encode()) if fields.get("score") else self.message_max_bytes
+        check_post(sender, content, most)
+        for name in ("seq", "turn", "run", "epoch"):
+            if fields.get(name):
+                check_count(f"{where} {name}", fields[name])
+        for name in ("score", "ts"):
+            if fields.get(name):
+                finite_number(f"{where} {name}", fields[name])
+
+    def check_waiting_post(self, entry_id: str, fields: dict[str, str]) -> None:
+        """A post waiting as it was checked on its way in: a person's name that is not one
+        of the room's agents' (nor outside its roster of people), content of at most
+        ``message_max_bytes``, and a time."""
+        spec, contents = self.room_spec, self.contents
+        assert spec is not None and contents is not None  # lines 1 and 2 came first
+        sender, content = fields["sender"], fields["content"]
+        check_person_name(sender)
+        check_post(sender, content, self.message_max_bytes)
+        people = spec.policy.people if isinstance(spec.policy, MentionPolicy) else None
+        check_poster(contents.room, sender, [agent.name for agent in spec.callers], people)
+        if fields.get("ts"):
+            finite_number(f"inbox entry {entry_id} ts", fields["ts"])
 
     def check_end(self, line: dict[str, Any], contents: ArchiveContents) -> None:
         """The end line counts what the file holds; the log ends at the state's last_seq."""
@@ -284,6 +353,71 @@ class _ArchiveChecker:
                              f"last_seq is {last_seq}")
         contents.counts = counts
         self.ended = True
+
+
+def check_state_values(state: dict[str, str]) -> None:
+    """The state's counts and totals as the room can go on with (whole numbers, and
+    finite numbers, from 0 and below IMPORT_COUNT_LIMIT), and its times finite; ValueError
+    names the first field that is not."""
+    for name, value in state.items():
+        where = f"state {name}"
+        if name in STATE_COUNTS:
+            check_count(where, value)
+        elif total_field(name):
+            check_below_limit(where, value, finite_number(where, value))
+        elif name in STATE_TIMES:
+            finite_number(where, value)
+    if "spec_version" in state:
+        whole_number("state spec_version", state["spec_version"])
+
+
+def total_field(name: str) -> bool:
+    """True for a state field that holds a running total: the room's, its run's, or an
+    agent's (``agent:<name>:<total>``, its calls too)."""
+    if name.startswith(AGENT_FIELD_PREFIX):
+        return name.rsplit(":", 1)[-1] in AGENT_TOTALS
+    return name.removeprefix(RUN_TOTAL_PREFIX) in CALL_TOTALS
+
+
+def check_turn_record(entry_id: str, fields: dict[Any, Any]) -> None:
+    """A turn record as the turns stream's readers read it, its answers' tokens and costs
+    finite numbers from 0."""
+    record = turn_record_from_fields(fields)
+    for answer in record.bids:
+        for name in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd"):
+            finite_number(f"turn record {entry_id} answer of {answer.agent} {name}",
+                          str(getattr(answer, name)))
+
+
+def whole_number(where: str, value: str) -> int:
+    """``value`` as a whole number from 0 that fits in 64 bits; ValueError otherwise."""
+    if not _DIGITS.fullmatch(value) or int(value) >= 2**63:
+        raise ValueError(f"{where} {value!r} is not a whole number from 0")
+    return int(value)
+
+
+def finite_number(where: str, value: str) -> float:
+    """``value`` as a finite number from 0; ValueError otherwise (``1e309`` included)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{where} {value!r} is not a finite number from 0")
+    return number
+
+
+def check_count(where: str, value: str) -> int:
+    """``value`` as a count an import takes: a whole number below IMPORT_COUNT_LIMIT."""
+    return int(check_below_limit(where, value, whole_number(where, value)))
+
+
+def check_below_limit(where: str, value: str, number: float) -> float:
+    """``number`` (read from ``value``) if it is below IMPORT_COUNT_LIMIT, else ValueError."""
+    if number >= IMPORT_COUNT_LIMIT:
+        raise ValueError(f"{where} is {value}: an import takes counts and totals below "
+                         f"{IMPORT_COUNT_LIMIT_TEXT}, so that the room can go on counting")
+    return number
 
 
 def parse_stream_id(value: Any) -> tuple[int, int]:
@@ -302,7 +436,7 @@ def import_room(store: RoomStore, path: str | Path, room: str | None = None) -> 
     under); returns its id. The whole file is checked first; the id must be free. Until the
     last step nothing is visible: the id is reserved, the streams are restored, and one
     script then adds the spec and the state. A failure on the way removes what it wrote."""
-    contents = check_archive(path)
+    contents = check_archive(path, store.message_max_bytes)
     room = room or contents.room
     store.reserve(room)
     try:

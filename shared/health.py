@@ -5,7 +5,8 @@ small stdlib server on a daemon thread (``parley coordinator|worker --health-por
 GET /livez   200 while the process's own loop goes round (the coordinator's
              scheduler, the worker's Celery consumer), else 503
 GET /readyz  200 when Redis and the broker answer and the loop runs (not stuck,
-             not reconnecting), else 503 with a JSON body naming what is down
+             not reconnecting; a coordinator's scans not failing round after round),
+             else 503 with a JSON body naming what is down
 GET /metrics the process's Prometheus metrics (shared/metrics.py)
 ===========  ==================================================================
 
@@ -76,6 +77,44 @@ class Liveness:
     def live(self) -> bool:
         """True while the loop goes round (or is connecting)."""
         return self.connecting or self.age_s() < self.stale_after_s
+
+
+class RoundsFailing(Exception):
+    """A process's loop goes round, but its rounds keep failing: it does nothing."""
+
+
+class FailedRounds:
+    """How many rounds of a process's loop failed in a row, and how the last one did. A
+    loop whose every round fails is live (it goes round) but not ready."""
+
+    def __init__(self, what: str, most: int) -> None:
+        self.what = what
+        self.most = most
+        self.in_a_row = 0
+        self.last_error = ""
+
+    def failed(self, error: str) -> None:
+        """One more round failed with ``error`` (one line)."""
+        self.in_a_row += 1
+        self.last_error = error
+
+    def succeeded(self) -> None:
+        """A round went through."""
+        self.in_a_row = 0
+        self.last_error = ""
+
+    def failing(self) -> bool:
+        """True once ``most`` rounds in a row failed."""
+        return self.in_a_row >= self.most
+
+    def describe(self) -> str:
+        """``<n> <what> in a row failed, the last with <error>``."""
+        return f"{self.in_a_row} {self.what} in a row failed, the last with {self.last_error}"
+
+    def check(self) -> None:
+        """A readiness check: raise RoundsFailing once ``most`` rounds in a row failed."""
+        if self.failing():
+            raise RoundsFailing(self.describe())
 
 
 class Probes:

@@ -79,6 +79,9 @@ key                       type    holds                                       wr
 ``runnable``              zset    rooms needing a coordinator, by due time      client, coordinator
                                   (ms); the lease holder pushes it forward
 ``coordinators``          zset    live coordinator ids by last heartbeat (ms)   coordinator / ops
+``scans_failing:<C>``     string  while coordinator C's scans fail round       coordinator /
+                                  after round: how many and the last error;     status
+                                  PX 3 lease ttls, deleted when a scan works
 ========================  ======  ==========================================  ===================
 
 Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it
@@ -181,3 +184,7 @@ class Keys:
     def coordinators(self) -> str:
         """Coordinator heartbeats."""
         return f"{self.prefix}:coordinators"
+
+    def scans_failing(self, coordinator: str) -> str:
+        """Why a coordinator's scans keep failing, while they do."""
+        return f"{self.prefix}:scans_failing:{coordinator}"

@@ -14,6 +14,11 @@ from parley.shared.models import Bid, FloorChange, Message, RoomStatus, StopReas
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
+# Every count and total of a room's state (epoch, last_seq, run, turn, run_turns,
+# messages_in_run, failed_takes, tokens, cost) stays below this. The scripts refuse with
+# OVERFLOW to move one to it (shared/lua/lib/counts.lua says why it is 10^14), and an import
+# refuses a state holding one already there.
+COUNT_LIMIT = 10**14
 
 
 def decode(value: bytes | str) -> str:

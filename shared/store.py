@@ -202,16 +202,7 @@ class RoomStore:
         tries again."""
         check_person_name(sender)
         check_post(sender, content, self.message_max_bytes)
-        agent = next((name for name in self.agent_names(room) if same_name(name, sender)), None)
-        if agent is not None:
-            taken = ("is an agent" if name_key(agent) == name_key(sender)
-                     else f"reads as the agent {agent!r}")
-            raise ValueError(f"{sender!r} {taken} in room {room}: people post under their "
-                             "own names")
-        roster = self.people(room)
-        if roster is not None and name_key(sender) not in {name_key(name) for name in roster}:
-            raise ValueError(f"{sender!r} is not one of room {room}'s people "
-                             f"({', '.join(roster) or 'none'}): post as one of them")
+        check_poster(room, sender, self.agent_names(room), self.people(room))
         try:
             inbox_id, paused = self.scripts.post(
                 keys=[self.keys.spec(room), self.keys.state(room), self.keys.inbox(room)],
@@ -565,10 +556,32 @@ class RoomStore:
         beats = self.redis.zrange(self.keys.coordinators, 0, -1, withscores=True)
         return [(decode(member), (now - score) / 1000) for member, score in beats]
 
+    def scans_failing(self, coordinators: list[str]) -> dict[str, str]:
+        """Why each of these coordinators' scans keep failing, for those whose do."""
+        if not coordinators:
+            return {}
+        why = self.redis.mget([self.keys.scans_failing(c) for c in coordinators])
+        return {c: decode(reason) for c, reason in zip(coordinators, why, strict=True) if reason}
+
     def lease_holder(self, room: str) -> str | None:
         """``<coordinator id>:<epoch>`` of the room's lease, or None."""
         token = self.redis.get(self.keys.lease(room))
         return decode(token) if token is not None else None
+
+
+def check_poster(room: str, sender: str, agents: list[str], people: list[str] | None) -> None:
+    """Raise ValueError unless ``sender`` may post into the room: not under the name of one
+    of its ``agents`` nor one a reader could take for it (``same_name``), and one of its ``people`` when it
+    keeps a roster of them (None when it does not)."""
+    agent = next((name for name in agents if same_name(name, sender)), None)
+    if agent is not None:
+        taken = ("is an agent" if name_key(agent) == name_key(sender)
+                 else f"reads as the agent {agent!r}")
+        raise ValueError(f"{sender!r} {taken} in room {room}: people post under their "
+                         "own names")
+    if people is not None and name_key(sender) not in {name_key(name) for name in people}:
+        raise ValueError(f"{sender!r} is not one of room {room}'s people "
+                         f"({', '.join(people) or 'none'}): post as one of them")
 
 
 def _pairs(fields: dict[Any, Any]) -> list[Any]:

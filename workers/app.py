@@ -41,9 +41,38 @@ consumer_liveness = Liveness(LIVE_ROUNDS_S, connecting=True)
 stopped_with: list[int] = []
 
 
+class BrokerOutOfMemory(ConnectionError):
+    """The broker's Redis refused a write for its maxmemory. Python's ConnectionError, an
+    OSError: kombu and Celery take it for a lost connection, and redis-py does not (it
+    would take a lost connection inside a watched transaction for a WatchError, and kombu
+    would try that transaction again for as long as Redis stays full)."""
+
+
+class FullRedisConnection(redis.Connection):
+    """A broker connection that reports a Redis out of memory as a lost connection.
+
+    A full Redis (maxmemory reached, noeviction) refuses the late ack of a task (kombu's
+    ZREM of its unacked index, in a MULTI) and the delivery of the next with OOM. kombu
+    calls that a channel error, which Celery's consumer treats as unrecoverable: the worker
+    exits. As a connection error it is an outage, which Celery rides out: the consumer
+    reconnects at the reconnect intervals until Redis takes writes again. The connection
+    is closed first: a MULTI cut short leaves replies unread on it.
+    """
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        """Redis's reply; an OOM refusal raised as BrokerOutOfMemory."""
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.OutOfMemoryError as error:
+            self.disconnect()
+            raise BrokerOutOfMemory(f"the broker's Redis is out of memory (maxmemory): "
+                                    f"{error}") from error
+
+
 class RedisTransport(kombu.transport.redis.Transport):
     """kombu's Redis transport, but a channel whose connection is already closed reports
-    a connection error, not an AttributeError.
+    a connection error, not an AttributeError, and so does a full Redis
+    (FullRedisConnection).
 
     When Redis restarts while a task runs, the task's late ack and the restore of unacked
     messages at channel close both run against the closed connection. Celery logs a
@@ -53,6 +82,8 @@ class RedisTransport(kombu.transport.redis.Transport):
 
     class Channel(kombu.transport.redis.Channel):
         """A Redis channel that knows when its connection has gone."""
+
+        connection_class = FullRedisConnection
 
         def _connparams(self, asynchronous: bool = False) -> dict:
             if self.connection is None or self.connection.client is None:

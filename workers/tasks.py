@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import socket
 import time
 from collections import OrderedDict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -45,23 +46,29 @@ CALL_THREADS_MAX = 4096
 _calls = ThreadPoolExecutor(max_workers=CALL_THREADS_MAX, thread_name_prefix="agent-call")
 # Attempts at a lost Redis before a task gives up (about 25 s at the default interval).
 REDIS_RETRIES = 30
+# What a task's writes try again: a lost connection, and a Redis out of memory, which takes
+# writes again once memory is freed (a refused script wrote nothing).
+RETRIED_ERRORS = (redis.ConnectionError, redis.TimeoutError, socket.timeout,
+                  redis.OutOfMemoryError)
 
 
 @cache
 def _redis() -> redis.Redis:
     # Every task thread may write bids at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
-    # A dropped connection (a Redis restart) is retried: a bid written twice is harmless,
-    # the coordinator keeps each agent's first. Retries come at most worker_reconnect_max_s
-    # apart and go on through a long outage: a bid that cost a model call is worth keeping,
-    # and the coordinator gives a turn that overlapped an outage its time again.
+    # A dropped connection (a Redis restart) or a full Redis is retried: a bid written twice
+    # is harmless, the coordinator keeps each agent's first. Retries come at most
+    # worker_reconnect_max_s apart and go on through a long outage: a bid that cost a model
+    # call is worth keeping, and the coordinator gives a turn that overlapped an outage its
+    # time again.
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
+    retry = Retry(backoff, retries=REDIS_RETRIES, supported_errors=RETRIED_ERRORS)
     if settings.redis_cluster:
         return cluster_client(settings, max_connections=2 * settings.worker_concurrency + 8,
-                              retry=Retry(backoff, retries=REDIS_RETRIES))
+                              retry=retry)
     pool = redis.BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=2 * settings.worker_concurrency + 8,
-        retry=Retry(backoff, retries=REDIS_RETRIES), **redis_kwargs(settings))
+        retry=retry, **redis_kwargs(settings))
     return redis.Redis(connection_pool=pool)
 
 

@@ -14,6 +14,7 @@ from parley.cli.errors import spec_file_error
 from parley.client.client import Client
 from parley.client.spec_file import load_spec
 from parley.shared.models import RoomSpec
+from parley.shared.settings import get_settings
 from parley.shared.spec_limits import SpecTooLarge
 from parley.views.terminal import make_console
 from parley.views.terminal_text import terminal_json
@@ -32,7 +33,7 @@ def connect() -> Client:
 def read_spec(path: Path) -> RoomSpec:
     """Load a spec file, with load errors as CliError naming the file and field."""
     try:
-        return load_spec(path)
+        return load_spec(path, get_settings().max_agents)
     except (OSError, yaml.YAMLError, SpecTooLarge, ValidationError) as error:
         raise spec_file_error(path, error) from error
 

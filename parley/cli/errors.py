@@ -70,6 +70,13 @@ def unreachable_redis(url: str, error: BaseException) -> str:
     return f"cannot reach Redis at {redact_url(url)} ({reason}); {hint}"
 
 
+def full_redis(url: str) -> str:
+    """Why Redis at ``url`` refused a write, as one line: it is out of memory."""
+    return (f"Redis at {redact_url(url)} is out of memory (maxmemory reached) and refuses "
+            "writes until memory is freed: raise its maxmemory or free some "
+            "(redis-cli INFO memory)")
+
+
 @contextmanager
 def settings_that_work() -> Iterator[None]:
     """For a long-running command's start-up: a setting that cannot work (a bad PARLEY_*
@@ -102,6 +109,8 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         # A hung server and a TLS mismatch are as much "cannot reach" as a closed port.
         except (redis.ConnectionError, redis.TimeoutError, ssl.SSLError) as error:
             message = unreachable_redis(get_settings().redis_url, error)
+        except redis.OutOfMemoryError:
+            message = full_redis(get_settings().redis_url)
         except ValidationError as error:
             message = describe_invalid(error)
         except (CliError, RoomNotFound, RoomExists, ValueError) as error:

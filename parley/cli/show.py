@@ -75,10 +75,14 @@ def status(room: Annotated[str | None, typer.Argument(help="One room's details")
     common.console.print(terminal.rooms_table(rows))
     for line in failures:
         common.console.print(line, highlight=False, markup=False, soft_wrap=True)
-    for coordinator_id, age in store.coordinators():
+    coordinators = store.coordinators()
+    failing = store.scans_failing([coordinator_id for coordinator_id, _ in coordinators])
+    for coordinator_id, age in coordinators:
         health = "live" if age < 3 * ttl else "vanished"
-        common.console.print(f"coordinator {coordinator_id}: {health}, last heartbeat "
-                             f"{age:.1f}s ago", highlight=False)
+        line = f"coordinator {coordinator_id}: {health}, last heartbeat {age:.1f}s ago"
+        if coordinator_id in failing:
+            line += f", not ready: {failing[coordinator_id]}"
+        common.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def stream_caps(client: Client, room: str) -> dict[str, dict[str, Any]]:

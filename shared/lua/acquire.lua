@@ -4,8 +4,10 @@
 -- Returns the new epoch, or 0 when another coordinator holds the lease. A take writes a
 -- lease_taken event (coordinator, epoch).
 -- Fails, writing nothing, with NOROOM when the room has no state (it was never created,
--- or was deleted) or is an import still being restored, and BADARG when the ttl is not a positive whole number of ms or the cap
--- not a count.
+-- or was deleted) or is an import still being restored, BADARG when the ttl is not a
+-- positive whole number of ms or the cap not a count, BADSTATE when the epoch is not a
+-- count, and OVERFLOW when it has reached its limit (lib/counts.lua).
+-- @include counts
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOROOM the room has no state')
 end
@@ -23,6 +25,16 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
+local previous = redis.call('HGET', KEYS[2], 'epoch')
+if previous and not string.match(previous, '^%d+$') then
+  return redis.error_reply('BADSTATE epoch is not a count')
+end
+local refused = overflow('epoch', previous, 1)
+if refused then
+  return refused
+end
+
+-- Every check is done: from here on, writes only.
 local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
 local time = redis.call('TIME')

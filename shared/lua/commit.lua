@@ -24,8 +24,10 @@
 -- this state without one (a round trip less per turn).
 -- Fails, writing nothing, with LEASELOST (token no longer holds the lease), NOTURN (that
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
--- BADPAYLOAD (the payload is not as above) or BADSTATE (a counter or total it would
--- change is not a number, or the log is ahead of last_seq).
+-- BADPAYLOAD (the payload is not as above), BADSTATE (a counter or total it would
+-- change is not a number, or the log is ahead of last_seq) or OVERFLOW (last_seq,
+-- messages_in_run or a total would reach its limit, lib/counts.lua).
+-- @include counts
 local function finite(value)
   local number = tonumber(value)
   if number == nil or number ~= number or number == math.huge or number == -math.huge then
@@ -142,6 +144,10 @@ if payload['message'] then
   if #top > 0 and tonumber(string.match(top[1][1], '^(%d+)')) > last_seq then
     return redis.error_reply('BADSTATE the log is ahead of last_seq ' .. ARGV[3])
   end
+  local refused = overflow('last_seq', ARGV[3], 1) or overflow('messages_in_run', state[4], 1)
+  if refused then
+    return refused
+  end
 end
 local usage_fields = {}
 for field, _ in pairs(payload['usage']) do
@@ -152,6 +158,10 @@ if #usage_fields > 0 then
   for i, field in ipairs(usage_fields) do
     if totals[i] and finite(totals[i]) == nil then
       return redis.error_reply('BADSTATE ' .. field .. ' is not a number')
+    end
+    local refused = overflow(field, totals[i], tonumber(payload['usage'][field]))
+    if refused then
+      return refused
     end
   end
 end

@@ -20,8 +20,10 @@
 -- {inbox id, reason, ...} of the entries set aside}, so that the top of the coordinator's
 -- turn loop is one round trip.
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), BADARG (an
--- argument is malformed) or BADSTATE (a state counter is not a count, or the log is ahead
--- of last_seq: no message could be appended there).
+-- argument is malformed), BADSTATE (a state counter is not a count, or the log is ahead
+-- of last_seq: no message could be appended there) or OVERFLOW (last_seq, run or
+-- messages_in_run would reach its limit, lib/counts.lua).
+-- @include counts
 local MAX_FIELDS = 16
 
 local function count(value)
@@ -204,12 +206,24 @@ if #good > 0 then
   if log_top(KEYS[4]) > counters['last_seq'] then
     return redis.error_reply('BADSTATE the log is ahead of last_seq ' .. counters['last_seq'])
   end
+  counters['new_run'] = redis.call('HGET', KEYS[2], 'status') ~= 'running'
+  -- A new run counts its messages from 0.
+  local steps = {{'last_seq', #good}, {'messages_in_run', #good}}
+  if counters['new_run'] then
+    steps[2] = {'run', 1}
+  end
+  for _, step in ipairs(steps) do
+    local refused = overflow(step[1], counters[step[1]], step[2])
+    if refused then
+      return refused
+    end
+  end
 end
 
 -- Every check is done: from here on, writes only. The log's first XADD comes first: should
 -- it still be refused (an entry deleted from the log's top), nothing has been written.
 if #good > 0 then
-  local new_run = redis.call('HGET', KEYS[2], 'status') ~= 'running'
+  local new_run = counters['new_run']
   local run, in_run = counters['run'], counters['messages_in_run']
   if new_run then
     run, in_run = run + 1, 0

@@ -8,7 +8,9 @@
 -- ARGV[1] op   ARGV[2] agent ('' for none)   ARGV[3] text ('' for none)   ARGV[4] ts
 -- ARGV[5] approximate cap of the ops stream   ARGV[6] events stream cap
 -- Returns {op id, 1 when the room is paused else 0}.
--- Fails, writing nothing, with NOROOM (no such room) or BADARG.
+-- Fails, writing nothing, with NOROOM (no such room), BADARG or OVERFLOW (the run number
+-- has reached its limit, lib/counts.lua).
+-- @include counts
 if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
   return redis.error_reply('NOROOM no such room')
 end
@@ -27,6 +29,12 @@ local held = redis.call('HMGET', KEYS[2], 'status', 'paused', 'run')
 local paused = 0
 if held[2] == '1' then
   paused = 1
+end
+if held[1] ~= 'running' then
+  local refused = overflow('run', held[3], 1)
+  if refused then
+    return refused
+  end
 end
 
 -- Every check is done: from here on, writes only.

@@ -7,8 +7,10 @@
 -- Returns {turn, snapshot seq, bids stream id the turn's bids come after}.
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), TURNOPEN
 -- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
--- BADARG (a time is not a finite number, the cap not a count) or BADSTATE (turn, run_turns
--- or last_seq is not a count).
+-- BADARG (a time is not a finite number, the cap not a count), BADSTATE (turn, run_turns
+-- or last_seq is not a count) or OVERFLOW (turn or run_turns has reached its limit,
+-- lib/counts.lua).
+-- @include counts
 local function finite(value)
   local number = tonumber(value)
   if number == nil or number ~= number or number == math.huge or number == -math.huge then
@@ -41,6 +43,12 @@ for i, name in ipairs({'turn', 'run_turns', 'last_seq'}) do
   local value = state[i + 1]
   if value and (#value > 15 or not string.match(value, '^%d+$')) then
     return redis.error_reply('BADSTATE ' .. name .. ' is not a count')
+  end
+end
+for i, name in ipairs({'turn', 'run_turns'}) do
+  local refused = overflow(name, state[i + 1], 1)
+  if refused then
+    return refused
   end
 end
 local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)

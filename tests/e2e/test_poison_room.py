@@ -57,3 +57,38 @@ def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaire
     assert (again.status, again.stop_reason) == (RoomStatus.IDLE, StopReason.LULL)
     assert [m.sender for m in again.messages] == ["User", "User", "agent1", "agent0"]
     assert client.state(room).failed_takes == 0
+
+
+def test_a_room_whose_epoch_is_at_its_limit_costs_that_room_only(processes, settings, queue,
+                                                                 real_redis, keys: Keys):
+    """Before, acquire.lua's HINCRBY overflowed on it at every scan of every coordinator,
+    and no room anywhere was taken."""
+    processes.worker("-Q", queue)
+    for _ in range(2):
+        processes.coordinator(env=COORDINATOR_ENV)
+    client = Client(settings)
+    poisoned = client.create_room(scripted_spec(rotating_scripts(2, 2), queue=queue))
+    real_redis.hset(keys.state(poisoned), "epoch", 2**63 - 1)
+    failed_post = client.post(poisoned, "go")
+    real_redis.zadd(keys.runnable, {poisoned: 0})  # the first room every scan meets
+    healthy = {client.create_room(scripted_spec(rotating_scripts(2, 3), queue=queue)): None
+               for _ in range(4)}
+    posted = {room: client.post(room, "go") for room in healthy}
+
+    for room, inbox_id in posted.items():
+        result = client.wait(room, inbox_id, timeout_s=60)
+        assert (result.status, result.stop_reason) == (RoomStatus.IDLE, StopReason.LULL), room
+        assert [m.sender for m in result.messages] == ["User", "agent1", "agent0", "agent1"]
+    failed = client.wait(poisoned, failed_post, timeout_s=60)
+
+    assert (failed.status, failed.stop_reason) == (RoomStatus.FAILED, StopReason.ROOM_ERROR)
+    assert failed.stop_detail.startswith(
+        "ResponseError: OVERFLOW epoch 9223372036854775807 + 1 would reach the limit")
+    state = client.state(poisoned)
+    assert (state.failed_takes, state.epoch) == (3, 2**63 - 1)
+    # The failure is seen as it commits; the coordinator takes it off the runnable set a
+    # moment later.
+    wait_until(lambda: real_redis.zscore(keys.runnable, poisoned) is None, 15,
+               "the failed room to leave the runnable set")
+    assert len([event for event in client.store.read_events(poisoned)
+                if event.type == "run_ended"]) == 1

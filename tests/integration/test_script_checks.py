@@ -3,13 +3,15 @@ as a dead letter, a bad payload or argument writes nothing. On fakeredis and the
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.records import RoomState
-from parley.shared.scripts import Scripts
+from parley.shared.records import COUNT_LIMIT, RoomState
+from parley.shared.scripts import Scripts, source
 from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
 from tests.support.script_calls import ROOM
@@ -27,8 +29,10 @@ EVENTS_CAP = 1000
 def scripts(any_redis: redis.Redis, store: RoomStore, keys: Keys) -> Scripts:
     """The scripts, with c1 holding room r1's lease (epoch 1)."""
     scripts = Scripts(any_redis)
+    # A lease that outlives the slowest test on a loaded machine (600 turns): these tests
+    # are about what the scripts check, not about leases lapsing.
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
-                               args=["c1", 5000, 1000])) == 1
+                               args=["c1", 300_000, 1000])) == 1
     return scripts
 
 
@@ -415,3 +419,101 @@ def test_answers_that_are_not_counted_pairs_write_nothing(store, keys, any_redis
         Scripts(any_redis).write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
                                       args=args)
     assert any_redis.xlen(keys.bids(ROOM)) == any_redis.xlen(keys.events(ROOM)) == 0
+
+
+# --- counts stay below their limit: a script refuses with OVERFLOW, writing nothing
+
+LAST = COUNT_LIMIT - 1  # the highest count a room may hold
+
+
+def acquire(scripts: Scripts, keys: Keys) -> int:
+    return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
+                               args=["c2", 5000, EVENTS_CAP]))
+
+
+def everything_of(store: RoomStore, keys: Keys) -> tuple:
+    """snapshot() and the lease, which acquire writes."""
+    return snapshot(store, keys), store.redis.get(keys.lease(ROOM))
+
+
+@pytest.mark.parametrize("epoch", [str(2**63 - 1), str(LAST)])
+def test_acquire_of_a_room_whose_epoch_is_at_its_limit_writes_nothing(store, keys, any_redis,
+                                                                       epoch):
+    any_redis.hset(keys.state(ROOM), "epoch", epoch)
+    before = everything_of(store, keys)
+    with pytest.raises(redis.ResponseError, match=f"OVERFLOW epoch {epoch} "):
+        acquire(Scripts(any_redis), keys)
+    assert everything_of(store, keys) == before
+
+
+def test_acquire_of_a_room_whose_epoch_is_not_a_count_writes_nothing(store, keys, any_redis):
+    any_redis.hset(keys.state(ROOM), "epoch", "1.5")
+    before = everything_of(store, keys)
+    with pytest.raises(redis.ResponseError, match="BADSTATE epoch is not a count"):
+        acquire(Scripts(any_redis), keys)
+    assert everything_of(store, keys) == before
+
+
+@pytest.mark.parametrize("field", ["turn", "run_turns"])
+def test_open_turn_on_a_turn_count_at_its_limit_writes_nothing(store, scripts, keys, field):
+    store.redis.hset(keys.state(ROOM), field, LAST)
+    before = snapshot(store, keys)
+    with pytest.raises(redis.ResponseError, match=f"OVERFLOW {field} {LAST} "):
+        open_turn(scripts, keys)
+    assert snapshot(store, keys) == before
+
+
+@pytest.mark.parametrize(("fields", "refused"), [
+    ({"last_seq": LAST - 1}, "last_seq"),  # two posts would take it to the limit
+    ({"run": LAST}, "run"),  # the posts would start a run
+    ({"status": "running", "messages_in_run": LAST - 1}, "messages_in_run"),
+])
+def test_drain_that_would_take_a_count_to_its_limit_writes_nothing(store, scripts, keys,
+                                                                    fields, refused):
+    store.redis.hset(keys.state(ROOM), mapping=fields)
+    store.post(ROOM, "User", "one")
+    store.post(ROOM, "User", "two")
+    before = snapshot(store, keys)
+    with pytest.raises(redis.ResponseError, match=f"OVERFLOW {refused} "):
+        drain(scripts, keys)
+    assert snapshot(store, keys) == before
+
+
+@pytest.mark.parametrize(("fields", "refused"), [
+    ({"last_seq": LAST}, "last_seq"),
+    ({"messages_in_run": LAST}, "messages_in_run"),
+    ({"prompt_tokens": COUNT_LIMIT - 10}, "prompt_tokens"),
+    ({"agent:A:prompt_tokens": "9.9999999999995e13"}, "agent:A:prompt_tokens"),
+])
+def test_commit_that_would_take_a_count_or_total_to_its_limit_writes_nothing(
+        store, scripts, keys, fields, refused):
+    store.post(ROOM, "User", "task")
+    drain(scripts, keys)
+    store.redis.hset(keys.state(ROOM), mapping=fields)
+    open_turn(scripts, keys)
+    expected_seq = int(store.redis.hget(keys.state(ROOM), "last_seq"))
+    before = snapshot(store, keys)
+    with pytest.raises(redis.ResponseError, match=f"OVERFLOW {refused} "):
+        commit(scripts, keys, good_payload(), expected_seq=expected_seq)
+    assert snapshot(store, keys) == before
+
+
+def test_a_floor_change_that_would_start_a_run_past_the_limit_writes_nothing(store, keys):
+    store.redis.hset(keys.state(ROOM), "run", LAST)
+    before = (snapshot(store, keys), store.redis.xlen(keys.floor_ops(ROOM)))
+    with pytest.raises(redis.ResponseError, match=f"OVERFLOW run {LAST} "):
+        store.floor_op(ROOM, "talk", "A")
+    assert (snapshot(store, keys), store.redis.xlen(keys.floor_ops(ROOM))) == before
+
+
+def test_a_failed_take_count_at_the_limit_starts_over(store, scripts, keys):
+    store.redis.hset(keys.state(ROOM), "failed_takes", LAST)
+    failed_takes, failed = scripts.count_failed_take(
+        keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)],
+        args=[TOKEN, 3, "boom", EVENTS_CAP])
+    assert (failed_takes, failed) == (1, 0)
+
+
+def test_the_scripts_limit_is_the_one_python_checks():
+    scripts_limit = re.search(r"^local COUNT_LIMIT = (\S+)$", source("acquire"), re.MULTILINE)
+    assert scripts_limit is not None and float(scripts_limit[1]) == COUNT_LIMIT

@@ -10,7 +10,9 @@ from parley.shared.keys import Keys
 from parley.shared.scripts import Scripts
 
 ROOM = "r1"
-TTL_MS = 5000
+# Long enough to outlive a test of hundreds of turns on a loaded machine; the tests of
+# expiry give their leases 150 ms.
+TTL_MS = 300_000
 
 # dead-letter cap, sender, message and dead-letter value limits, log cap (0: never
 # trimmed), events cap

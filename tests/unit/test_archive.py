@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import fakeredis
 import pytest
@@ -202,3 +203,91 @@ def test_a_room_that_goes_on_while_archived_with_keep_is_written_as_it_was(ran, 
 
     assert result.counts["log"] == 5 and result.counts["turn"] == 5
     assert check_archive(path).counts["log"] == 5
+
+
+# --- an archive's values are checked as posts and specs are on their way in
+
+
+def edited(ran: RoomStore, tmp_path, edit) -> object:
+    """The room archived, then its lines edited by ``edit(lines)`` (JSON objects)."""
+    path = tmp_path / "room.jsonl"
+    archive_room(ran, ROOM, path)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    edit(lines)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def first(lines: list[dict], kind: str) -> dict:
+    return next(line for line in lines if line["kind"] == kind)
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("prompt_tokens", "1e309", "line 3: state prompt_tokens '1e309' is not a finite number "
+                               "from 0"),
+    ("epoch", str(2**63 - 1), f"line 3: state epoch is {2**63 - 1}: an import takes counts "
+                              "and totals below 10^12"),
+    ("last_seq", "100000000000000", "line 3: state last_seq is 100000000000000: an import "
+                                    "takes"),
+    ("turn", "7.5", "line 3: state turn '7.5' is not a whole number from 0"),
+    ("run", "-1", "line 3: state run '-1' is not a whole number from 0"),
+    ("cost_usd", "-0.5", "line 3: state cost_usd '-0.5' is not a finite number from 0"),
+    ("run_completion_tokens", "nan", "line 3: state run_completion_tokens 'nan' is not"),
+    ("agent:agent0:cost_usd", "inf", "line 3: state agent:agent0:cost_usd 'inf' is not"),
+    ("agent:agent1:calls", "2e12", "line 3: state agent:agent1:calls is 2e12: an import"),
+    ("turn_deadline", "-inf", "line 3: state turn_deadline '-inf' is not a finite number"),
+    ("spec_version", "soon", "line 3: state spec_version 'soon' is not a whole number"),
+])
+def test_a_state_value_the_room_cannot_go_on_with_is_refused_in_one_line(
+        ran, tmp_path, field, value, says):
+    path = edited(ran, tmp_path, lambda lines: lines[2]["fields"].update({field: value}))
+
+    with pytest.raises(ArchiveError, match=re.escape(f"{path} {says}")) as refused:
+        import_room(ran, path)
+    assert "\n" not in str(refused.value)
+    assert [key for key in ran.keys.room_keys(ROOM) if ran.redis.exists(key)] == []
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"sender": "agent1"}, "'agent1' is an agent in room room-1: people post under their own"),
+    ({"sender": "AGENT0"}, "is an agent in room room-1"),
+    ({"sender": "Ann\nagent0"}, "sender 'Ann\\nagent0' must be 1-64 letters"),
+    ({"content": "x" * 2049}, "the message is 2049 bytes; the most is 2048"),
+    ({"content": " \n"}, "a message needs some content"),
+    ({"ts": "inf"}, "ts 'inf' is not a finite number from 0"),
+])
+def test_a_post_waiting_that_would_be_refused_as_a_post_is_refused(ran, tmp_path, fields,
+                                                                    says):
+    path = edited(ran, tmp_path, lambda lines: first(lines, "inbox")["fields"].update(fields))
+
+    with pytest.raises(ArchiveError, match=re.escape(says)):
+        import_room(RoomStore(ran.redis, ran.keys, message_max_bytes=2048), path)
+    assert [key for key in ran.keys.room_keys(ROOM) if ran.redis.exists(key)] == []
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"content": "x" * 2049}, "line 4: the message is 2049 bytes; the most is 2048"),
+    ({"sender": "Us\ter"}, "line 4: the sender 'Us\\ter' has control characters"),
+    ({"ts": "1e309"}, "line 4: log entry 1-0 ts '1e309' is not a finite number from 0"),
+    ({"run": str(10**13)}, f"line 4: log entry 1-0 run is {10**13}: an import takes"),
+])
+def test_a_logged_message_the_room_could_not_have_written_is_refused(ran, tmp_path, fields,
+                                                                     says):
+    path = edited(ran, tmp_path, lambda lines: first(lines, "log")["fields"].update(fields))
+
+    with pytest.raises(ArchiveError, match=re.escape(says)):
+        import_room(RoomStore(ran.redis, ran.keys, message_max_bytes=2048), path)
+
+
+def test_a_turn_record_whose_answer_costs_a_negative_amount_is_refused(ran, tmp_path):
+    def cost_less_than_nothing(lines: list[dict]) -> None:
+        record = first(lines, "turn")["fields"]
+        answers = json.loads(record["bids"])
+        answers[0]["cost_usd"] = -2.0
+        record["bids"] = json.dumps(answers)
+
+    path = edited(ran, tmp_path, cost_less_than_nothing)
+
+    with pytest.raises(ArchiveError, match=r"line 9: turn record \S+ answer of agent\d "
+                                           r"cost_usd '-2.0' is not a finite number from 0"):
+        import_room(ran, path)

@@ -171,6 +171,19 @@ def test_importing_a_file_that_is_not_an_archive_is_one_line(client, tmp_path):
     assert code == 2 and output.startswith("parley: cannot read") and "No such file" in output
 
 
+def test_importing_an_archive_with_a_total_past_any_number_is_one_line(client, room, tmp_path):
+    path = tmp_path / "room.jsonl"
+    assert invoke("rooms", "archive", room, "--out", str(path))[0] == 0
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[2]["fields"]["prompt_tokens"] = "1e309"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    code, output = invoke("rooms", "import", str(path))
+
+    assert (code, output) == (2, f"parley: {path} line 3: state prompt_tokens '1e309' is not a "
+                                 "finite number from 0\n")
+
+
 def test_transcript_prints_the_whole_conversation_one_message_a_line(client, room):
     assert invoke("transcript", room) == (0, "  1 User: Launch?\n  2 agent1 (score 0.90): "
                                              "Yes.\n  3 agent0 (score 0.80): No.\n")

@@ -214,7 +214,8 @@ def test_the_cli_the_demo_and_the_api_tell_turns_and_stops_through_one_explainer
 # Where get_settings() may be called: the entry points (the CLI's commands, the Celery app's
 # build at a worker's start) and the Client's constructor, for its default.
 SETTINGS_READERS = {
-    ("parley.cli.errors", "friendly.wrapper"), ("parley.cli.services", "coordinator"),
+    ("parley.cli.errors", "friendly.wrapper"), ("parley.cli.common", "read_spec"),
+    ("parley.cli.services", "coordinator"),
     ("parley.cli.services", "worker"), ("parley.cli.services", "health"),
     ("parley.cli.services", "api"), ("parley.cli.demo", "demo"),
     ("parley.client.client", "Client.__init__"), ("parley.workers.app", ""),

@@ -9,6 +9,7 @@ import orjson
 import pytest
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from parley.client import RunTimeout
 from parley.coordinator.lease import LeaseLost
@@ -18,7 +19,7 @@ from parley.shared.keys import Keys
 from parley.shared.models import RoomStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from parley.shared.store import RoomStore, now_ms
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -122,7 +123,10 @@ def test_a_later_post_gives_a_failed_room_its_tries_again(store, sync_redis, asy
 
 @pytest.mark.parametrize("error", [RedisConnectionError("Redis went away"),
                                    ConnectionResetError("broker reset"),
-                                   LeaseLost("lease on room-1 lost")])
+                                   LeaseLost("lease on room-1 lost"),
+                                   OutOfMemoryError("command not allowed when used memory > "
+                                                    "'maxmemory'."),
+                                   ResponseError("MISCONF Redis is unable to persist to disk")])
 def test_outages_and_lost_leases_are_not_counted_against_the_room(
         store, sync_redis, async_redis, keys, error):
     store.post(ROOM, "User", "go")
@@ -136,6 +140,103 @@ def test_outages_and_lost_leases_are_not_counted_against_the_room(
 
     state = store.read_state(ROOM)
     assert (state.failed_takes, state.status, state.epoch) == (0, RoomStatus.IDLE, 4)
+
+
+# --- a room whose take is refused costs that room only
+
+
+def poison_epoch(store: RoomStore, keys: Keys, room: str = ROOM) -> None:
+    """An epoch an archive can carry: HINCRBY would overflow on the room's next take."""
+    store.redis.hset(keys.state(room), "epoch", 2**63 - 1)
+
+
+def test_a_room_whose_epoch_is_at_its_limit_is_set_aside_and_the_other_rooms_are_taken(
+        store, sync_redis, async_redis, keys):
+    poison_epoch(store, keys)
+    store.post(ROOM, "User", "go")
+    for room in ("room-2", "room-3"):
+        store.create_room(room, scripted_spec(rotating_scripts(2, 2)))
+        store.post(room, "User", "go")
+    sync_redis.zadd(keys.runnable, {ROOM: 0})  # the first room due, scan after scan
+    served = coordinator(async_redis, LocalWorkerTransport(sync_redis, keys))
+
+    async def scan_once() -> None:
+        await served.scan()
+        for _, task in list(served.rooms.values()):
+            await task
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(scan_once())
+
+    for room in ("room-2", "room-3"):
+        state = store.read_state(room)
+        assert (state.status, state.stop_reason) == (RoomStatus.IDLE, StopReason.LULL), room
+    state = store.read_state(ROOM)
+    assert (state.failed_takes, state.epoch, state.status) == (1, 2**63 - 1, RoomStatus.IDLE)
+    assert state.last_error.startswith("ResponseError: OVERFLOW epoch 9223372036854775807")
+    # Due again after the ttl, not at the next scan.
+    assert sync_redis.zscore(keys.runnable, ROOM) > now_ms() + 4000
+    (taken,) = events(logs, "room_take_failed")
+    assert (taken["room"], taken["attempt"]) == (ROOM, 1)
+
+
+def test_a_room_refused_at_every_take_ends_failed_with_room_error(store, sync_redis,
+                                                                  async_redis, keys):
+    poison_epoch(store, keys)
+    store.post(ROOM, "User", "go")
+
+    asyncio.run(take(coordinator(async_redis, InMemoryTransport()), sync_redis, keys, 5))
+
+    state = store.read_state(ROOM)
+    assert (state.status, state.stop_reason, state.failed_takes) == (
+        RoomStatus.FAILED, StopReason.ROOM_ERROR, 3)
+    assert state.stop_detail.startswith("ResponseError: OVERFLOW epoch")
+    assert sync_redis.zscore(keys.runnable, ROOM) is None
+    assert store.read_events(ROOM)[-1].type == "run_ended"
+
+
+def test_a_refused_take_is_counted_only_while_nobody_holds_the_room(store, sync_redis, keys):
+    def count_refused() -> list:
+        return Scripts(sync_redis).count_failed_take(
+            keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)],
+            args=["", 3, "ResponseError: OVERFLOW", 1000])
+
+    assert count_refused() == [1, 0]
+    store.redis.set(keys.lease(ROOM), "c2:1")
+    with pytest.raises(ResponseError, match="LEASELOST"):
+        count_refused()
+    assert store.read_state(ROOM).failed_takes == 1
+
+
+def test_a_refused_take_of_a_room_that_already_failed_writes_nothing(store, sync_redis, keys):
+    """Two coordinators refused the room at once: the second count finds it failed."""
+    def count_refused() -> list:
+        return Scripts(sync_redis).count_failed_take(
+            keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)],
+            args=["", 2, "ResponseError: OVERFLOW", 1000])
+
+    assert [count_refused(), count_refused()] == [[1, 0], [2, 1]]
+    before = (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM)))
+    assert count_refused() == [2, 2]
+    assert (store.redis.hgetall(keys.state(ROOM)), store.redis.xrange(keys.events(ROOM))) == before
+
+
+def test_a_scan_that_finds_a_refused_room_failed_already_takes_it_off_the_runnable_set(
+        store, sync_redis, async_redis, keys):
+    """Another coordinator failed it, and its unschedule lost a race with a postpone."""
+    poison_epoch(store, keys)
+    store.post(ROOM, "User", "go")
+    asyncio.run(take(coordinator(async_redis, InMemoryTransport()), sync_redis, keys, 3))
+    sync_redis.zadd(keys.runnable, {ROOM: 0})
+    events_before = store.read_events(ROOM)
+
+    with structlog.testing.capture_logs() as logs:
+        asyncio.run(coordinator(async_redis, InMemoryTransport()).scan())
+
+    assert sync_redis.zscore(keys.runnable, ROOM) is None
+    assert store.read_state(ROOM).failed_takes == 3
+    assert store.read_events(ROOM) == events_before
+    assert events(logs, "room_take_failed") == events(logs, "room_failed") == []
 
 
 def test_a_commit_resets_the_count_of_failed_takes(store, sync_redis, async_redis, keys):
