@@ -17,6 +17,7 @@ import structlog
 
 from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
 from parley.workers.credentials import redact_keys
+from parley.workers.deadlines import DeadlinePassed
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError, scripted_completion
 from parley.workers.streaming import ChunkWriter
@@ -68,7 +69,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     try:
         on_text = stream.write if stream is not None else None
         if agent.is_scripted:
-            raw, usage = scripted_completion(agent, call.number or turn, on_text), {}
+            raw, usage = scripted_completion(agent, call.number or turn, deadline, on_text), {}
         else:
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
@@ -96,10 +97,12 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
 
 
 def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
-    """The kind of failure a call raised: a scripted entry's error, or (for an agent with a
-    real model) what workers.llm tells of its call's error."""
+    """The kind of failure a call raised: a scripted entry's error, a deadline that came
+    first, or (for an agent with a real model) what workers.llm tells of its call's error."""
     if isinstance(error, ScriptedError):
         return ErrorKind.SCRIPTED
+    if isinstance(error, DeadlinePassed):
+        return ErrorKind.TIMEOUT
     if agent.is_scripted:
         return ErrorKind.OTHER
     from parley.workers.llm import classify_error  # imports litellm: only for real agents

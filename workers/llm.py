@@ -36,6 +36,7 @@ from parley.workers.credentials import (
     credential_for,
     withheld_refusal,
 )
+from parley.workers.deadlines import STOPPING, DeadlinePassed, pause, until_deadline
 from parley.workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
@@ -82,10 +83,6 @@ KEYLESS_PROVIDERS = frozenset({
 })
 # What a provider answers when it wants a key the call did not carry.
 REFUSALS = (litellm.AuthenticationError, litellm.PermissionDeniedError)
-
-
-class DeadlinePassed(TimeoutError):
-    """Too little time is left before the turn's deadline to make (another) call."""
 
 
 # Each call kind's prompt; only a bid (or an intent) forces the respond tool.
@@ -144,17 +141,16 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
 def read_stream(stream: Any, messages: list[ChatMessage], on_text: Callable[[str], None],
                 deadline: float) -> Any:
     """Hand on each piece of a streamed reply's text; the whole response, rebuilt from its
-    chunks (with the usage the last one carries). The deadline bounds the whole stream."""
+    chunks (with the usage the last one carries). The deadline bounds the whole stream: a
+    provider that stalls mid-reply is given up on there, not at its read timeout."""
     chunks = []
-    for chunk in stream:
+    for chunk in until_deadline(stream, deadline):
         chunks.append(chunk)
         choices = getattr(chunk, "choices", None) or []
         delta = getattr(choices[0], "delta", None) if choices else None
         text = getattr(delta, "content", None) if delta is not None else None
         if text:
             on_text(text)
-        if time.time() > deadline:
-            raise DeadlinePassed("the reply was still streaming at the deadline")
     if not chunks:
         raise litellm.APIConnectionError(message="the stream ended before any chunk",
                                          llm_provider="", model="")
@@ -231,7 +227,8 @@ def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str |
 
 
 def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -> Any:
-    """Call litellm; on a rate limit, back off and retry while the deadline allows."""
+    """Call litellm; on a rate limit, back off and retry while the deadline allows (and
+    the worker is not shutting down)."""
     attempt = 0
     while True:
         timeout = attempt_timeout(agent, deadline)
@@ -239,11 +236,13 @@ def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -
             return litellm.completion(**request, timeout=timeout)
         except litellm.RateLimitError as error:
             wait = backoff_s(attempt, retry_after_s(error))
-            if time.time() + wait + MIN_CALL_S >= deadline:
+            if time.time() + wait + MIN_CALL_S >= deadline or STOPPING.is_set():
                 raise
             log.info("rate_limited_retry", agent=agent.name, attempt=attempt + 1,
                      wait_s=round(wait, 3))
-            time.sleep(wait)
+            pause(wait, deadline, "the rate limit's backoff")
+            if STOPPING.is_set():
+                raise
             attempt += 1
 
 

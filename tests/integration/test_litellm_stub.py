@@ -13,6 +13,7 @@ import pytest
 from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
 from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
 from parley.workers.bidding import Call, make_bid
+from parley.workers.deadlines import DeadlinePassed
 from parley.workers.llm import call_model, token_counter
 from parley.workers.prompts import input_budget
 from tests.support.openai_stub import (
@@ -240,3 +241,20 @@ def test_a_local_model_is_costed_with_its_own_prices_on_every_call_and_free_with
         assert priced.cost_usd == pytest.approx(1000 * 1e-6 + 100 * 3e-6)
     stub.script("local-free", tool_call(0.6, "x", prompt_tokens=1000, completion_tokens=100))
     assert bid(agent_on(stub, "Free", "local-free")).cost_usd == 0.0
+
+
+def test_a_stream_that_stalls_mid_reply_is_given_up_at_the_deadline_not_at_its_read_timeout(stub):
+    # Chunks 0.6 s apart, then silence: each read may wait the whole attempt timeout (the
+    # 2.5 s left, rounded up to 3 s), so only the deadline ends the call at 2.5 s.
+    stub.script("stalling", text("warm"), text("aaaa bbbb cccc dddd eeee", completion_tokens=5,
+                                               token_s=0.6, stall_after=3))
+    agent = agent_on(stub, "Stalling", "stalling")
+    call_model(agent, [agent], TRANSCRIPT, time.time() + 30, CallKind.SPEAK, on_text=print)
+    pieces: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(DeadlinePassed, match="still streaming at the deadline"):
+        call_model(agent, [agent], TRANSCRIPT, time.time() + 2.5, CallKind.SPEAK,
+                   on_text=pieces.append)
+
+    assert 2.4 < time.monotonic() - started < 3.5
+    assert "".join(pieces) == "aaaa bbbb cccc "
