@@ -8,6 +8,7 @@ raised) or by the parser (no respond tool call, output it could not read).
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,13 +46,16 @@ class Call:
     phase: int = 0
     number: int = 0  # 0 for a request that does not number its calls: the turn stands in
     intent: str = ""  # an intent-mode reply's: what the agent said it would say
+    # What is left of the room's spending limits: the call's output is capped by it.
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
 
 
 def call_in(request: BidRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
-                request.calls.get(agent, 0), intent)
+                request.calls.get(agent, 0), intent, request.max_tokens, request.max_cost_usd)
 
 
 def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
@@ -64,7 +68,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     started = time.perf_counter()
     turn = call.turn
     bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
-              phase=call.phase, call=call.number)
+              phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
     try:
         on_text = stream.write if stream is not None else None
@@ -74,7 +78,8 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
-                                    on_text=on_text, intent=call.intent)
+                                    on_text=on_text, intent=call.intent,
+                                    left=(call.max_tokens, call.max_cost_usd))
         if stream is not None:
             stream.flush()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
@@ -94,6 +99,11 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                         error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     return bid.model_copy(update={"latency_ms": latency_ms})
+
+
+def new_answer_id() -> str:
+    """A fresh id for an answer: 64 random bits, plenty among a room's last answers."""
+    return secrets.token_hex(8)
 
 
 def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:

@@ -54,10 +54,11 @@ REDIS_RETRIES = 30
 def _redis() -> redis.Redis:
     # Every task thread may write bids at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
-    # A dropped connection (a Redis restart) is retried: a bid written twice is harmless,
-    # the coordinator keeps each agent's first. Retries come at most worker_reconnect_max_s
-    # apart and go on through a long outage: a bid that cost a model call is worth keeping,
-    # and the coordinator gives a turn that overlapped an outage its time again.
+    # A dropped connection (a Redis restart) is retried: a bid written again after its
+    # reply was lost is known by its answer_id, neither kept nor counted twice. Retries
+    # come at most worker_reconnect_max_s apart and go on through a long outage: a bid
+    # that cost a model call is worth keeping (and counting), and the coordinator gives a
+    # turn that overlapped an outage its time again.
     settings = get_settings()
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     if settings.redis_cluster:

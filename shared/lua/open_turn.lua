@@ -9,13 +9,7 @@
 -- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
 -- BADARG (a time is not a finite number, the cap not a count) or BADSTATE (turn, run_turns
 -- or last_seq is not a count).
-local function finite(value)
-  local number = tonumber(value)
-  if number == nil or number ~= number or number == math.huge or number == -math.huge then
-    return nil
-  end
-  return number
-end
+-- @include finite
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')

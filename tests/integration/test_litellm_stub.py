@@ -258,3 +258,15 @@ def test_a_stream_that_stalls_mid_reply_is_given_up_at_the_deadline_not_at_its_r
 
     assert 2.4 < time.monotonic() - started < 3.5
     assert "".join(pieces) == "aaaa bbbb cccc "
+
+
+def test_the_max_tokens_sent_to_the_model_is_lowered_to_what_is_left_of_the_limits(stub):
+    prices = {"input_cost_per_token": 1e-4, "output_cost_per_token": 1e-3}
+    agent = agent_on(stub, "Capped", "capped", max_tokens=300, litellm_kwargs=prices)
+    for left in [(None, None), (120, None), (120, 0.05)]:
+        stub.script("capped", tool_call(0.5, "x"))
+        make_bid(agent, [agent], Call(1, 0, max_tokens=left[0], max_cost_usd=left[1]),
+                 lambda: TRANSCRIPT, time.time() + 10)
+
+    # The agent's own 300; the 120 tokens left; the 50 output tokens $0.05 buys at $0.001.
+    assert [r.body["max_tokens"] for r in stub.requests_for("capped")] == [300, 120, 50]
