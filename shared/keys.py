@@ -100,7 +100,9 @@ is about 3.9 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29
 agents with 1,500-character drafts; a bid 0.8-1.9 KB; an event about 120-150 bytes (a
 run_ended carries the run's answer); a dead letter at most 41 KB. At the default caps
 (turns 1,000, bids 2,000, events 10,000, dead letters 100) a busy 16-agent room's capped
-streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB.
+streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB. The answer
+ids beside the answers stream take about 120 bytes an id once past 128 of them: 240 KB at
+the answers' default cap (``MEMORY USAGE`` of 2,000 ids).
 """
 
 from __future__ import annotations
