@@ -17,6 +17,7 @@ a stream's next chunk       at the deadline (the call fails ``timeout``); the re
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -66,7 +67,9 @@ def until_deadline(items: Iterable[T], deadline: float) -> Iterator[T]:
             if abandoned.is_set() and callable(close := getattr(items, "close", None)):
                 close()
 
-    threading.Thread(target=read, name="call-stream", daemon=True).start()
+    # In the call's context: its log fields (room, turn) go with what the reader logs.
+    threading.Thread(target=contextvars.copy_context().run, args=(read,), name="call-stream",
+                     daemon=True).start()
     try:
         while True:
             left = deadline - time.time()
