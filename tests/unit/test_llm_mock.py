@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from parley.shared.models import AgentSpec, BidStatus, ErrorKind, Message
-from parley.workers import llm
+from parley.workers import deadlines, llm
 from parley.workers.bidding import Call, make_bid
 from parley.workers.credentials import read_api_key
 from parley.workers.prompts import build_prompt, input_budget
@@ -257,3 +257,16 @@ def test_a_call_the_dollars_left_buy_no_token_of_is_not_made():
     assert bid.error == ("BudgetSpent: not made: the $0.0004 left of the cost limits buys no "
                          "output token at $0.001 a token")
     assert (bid.prompt_tokens, bid.cost_usd) == (0, 0.0)
+
+
+def test_a_worker_shutting_down_retries_no_rate_limit():
+    agent = mocked(litellm_kwargs={"mock_response": "litellm.RateLimitError"})
+    deadlines.STOPPING.set()
+    try:
+        with capture_logs() as logs:
+            bid = bid_of(agent, deadline_s=5)
+    finally:
+        deadlines.STOPPING.clear()
+
+    assert bid.error_kind is ErrorKind.RATE_LIMIT
+    assert [entry for entry in logs if entry["event"] == "rate_limited_retry"] == []
