@@ -13,20 +13,21 @@ from redis.exceptions import ResponseError
 from parley.coordinator.lease import Lease, LeaseLost
 from parley.coordinator.policies.base import POSTED, Decision
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
+from parley.shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord, Usage
 from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
     POLICY_FIELD_PREFIX,
+    RUN_TOTAL_PREFIX,
     SENDER_MAX_BYTES,
     RoomState,
     agent_message_fields,
-    agent_total_field,
     bid_from_fields,
+    call_counts,
     decode,
     floor_change_from_entry,
-    run_total_field,
     turn_record_fields,
+    usage_from,
 )
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
@@ -172,6 +173,13 @@ class RoomIO:
                                           count=most)
         return [floor_change_from_entry(entry_id, raw) for entry_id, raw in entries]
 
+    async def read_usage(self, room: str) -> tuple[Usage, Usage]:
+        """The totals of every answer so far: the current run's and the room's."""
+        fields = [f"{prefix}{total}" for prefix in (RUN_TOTAL_PREFIX, "") for total in CALL_TOTALS]
+        values = await self.redis.hmget(self.keys.state(room), fields)
+        read = {name: decode(value) for name, value in zip(fields, values, strict=True) if value}
+        return usage_from(read, RUN_TOTAL_PREFIX), usage_from(read)
+
     async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""
         entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
@@ -280,7 +288,8 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, lo
     the turn's decision time."""
     payload: dict[str, Any] = {
         "fields": state_updates(decision),
-        "usage": usage_increments(record.bids),
+        # Tokens and cost were counted as each answer landed (write_bids.lua).
+        "usage": call_counts(record.bids),
         "record": turn_record_fields(record),
         "turns_maxlen": str(turns_maxlen),
         "log_maxlen": str(log_maxlen),
@@ -313,22 +322,3 @@ def state_updates(decision: Decision) -> dict[str, str]:
 def floor_fields(decision: Decision) -> dict[str, str]:
     """The room-scoped policy fields a decision sets (``floor:<field>``)."""
     return {f"{FLOOR_FIELD_PREFIX}{name}": value for name, value in decision.floor_state.items()}
-
-
-def usage_increments(bids: list[Bid]) -> dict[str, str]:
-    """Increments of the room's, the run's and each agent's running totals: every call
-    counts, and its tokens and cost."""
-    increments: dict[str, float] = {}
-
-    def add(field_name: str, amount: float) -> None:
-        increments[field_name] = increments.get(field_name, 0) + amount
-
-    for bid in bids:
-        add(agent_total_field(bid.agent, "calls"), 1)
-        for total in CALL_TOTALS:
-            amount = float(getattr(bid, total))
-            if amount:
-                add(total, amount)
-                add(run_total_field(total), amount)
-                add(agent_total_field(bid.agent, total), amount)
-    return {field_name: repr(amount) for field_name, amount in increments.items()}

@@ -13,6 +13,7 @@ from parley.coordinator import policies
 from parley.coordinator.lease import Lease
 from parley.coordinator.outages import OutageClock
 from parley.coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
+from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
@@ -64,13 +65,21 @@ class TurnAnswers:
     ops_after: str = "0-0"  # floor changes after this id came while the turn ran
     answers: list[Bid] = field(default_factory=list)
     arrived: dict[tuple[int, str], Bid] = field(default_factory=dict)
+    # What came and took no part: recorded with the turn as its late answers.
+    late: list[Bid] = field(default_factory=list)
+    closed: set[int] = field(default_factory=set)  # the phases timed out
 
     def keep(self, entries: list[tuple[str, Bid]]) -> None:
-        """Keep each call's first answer for this turn (late answers of earlier turns and
-        redelivered duplicates are ignored) and move the cursor past them."""
+        """Keep each call's first answer for this turn's open phases and move the cursor
+        past them; the others (earlier turns' answers, this turn's past their phase's
+        deadline, redelivered duplicates) are late."""
         for self.cursor, answer in entries:  # noqa: B007 - the last id read is the cursor
-            if answer.turn == self.turn:
-                self.arrived.setdefault((answer.phase, answer.agent), answer)
+            key = (answer.phase, answer.agent)
+            if answer.turn == self.turn and answer.phase not in self.closed \
+                    and key not in self.arrived:
+                self.arrived[key] = answer
+            else:
+                self.late.append(answer)
 
     def unanswered(self, phase: int, calls: Calls) -> bool:
         """True when none of the phase's calls has answered yet."""
@@ -94,6 +103,7 @@ class TurnAnswers:
             self.arrived.get((phase, name))
             or timed_out(name, self.turn, calls.kind, phase, numbers[name])
             for name in calls.agents)
+        self.closed.add(phase)
 
 
 @dataclass
@@ -201,7 +211,7 @@ class RoomRunner:
                 break
             phase, calls = phase + 1, decision.next
             turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
-        drained = await self.commit(state, turn, view, inbox.answers, decision)
+        drained = await self.commit(state, turn, view, inbox, decision)
         self.outages.forget(self.lease.room)
         return drained
 
@@ -212,7 +222,7 @@ class RoomRunner:
         answered by the deadline counts as timed out (a turn nobody answered at all is
         asked once more)."""
         room = self.lease.room
-        await self.fan_out(turn, phase, calls, inbox.missing(phase, calls), inbox.numbers(calls))
+        await self.fan_out(turn, phase, calls, inbox)
         asked_again = False
         while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
@@ -225,8 +235,7 @@ class RoomRunner:
                 # The workers were cut off too: their requests may be lost or expired.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_given_time_again", room=room, turn=turn.number, phase=phase)
-                await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),
-                                   inbox.numbers(calls))
+                await self.fan_out(turn, phase, calls, inbox)
                 continue
             if block_ms <= 0 and inbox.unanswered(phase, calls) and not asked_again:
                 # Nobody answered the phase: a worker killed while holding its only task must
@@ -234,8 +243,7 @@ class RoomRunner:
                 # participant's reply). Ask once more; an unserved queue still fails.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_asked_again", room=room, turn=turn.number, phase=phase)
-                await self.fan_out(turn, phase, calls, inbox.missing(phase, calls),
-                                   inbox.numbers(calls))
+                await self.fan_out(turn, phase, calls, inbox)
                 asked_again = True
                 continue
             if block_ms <= 0:
@@ -256,12 +264,27 @@ class RoomRunner:
                                                          numbers[name])
                 log.info("turn_cut", room=self.lease.room, turn=inbox.turn, agent=name)
 
-    async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, agents: list[str],
-                      numbers: dict[str, int]) -> None:
-        """Send one task per queue and chunk of agents; ``numbers`` are the agents' call
-        numbers (a scripted agent's k-th call replays its k-th entry)."""
+    async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, inbox: TurnAnswers
+                      ) -> None:
+        """Make the phase's calls still missing: one task per queue and chunk of agents,
+        each call with its number (a scripted agent's k-th call replays its k-th entry)
+        and capped at what is left of the room's spending limits. With nothing left, the
+        calls are not made: each is answered as such, of kind ``budget``."""
+        agents, numbers = inbox.missing(phase, calls), inbox.numbers(calls)
         if not agents:
             return
+        left = Left(None, None)
+        if has_limits(self.spec.limits):
+            run_usage, room_usage = await self.io.read_usage(self.lease.room)
+            limit = reached(self.spec.limits, run_usage, room_usage)
+            if limit is not None:
+                for name in agents:
+                    inbox.arrived[(phase, name)] = not_made(name, turn.number, calls.kind,
+                                                            phase, numbers[name], limit)
+                log.info("calls_not_made", room=self.lease.room, turn=turn.number,
+                         phase=phase, limit=limit.field)
+                return
+            left = left_of(self.spec.limits, run_usage, room_usage)
         queues = {caller.name: caller.queue for caller in self.spec.callers}
         by_queue: dict[str, list[str]] = {}
         for name in agents:
@@ -271,18 +294,20 @@ class RoomRunner:
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
             spec_version=self.spec_version, instructions=dict(calls.instructions),
+            max_tokens=left.tokens, max_cost_usd=left.cost_usd,
         )
         requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
         # A publish waits for the broker's reply: in a thread, so that meanwhile the event
         # loop (every other room of this coordinator) keeps moving.
         await asyncio.to_thread(self.transport.send, requests)
 
-    async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
-                     decision: Decision) -> Drained | None:
+    async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView,
+                     inbox: TurnAnswers, decision: Decision) -> Drained | None:
         """Write the decision with the fenced commit script and log the turn (and the
         warnings the decision asks for: logged once, as the turn is committed once);
         returns what the commit saw for the next turn."""
-        record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
+        record = turn_record(state, turn, view, inbox.answers, decision, self.lease.epoch,
+                             inbox.late)
         seq, drained = await self.io.commit(self.lease, record, decision,
                                             self.options.turns_maxlen)
         log_turn(record, decision, seq)
@@ -349,12 +374,14 @@ def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int =
 
 
 def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
-                decision: Decision, epoch: int) -> TurnRecord:
-    """The record of a decided turn: all it was decided from, and the decision."""
+                decision: Decision, epoch: int, late: list[Bid] | None = None) -> TurnRecord:
+    """The record of a decided turn: all it was decided from, the decision, and the late
+    answers that came meanwhile."""
     return TurnRecord(
         turn=turn.number, run=state.run, run_turns=view.run_turns, epoch=epoch,
         snapshot_seq=turn.snapshot_seq, messages_in_run=state.messages_in_run,
         recent=list(state.recent), policy_state=dict(view.policy_state), bids=bids,
+        late=late or [],
         floor_state=dict(view.floor_state), addressed=decision.addressed,
         unread=[PostedMessage(seq=p.seq, sender=p.sender, content=p.content)
                 for p in view.unread],
@@ -368,14 +395,16 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid
 
 def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
     """The turn's one log line: who spoke and what (the start of it), why the run stopped,
-    and every call with its tokens, cost and latency."""
+    every call with its tokens, cost and latency, and the late answers that came."""
     log.info(
         "turn_committed", speaker=decision.winner, seq=seq or None,
         message=one_line(decision.message, MESSAGE_LOG_CHARS) or None,
         message_chars=len(decision.message), stop_reason=decision.stop,
         detail=decision.detail or None, cuts=decision.cuts or None,
         turn_ms=round((record.decided_at - record.opened_at) * 1000, 2),
-        calls=[call_usage(bid) for bid in record.bids], prompt_tokens=record.prompt_tokens,
+        calls=[call_usage(bid) for bid in record.bids],
+        late=[call_usage(bid) for bid in record.late] or None,
+        prompt_tokens=record.prompt_tokens,
         completion_tokens=record.completion_tokens, cost_usd=record.cost_usd,
     )
 

@@ -13,13 +13,15 @@ key                       type    holds                                       wr
                                   turn_deadline, turn_snapshot_seq,
                                   turn_bids_from, turn_opened_at, epoch,
                                   stop_reason, stop_detail, token/cost totals
-                                  of every call (``prompt_tokens``,
-                                  ``completion_tokens``, ``cost_usd``: 0 from
-                                  the room's creation; the current run's
-                                  ``run_<same>``, reset when a run starts;
-                                  per agent ``agent:<name>:<same>``, and
-                                  ``agent:<name>:calls``, which numbers a
-                                  scripted agent's calls), run_turns,
+                                  of every answer, counted as it lands
+                                  (``prompt_tokens``, ``completion_tokens``,
+                                  ``cost_usd``: 0 from the room's creation;
+                                  the current run's ``run_<same>``, reset
+                                  when a run starts; per agent
+                                  ``agent:<name>:<same>``), and
+                                  ``agent:<name>:calls`` (the calls of
+                                  committed turns, which numbers a scripted
+                                  agent's calls), run_turns,
                                   spec_version, answer (the run's answer so
                                   far), ``policy:<field>`` (the floor
                                   policy's own fields, cleared when a run
@@ -52,12 +54,20 @@ key                       type    holds                                       wr
                                   call kind, late ones too: agent, turn,
                                   kind, phase, call, attempt, score,
                                   message, status, error, error_kind,
-                                  tokens, cost, latency, dropped_messages;
-                                  trimmed to about ``bids_stream_maxlen``
+                                  tokens, cost, latency, dropped_messages,
+                                  answer_id; trimmed to about
+                                  ``bids_stream_maxlen``
+``{R}:answer_ids``        zset    the ids of the answers written last (by       workers (Lua)
+                                  ms), as many as the answers stream keeps:
+                                  an answer written again (a retry after a
+                                  lost reply) is neither kept nor counted
+                                  twice
 ``{R}:turns``             stream  one record per decided turn (flat fields;     coordinator (Lua) /
                                   ``bids`` is the JSON list of every phase's    operators, tests
-                                  answers; recent, policy_state, adjusted and
-                                  cuts are JSON too); trimmed to about
+                                  answers, ``late`` of the answers that came
+                                  meanwhile and took no part; recent,
+                                  policy_state, adjusted and cuts are JSON
+                                  too); trimmed to about
                                   ``turns_stream_maxlen``
 ``{R}:floor_ops``         stream  a mention room's floor changes (listen,      client (Lua) /
                                   talk, instruct, regenerate): op, agent,       coordinator
@@ -93,7 +103,9 @@ is about 3.9 KB at 4 agents and 15 KB at 16 agents with 600-character drafts, 29
 agents with 1,500-character drafts; a bid 0.8-1.9 KB; an event about 120-150 bytes (a
 run_ended carries the run's answer); a dead letter at most 41 KB. At the default caps
 (turns 1,000, bids 2,000, events 10,000, dead letters 100) a busy 16-agent room's capped
-streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB.
+streams hold at most about 38 MB (under 40 MB), a 4-agent room's about 11 MB. The answer
+ids beside the answers stream take about 120 bytes an id once past 128 of them: 240 KB at
+the answers' default cap (``MEMORY USAGE`` of 2,000 ids).
 """
 
 from __future__ import annotations
@@ -147,6 +159,10 @@ class Keys:
         """Every bid workers wrote for the room."""
         return self._room(room, "bids")
 
+    def answer_ids(self, room: str) -> str:
+        """The ids of the answers written last, so that none is written (or counted) twice."""
+        return self._room(room, "answer_ids")
+
     def turns(self, room: str) -> str:
         """One record per decided turn."""
         return self._room(room, "turns")
@@ -168,7 +184,7 @@ class Keys:
         the rest. Deleting, archiving and expiring a room go by this list."""
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
                 self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
-                self.floor_ops(room), self.events(room)]
+                self.floor_ops(room), self.events(room), self.answer_ids(room)]
 
     @property
     def rooms(self) -> str:

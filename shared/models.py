@@ -440,11 +440,12 @@ POLICY_KINDS = ("bid", "selector", "roundtable", "mention")
 
 class RoomLimits(Strict):
     """What a room's calls may spend, per run and over the room's whole life; unset, no
-    limit. Every call counts, of every kind (bids, the selector's picks, replies): its
-    prompt and completion tokens, and its cost as litellm prices it. A run stops with
-    ``budget`` before a turn once a total has reached its limit; a turn that started
-    below every limit runs to its end, so a total may end past its limit by at most one
-    turn's calls."""
+    limit. Every answer that reaches Redis counts, of every kind (bids, the selector's
+    picks, replies), late or of a cancelled turn: its prompt and completion tokens, and its
+    cost as litellm prices it. A run stops with ``budget`` before a turn once a total has
+    reached its limit; each call of a turn is capped at what is left (coordinator.policies.
+    budget), so a total may end past its limit by the turn's prompts and by its other
+    calls' outputs."""
 
     max_tokens_per_run: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
     max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
@@ -696,6 +697,7 @@ class ErrorKind(StrEnum):
     PROVIDER_ERROR = "provider_error"  # the provider failed (5xx, overloaded)
     SCRIPTED = "scripted"  # a scripted agent's entry raised its error
     CANCELLED = "cancelled"  # the turn was cut: its agent was set to only listen meanwhile
+    BUDGET = "budget"  # not made: nothing was left of a spending limit (limits) for it
     OTHER = "other"  # anything else: the error text says what
 
 
@@ -752,6 +754,9 @@ class Bid(BaseModel):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     dropped_messages: int = 0
+    # The worker's id for this answer ("" where none was given): a write repeated after a
+    # lost reply is recognised by it, and neither kept nor counted twice.
+    answer_id: str = ""
 
     @property
     def failed(self) -> bool:
@@ -777,6 +782,11 @@ class TurnRecord(BaseModel):
     # message, whose seq is given at commit): a mention room's only.
     addressed: dict[str, list[str]] = Field(default_factory=dict)
     bids: list[Bid]
+    # Answers that reached Redis while the turn was played and took no part in its
+    # decision: this turn's after their phase's deadline, earlier turns' that came after
+    # theirs was decided or abandoned, a call's second answer. Each counted in the room's
+    # totals as it landed, and in this turn's below.
+    late: list[Bid] = Field(default_factory=list)
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None
     score: float | None = None
@@ -788,30 +798,36 @@ class TurnRecord(BaseModel):
     deadline: float = 0.0
     decided_at: float = 0.0
 
-    # The turn's totals over its calls, derived from the bids so they always agree with them.
+    # The turn's totals over its answers, late ones included, derived from them so they
+    # always agree with them.
     @computed_field  # type: ignore[prop-decorator]
     @property
     def prompt_tokens(self) -> int:
-        """Prompt tokens of every call in the turn."""
-        return sum(bid.prompt_tokens for bid in self.bids)
+        """Prompt tokens of every answer in the turn."""
+        return sum(bid.prompt_tokens for bid in self.paid)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def completion_tokens(self) -> int:
-        """Completion tokens of every call in the turn."""
-        return sum(bid.completion_tokens for bid in self.bids)
+        """Completion tokens of every answer in the turn."""
+        return sum(bid.completion_tokens for bid in self.paid)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def cached_tokens(self) -> int:
-        """Prompt tokens of the turn's calls that providers read from their prompt cache."""
-        return sum(bid.cached_tokens for bid in self.bids)
+        """Prompt tokens of the turn's answers that providers read from their prompt cache."""
+        return sum(bid.cached_tokens for bid in self.paid)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def cost_usd(self) -> float:
-        """What the turn's calls cost, in US dollars."""
-        return sum(bid.cost_usd for bid in self.bids)
+        """What the turn's answers cost, in US dollars."""
+        return sum(bid.cost_usd for bid in self.paid)
+
+    @property
+    def paid(self) -> list[Bid]:
+        """Every answer the record holds: the decided ones, then the late."""
+        return [*self.bids, *self.late]
 
 
 class BidRequest(BaseModel):
@@ -831,3 +847,8 @@ class BidRequest(BaseModel):
     snapshot_seq: int
     deadline: float
     spec_version: int
+    # What is left of the room's and run's spending limits as the calls go out (None: no
+    # such limit): each call's output is capped by it (max_tokens; a cost estimated at
+    # the model's output price, where the worker knows it).
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None

@@ -123,6 +123,29 @@ def run_total_field(total: str) -> str:
 ZERO_TOTALS = {field: "0" for total in USAGE_TOTALS for field in (total, run_total_field(total))}
 
 
+def usage_increments(bids: list[Bid]) -> dict[str, str]:
+    """What the answers add to the room's, the run's and each agent's running totals of
+    tokens and cost (write_bids.lua adds them as the answers land)."""
+    increments: dict[str, float] = {}
+    for bid in bids:
+        for total in CALL_TOTALS:
+            amount = float(getattr(bid, total))
+            if amount:
+                for field in (total, run_total_field(total), agent_total_field(bid.agent, total)):
+                    increments[field] = increments.get(field, 0) + amount
+    return {field: repr(amount) for field, amount in increments.items()}
+
+
+def call_counts(bids: list[Bid]) -> dict[str, str]:
+    """What a committed turn's answers add to each agent's count of calls (its next call's
+    number: a scripted agent's next entry)."""
+    counts: dict[str, int] = {}
+    for bid in bids:
+        field = agent_total_field(bid.agent, "calls")
+        counts[field] = counts.get(field, 0) + 1
+    return {field: str(count) for field, count in counts.items()}
+
+
 def usage_from(fields: dict[str, str], prefix: str = "") -> Usage:
     """The totals stored under ``prefix`` (``""`` the room's, ``run_`` the run's); a
     missing field is 0."""
@@ -189,8 +212,9 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     """A turn record as flat turns-stream fields (the bids as one JSON list; recent,
     policy_state, adjusted and cuts as JSON too)."""
     data = record.model_dump(mode="json",
-                             exclude={"bids", "recent", "adjusted", "cuts", "policy_state",
-                                      "floor_state", "unread", "ops", "addressed"})
+                             exclude={"bids", "late", "recent", "adjusted", "cuts",
+                                      "policy_state", "floor_state", "unread", "ops",
+                                      "addressed"})
     fields = {name: "" if value is None else _plain(value) for name, value in data.items()}
     fields["recent"] = orjson.dumps(record.recent).decode()
     fields["policy_state"] = orjson.dumps(record.policy_state).decode()
@@ -202,9 +226,15 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     # Fields at their defaults are left out of each answer: a turn record is kept per turn.
-    fields["bids"] = orjson.dumps([bid.model_dump(mode="json", exclude_defaults=True)
-                                   for bid in record.bids]).decode()
+    fields["bids"] = answers_json(record.bids)
+    fields["late"] = answers_json(record.late)
     return fields
+
+
+def answers_json(bids: list[Bid]) -> str:
+    """Answers as a turn record's JSON list, each without its fields at their defaults."""
+    return orjson.dumps([bid.model_dump(mode="json", exclude_defaults=True)
+                         for bid in bids]).decode()
 
 
 def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
@@ -221,6 +251,7 @@ def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:
     data["ops"] = orjson.loads(f.get("ops") or "[]")
     data["addressed"] = orjson.loads(f.get("addressed") or "{}")
     data["bids"] = orjson.loads(f["bids"])
+    data["late"] = orjson.loads(f.get("late") or "[]")  # absent from older records
     return TurnRecord.model_validate(data)
 
 

@@ -46,6 +46,7 @@ from parley.shared.records import (
     floor_change_from_entry,
     message_from_fields,
     turn_record_from_fields,
+    usage_increments,
 )
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
@@ -358,15 +359,19 @@ class RoomStore:
         self.write_bids(room, [bid], maxlen)
 
     def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> int:
-        """Append bids to the room's bids stream, each with its ``answer_arrived`` event,
-        in one round trip; returns how many were written: none when the room is gone
-        (deleted, archived or expired meanwhile)."""
+        """Append bids to the room's bids stream, each with its ``answer_arrived`` event and
+        its tokens and cost counted in the room's totals, in one round trip; returns how
+        many were written: none when the room is gone (deleted, archived or expired
+        meanwhile), and none of those already written under their ``answer_id``."""
         args: list[Any] = [maxlen, self.events_maxlen]
         for bid in bids:
             fields, event = bid_fields(bid), answer_event_fields(bid)
-            args += [len(fields), *_pairs(fields), len(event), *_pairs(event)]
+            increments = usage_increments([bid])
+            args += [bid.answer_id, len(fields), *_pairs(fields), len(event), *_pairs(event),
+                     len(increments), *_pairs(increments)]
         return int(self.scripts.write_bids(
-            keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
+            keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room),
+                  self.keys.answer_ids(room)],
             args=args))
 
     def write_chunk(self, room: str, turn: int, phase: int, agent: str, index: int,

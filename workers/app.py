@@ -14,7 +14,7 @@ import redis
 import structlog
 from celery import Celery, bootsteps
 from celery.app.amqp import AMQP
-from celery.signals import setup_logging, worker_ready, worker_shutdown
+from celery.signals import setup_logging, worker_ready, worker_shutdown, worker_shutting_down
 
 from parley.shared.connections import broker_use_ssl
 from parley.shared.health import (
@@ -28,6 +28,7 @@ from parley.shared.health import (
 from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.protocol import DEFAULT_QUEUE
 from parley.shared.settings import Settings, get_settings
+from parley.workers.deadlines import STOPPING
 
 log = structlog.get_logger("parley.worker")
 
@@ -234,6 +235,13 @@ class ConsumerLiveness(bootsteps.StartStopStep):
             self.ticking = None
 
     shutdown = stop
+
+
+@worker_shutting_down.connect
+def wake_waiting_calls(**_: object) -> None:
+    """A shutting-down worker waits for its running tasks: their calls stop waiting (a
+    script's sleep, a rate limit's backoff) so that it does not wait for those."""
+    STOPPING.set()
 
 
 @worker_shutdown.connect

@@ -8,6 +8,7 @@ raised) or by the parser (no respond tool call, output it could not read).
 from __future__ import annotations
 
 import re
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import structlog
 from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
 from parley.shared.settings import Settings
 from parley.workers.credentials import redact_keys
+from parley.workers.deadlines import DeadlinePassed
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError, scripted_completion
 from parley.workers.streaming import ChunkWriter
@@ -45,13 +47,16 @@ class Call:
     phase: int = 0
     number: int = 0  # 0 for a request that does not number its calls: the turn stands in
     intent: str = ""  # an intent-mode reply's: what the agent said it would say
+    # What is left of the room's spending limits: the call's output is capped by it.
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
 
 
 def call_in(request: BidRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
-                request.calls.get(agent, 0), intent)
+                request.calls.get(agent, 0), intent, request.max_tokens, request.max_cost_usd)
 
 
 def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
@@ -65,17 +70,18 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     started = time.perf_counter()
     turn = call.turn
     bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
-              phase=call.phase, call=call.number)
+              phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
     try:
         on_text = stream.write if stream is not None else None
         if agent.is_scripted:
-            raw, usage = scripted_completion(agent, call.number or turn, on_text), {}
+            raw, usage = scripted_completion(agent, call.number or turn, deadline, on_text), {}
         else:
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
-                                    on_text=on_text, intent=call.intent, settings=settings)
+                                    on_text=on_text, intent=call.intent, settings=settings,
+                                    left=(call.max_tokens, call.max_cost_usd))
         if stream is not None:
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
@@ -97,11 +103,18 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     return bid.model_copy(update={"latency_ms": latency_ms})
 
 
+def new_answer_id() -> str:
+    """A fresh id for an answer: 64 random bits, plenty among a room's last answers."""
+    return secrets.token_hex(8)
+
+
 def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
-    """The kind of failure a call raised: a scripted entry's error, or (for an agent with a
-    real model) what workers.llm tells of its call's error."""
+    """The kind of failure a call raised: a scripted entry's error, a deadline that came
+    first, or (for an agent with a real model) what workers.llm tells of its call's error."""
     if isinstance(error, ScriptedError):
         return ErrorKind.SCRIPTED
+    if isinstance(error, DeadlinePassed):
+        return ErrorKind.TIMEOUT
     if agent.is_scripted:
         return ErrorKind.OTHER
     from parley.workers.llm import classify_error  # imports litellm: only for real agents

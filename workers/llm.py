@@ -33,6 +33,7 @@ from parley.workers.credentials import (
     credential_for,
     withheld_refusal,
 )
+from parley.workers.deadlines import STOPPING, DeadlinePassed, pause, until_deadline
 from parley.workers.prompts import (
     RESPOND_CHOICE,
     ChatMessage,
@@ -84,10 +85,6 @@ KEYLESS_PROVIDERS = frozenset({
 REFUSALS = (litellm.AuthenticationError, litellm.PermissionDeniedError)
 
 
-class DeadlinePassed(TimeoutError):
-    """Too little time is left before the turn's deadline to make (another) call."""
-
-
 # Each call kind's prompt; only a bid (or an intent) forces the respond tool.
 PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
            CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
@@ -107,14 +104,17 @@ CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID,
                on_text: Callable[[str], None] | None = None, intent: str = "", *,
-               settings: Settings) -> tuple[Any, dict[str, Any]]:
+               settings: Settings, left: tuple[int | None, float | None] = (None, None)
+               ) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
     (bid, intent), a name (select), its message (speak, reply: written from ``intent``),
     its turn in a round-table (panel) or the verdict (moderate). The worker's ``settings``
     say which keys it lends, and where.
 
     With ``on_text``, a call whose answer is posted streams: each piece of text goes to
-    ``on_text`` as the model writes it.
+    ``on_text`` as the model writes it. ``left`` is what is left of the room's spending
+    limits (tokens, US dollars; None: no such limit): the reply is capped by it
+    (output_cap), and a call whose cap is nothing is not made (BudgetSpent).
 
     Returns the provider's raw response and the answer's usage fields (prompt_tokens,
     completion_tokens, cached_tokens, cost_usd, dropped_messages). Raises whatever the call
@@ -125,12 +125,13 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
         check_keyless_provider(agent)
     named = agent.litellm_kwargs.get("custom_llm_provider")
     map_model(agent.model, agent.api_base, named if isinstance(named, str) else None)
+    cap = output_cap(agent, *left)
     budget = input_budget(context_window(agent), agent.max_tokens)
     forced = kind in FORCED
     build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
     prompt = build(agent, room_agents, transcript, budget, token_counter(agent.model, forced))
     messages = with_cache_breakpoint(prompt.messages) if needs_cache_hint(agent) else prompt.messages
-    request = request_kwargs(agent, messages, credential.api_key, forced, FORCED.get(kind))
+    request = request_kwargs(agent, messages, credential.api_key, forced, FORCED.get(kind), cap)
     streams = on_text is not None and kind in STREAMED_KINDS
     if streams:
         request.update(stream=True, stream_options={"include_usage": True})
@@ -145,17 +146,16 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
 def read_stream(stream: Any, messages: list[ChatMessage], on_text: Callable[[str], None],
                 deadline: float) -> Any:
     """Hand on each piece of a streamed reply's text; the whole response, rebuilt from its
-    chunks (with the usage the last one carries). The deadline bounds the whole stream."""
+    chunks (with the usage the last one carries). The deadline bounds the whole stream: a
+    provider that stalls mid-reply is given up on there, not at its read timeout."""
     chunks = []
-    for chunk in stream:
+    for chunk in until_deadline(stream, deadline):
         chunks.append(chunk)
         choices = getattr(chunk, "choices", None) or []
         delta = getattr(choices[0], "delta", None) if choices else None
         text = getattr(delta, "content", None) if delta is not None else None
         if text:
             on_text(text)
-        if time.time() > deadline:
-            raise DeadlinePassed("the reply was still streaming at the deadline")
     if not chunks:
         raise litellm.APIConnectionError(message="the stream ended before any chunk",
                                          llm_provider="", model="")
@@ -200,6 +200,55 @@ def check_keyless_provider(agent: AgentSpec) -> None:
                                       "would read one from the environment")
 
 
+class BudgetSpent(RuntimeError):
+    """What is left of the room's spending limits buys no output token: the call is not
+    made."""
+
+
+def output_cap(agent: AgentSpec, tokens_left: int | None, dollars_left: float | None
+               ) -> int | None:
+    """The reply's max_tokens: the agent's own, lowered to the tokens left of the room's
+    limits and to the output tokens the dollars left buy at the model's output price (the
+    agent's own output_cost_per_token, else litellm's; none known: no such cap). None when
+    nothing caps it. The prompt's own tokens and cost are not taken off: the estimate
+    bounds the reply, the limits' check before each turn bounds the rest.
+
+    Raises BudgetSpent when the cap would be 0."""
+    cap = agent.max_tokens
+    if tokens_left is not None:
+        if tokens_left < 1:
+            raise BudgetSpent("not made: no token is left of the token limits")
+        cap = min(cap or tokens_left, tokens_left)
+    price = output_price(agent) if dollars_left is not None else None
+    if dollars_left is not None and price:
+        # Rounded first: $0.06 at $0.001 a token is 60 tokens, not the 59.99... floats make.
+        bought = math.floor(round(dollars_left / price, 6))
+        if bought < 1:
+            raise BudgetSpent(f"not made: the ${dollars_left:.6g} left of the cost limits "
+                              f"buys no output token at ${price:.6g} a token")
+        cap = min(cap or bought, bought)
+    return cap
+
+
+def output_price(agent: AgentSpec) -> float | None:
+    """US dollars per output token: the agent's own price, else litellm's for the model;
+    None when neither is known."""
+    own = agent.litellm_kwargs.get("output_cost_per_token")
+    if isinstance(own, int | float) and not isinstance(own, bool):
+        return float(own)
+    return model_output_price(agent.model)
+
+
+@lru_cache(maxsize=1024)
+def model_output_price(model: str) -> float | None:
+    """litellm's output price of the model, or None when its map has none."""
+    try:
+        price = litellm.get_model_info(model).get("output_cost_per_token")
+    except Exception:  # noqa: BLE001 - litellm raises several types for unmapped models
+        return None
+    return float(price) if price else None
+
+
 def complete_with(agent: AgentSpec, credential: Credential, request: dict[str, Any],
                   deadline: float) -> Any:
     """The call; a refusal of a call that went without a key names the setting to change."""
@@ -213,10 +262,11 @@ def complete_with(agent: AgentSpec, credential: Credential, request: dict[str, A
 
 
 def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str | None,
-                   force_respond: bool = True, force: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
+                   force_respond: bool = True, force: dict[str, Any] | None = None,
+                   max_tokens: int | None = None) -> dict[str, Any]:
     """litellm.completion's arguments, except the per-attempt timeout; ``force`` the tool
-    to force when not the respond tool."""
+    to force when not the respond tool, ``max_tokens`` the reply's cap when not the
+    agent's own."""
     request: dict[str, Any] = {
         **agent.litellm_kwargs,
         "model": agent.model,
@@ -225,14 +275,15 @@ def request_kwargs(agent: AgentSpec, messages: list[ChatMessage], api_key: str |
         # Retries are ours, bounded by the turn's deadline; the client must not add its own.
         "num_retries": 0,
     }
-    optional = {"temperature": agent.temperature, "max_tokens": agent.max_tokens,
+    optional = {"temperature": agent.temperature, "max_tokens": max_tokens or agent.max_tokens,
                 "api_base": agent.api_base, "api_key": api_key}
     request.update({name: value for name, value in optional.items() if value is not None})
     return request
 
 
 def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -> Any:
-    """Call litellm; on a rate limit, back off and retry while the deadline allows."""
+    """Call litellm; on a rate limit, back off and retry while the deadline allows (and
+    the worker is not shutting down)."""
     attempt = 0
     while True:
         timeout = attempt_timeout(agent, deadline)
@@ -240,11 +291,13 @@ def complete_until(agent: AgentSpec, request: dict[str, Any], deadline: float) -
             return litellm.completion(**request, timeout=timeout)
         except litellm.RateLimitError as error:
             wait = backoff_s(attempt, retry_after_s(error))
-            if time.time() + wait + MIN_CALL_S >= deadline:
+            if time.time() + wait + MIN_CALL_S >= deadline or STOPPING.is_set():
                 raise
             log.info("rate_limited_retry", agent=agent.name, attempt=attempt + 1,
                      wait_s=round(wait, 3))
-            time.sleep(wait)
+            pause(wait, deadline, "the rate limit's backoff")
+            if STOPPING.is_set():
+                raise
             attempt += 1
 
 
@@ -382,6 +435,7 @@ OWN_FAILURES: tuple[tuple[type[Exception], ErrorKind], ...] = (
     (KeyEnvNotAllowed, ErrorKind.KEY_NOT_ALLOWED),
     (ApiBaseNotAllowed, ErrorKind.API_BASE_NOT_ALLOWED),
     (DeadlinePassed, ErrorKind.TIMEOUT),
+    (BudgetSpent, ErrorKind.BUDGET),
 )
 # What litellm's message says where its class does not tell, first match first: a missing
 # key arrives as AuthenticationError, InternalServerError or APIConnectionError depending on

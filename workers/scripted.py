@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from parley.shared.models import AgentSpec, ScriptEntry
+from parley.workers.deadlines import pause
 from parley.workers.parsing import parse_text
 
 
@@ -45,21 +46,27 @@ def completion(entry: ScriptEntry) -> dict[str, Any]:
     return _response({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def scripted_completion(agent: AgentSpec, number: int,
+def scripted_completion(agent: AgentSpec, number: int, deadline: float,
                         on_text: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Replay the agent's entry for its ``number``-th call (sleeping first if it says so).
     With ``on_text`` (a call whose answer is posted), its text is handed on word by word,
-    the entry's sleep spread over the words, as a model streams it."""
+    the entry's sleep spread over the words, as a model streams it.
+
+    A sleep ends where a model's call would: at the deadline, or at the agent's
+    ``timeout_s`` if that comes first (DeadlinePassed, a ``timeout``); at the worker's
+    shutdown it ends at once and the entry answers."""
     entry = entry_for_call(agent, number)
+    if agent.timeout_s is not None:
+        deadline = min(deadline, time.time() + agent.timeout_s)
     if on_text is None or entry.error is not None:
         if entry.sleep:
-            time.sleep(entry.sleep)
+            pause(entry.sleep, deadline, "the script's sleep")
         return completion(entry)
     response = completion(entry)
     words = stream_words(parse_text(response).message)
     for word in words:
         if entry.sleep:
-            time.sleep(entry.sleep / len(words))
+            pause(entry.sleep / len(words), deadline, "the script's sleep")
         on_text(word)
     return response
 

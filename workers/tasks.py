@@ -21,6 +21,7 @@ from parley.shared.keys import Keys
 from parley.shared.models import (
     STREAMED_KINDS,
     AgentSpec,
+    Bid,
     BidPolicy,
     BidRequest,
     CallKind,
@@ -39,9 +40,10 @@ log = structlog.get_logger("parley.worker")
 
 # Agent calls are I/O bound: a chunk's calls run side by side on these threads. A thread
 # starts only when no idle one is left, and a task holds its Celery slot until its calls
-# end, so the calls in flight are bounded by concurrency x chunk size (whatever -c the
-# worker was started with). The cap must never bind below that, or calls would wait for
-# each other and a turn would take several waves.
+# end or their deadline passes (every call stops there too, a litellm attempt within its
+# timeout's rounding up to a second), so the calls in flight are bounded by about
+# concurrency x chunk size (whatever -c the worker was started with). The cap must never
+# bind below that, or calls would wait for each other and a turn would take several waves.
 CALL_THREADS_MAX = 4096
 _calls = ThreadPoolExecutor(max_workers=CALL_THREADS_MAX, thread_name_prefix="agent-call")
 # Attempts at a lost Redis before a task gives up (about 25 s at the default interval).
@@ -56,11 +58,11 @@ RETRIED_ERRORS = (redis.ConnectionError, redis.TimeoutError, socket.timeout,
 def _redis() -> redis.Redis:
     # Every task thread may write bids at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
-    # A dropped connection (a Redis restart) or a full Redis is retried: a bid written twice
-    # is harmless, the coordinator keeps each agent's first. Retries come at most
-    # worker_reconnect_max_s apart and go on through a long outage: a bid that cost a model
-    # call is worth keeping, and the coordinator gives a turn that overlapped an outage its
-    # time again.
+    # A dropped connection (a Redis restart) or a full Redis is retried: a bid written again
+    # after its reply was lost is known by its answer_id, neither kept nor counted twice.
+    # Retries come at most worker_reconnect_max_s apart and go on through a long outage: a
+    # bid that cost a model call is worth keeping (and counting), and the coordinator gives
+    # a turn that overlapped an outage its time again.
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     retry = Retry(backoff, retries=REDIS_RETRIES, supported_errors=RETRIED_ERRORS)
     if settings.redis_cluster:
@@ -192,7 +194,6 @@ def answer_chunk(req: BidRequest) -> None:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    maxlen = settings.bids_stream_maxlen
     callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
         _calls.submit(contextvars.copy_context().run, partial(make_bid, settings=settings),
@@ -202,11 +203,27 @@ def answer_chunk(req: BidRequest) -> None:
     }
     while pending:
         # Bids that finish together go out in one round trip and wake the coordinator once.
-        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-        answers = [future.result() for future in done]
-        store.write_bids(req.room, answers, maxlen)
-        for answer in answers:
-            metrics.observe_answer(answer, callers[answer.agent].model)
+        done, pending = wait(pending, timeout=max(0.0, req.deadline - time.time()),
+                             return_when=FIRST_COMPLETED)
+        if not done:
+            break
+        write_answers(store, req, [future.result() for future in done], callers)
+    if pending:
+        # Past the deadline the task ends, so that its Celery slot serves other rooms; the
+        # calls still out end soon (each stops at the deadline too) and write their answers
+        # then: an answer that cost tokens counts, late or not.
+        log.info("calls_past_deadline", calls=len(pending))
+        for future in pending:
+            future.add_done_callback(
+                lambda done: write_answers(store, req, [done.result()], callers))
+
+
+def write_answers(store: RoomStore, req: BidRequest, answers: list[Bid],
+                  callers: dict[str, AgentSpec]) -> None:
+    """Write answers of the request's calls in one round trip, and count them."""
+    store.write_bids(req.room, answers, settings.bids_stream_maxlen)
+    for answer in answers:
+        metrics.observe_answer(answer, callers[answer.agent].model)
 
 
 def chunk_writer(store: RoomStore, spec: RoomSpec, req: BidRequest, name: str

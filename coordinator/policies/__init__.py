@@ -10,7 +10,8 @@ Each policy module offers two functions:
   replays the phases that already have their answers, and a recorded turn replays.
 
 This module picks the room's policy and adds the rules every policy shares: the spending
-limits (coordinator.policies.budget) before a turn starts, the impersonation cut
+limits (coordinator.policies.budget) before a turn starts and for a phase none of whose
+calls could be made for them, the impersonation cut
 (coordinator.policies.impersonation) before any policy sees a reply, and the stops when
 nobody could answer (save for policies with their own rules for failed calls,
 OWN_FAILURE_RULES).
@@ -23,7 +24,7 @@ from types import ModuleType
 
 from parley.coordinator.policies import bid, mention, roundtable, selector
 from parley.coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
-from parley.coordinator.policies.budget import budget_stop
+from parley.coordinator.policies.budget import budget_stop, unaffordable_stop
 from parley.coordinator.policies.common import failure_stop, nobody_answered
 from parley.coordinator.policies.impersonation import cut_bids
 from parley.shared.models import Bid, RoomSpec, TurnRecord
@@ -52,8 +53,11 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
 def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     """The next phase of the turn, or its outcome, given every answer so far (missing
     calls as timeouts), each reply first cut where it starts speaking for another
-    participant."""
+    participant; a phase whose calls could not be made for want of budget stops the run."""
     answers, cuts = cut_bids(spec, answers)
+    unaffordable = unaffordable_stop(view, answers)
+    if unaffordable is not None:
+        return replace(unaffordable, cuts=cuts)
     policy = POLICIES[spec.policy.kind]
     if spec.policy.kind in OWN_FAILURE_RULES:
         return replace(policy.decide(spec, view, answers), cuts=cuts)

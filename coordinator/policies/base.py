@@ -39,8 +39,8 @@ class TurnView:
     recent: tuple[str, ...]  # recent speakers, oldest first
     snapshot_seq: int
     policy_state: Mapping[str, str] = field(default_factory=dict)  # the policy's own fields
-    run_usage: Usage = field(default_factory=Usage)  # every committed call of this run: tokens and cost
-    room_usage: Usage = field(default_factory=Usage)  # every committed call of the room, all runs
+    run_usage: Usage = field(default_factory=Usage)  # every answer of this run so far: tokens and cost
+    room_usage: Usage = field(default_factory=Usage)  # every answer of the room, all runs
     # Room-scoped fields of the policy (``floor:<field>``): they outlive runs.
     floor_state: Mapping[str, str] = field(default_factory=dict)
     # Messages posted by others than the agents and not yet read by the policy, oldest first.

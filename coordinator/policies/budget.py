@@ -3,11 +3,18 @@
 =====================  =================================================================
 rule                   behaviour
 =====================  =================================================================
-what counts            every committed call of every kind (bids, selector picks,
-                       replies): prompt plus completion tokens, and cost in US dollars
-when                   before a turn, never inside one: a turn that starts below every
-                       limit runs to its end, so a total may pass its limit by at most
-                       one turn's calls
+what counts            every answer that reached Redis, of every call kind (bids,
+                       selector picks, replies), late or of an abandoned turn: prompt
+                       plus completion tokens, and cost in US dollars
+when                   before a turn: a turn that starts below every limit runs to its
+                       end
+each call's cap        what is left as the call goes out: its output (max_tokens) is
+                       capped at the tokens left, and at the dollars left at the model's
+                       output price where the worker knows it; a total may so pass its
+                       limit by the turn's prompts and by its other calls' outputs
+nothing left           for a later phase of the turn, or a total reached meanwhile: its
+                       calls are not made (answers of kind ``budget``), and a phase with
+                       none made stops the run ``budget`` with their detail
 reaching a limit       stops: a total equal to its limit leaves nothing to spend, so
                        no turn starts (a turn never costs less than nothing)
 which limit            the room's before the run's, tokens before cost: the detail
@@ -22,7 +29,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from parley.coordinator.policies.base import Decision, TurnView, stopped
-from parley.shared.models import RoomLimits, StopReason, Usage
+from parley.shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    ErrorKind,
+    RoomLimits,
+    StopReason,
+    Usage,
+)
 
 
 class Limit(NamedTuple):
@@ -35,23 +50,71 @@ class Limit(NamedTuple):
     tokens: bool  # tokens, else cost
 
 
-def limits_of(limits: RoomLimits, view: TurnView) -> tuple[Limit, ...]:
+def limits_of(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> tuple[Limit, ...]:
     """The room's limits in the order they are checked, each with the totals it bounds."""
     return (
-        Limit("max_tokens_per_room", limits.max_tokens_per_room, view.room_usage, "room", True),
-        Limit("max_cost_usd_per_room", limits.max_cost_usd_per_room, view.room_usage, "room",
-              False),
-        Limit("max_tokens_per_run", limits.max_tokens_per_run, view.run_usage, "run", True),
-        Limit("max_cost_usd_per_run", limits.max_cost_usd_per_run, view.run_usage, "run", False),
+        Limit("max_tokens_per_room", limits.max_tokens_per_room, room_usage, "room", True),
+        Limit("max_cost_usd_per_room", limits.max_cost_usd_per_room, room_usage, "room", False),
+        Limit("max_tokens_per_run", limits.max_tokens_per_run, run_usage, "run", True),
+        Limit("max_cost_usd_per_run", limits.max_cost_usd_per_run, run_usage, "run", False),
     )
+
+
+class Left(NamedTuple):
+    """What is left of a room's limits for the calls going out now: tokens and dollars,
+    the least of the room's and the run's (None where neither is set)."""
+
+    tokens: int | None
+    cost_usd: float | None
+
+
+def has_limits(limits: RoomLimits) -> bool:
+    """True when the spec sets any spending limit."""
+    return any(value is not None for value in limits.model_dump().values())
+
+
+def spent(limit: Limit) -> float:
+    """What the limit's totals have spent of what it bounds."""
+    return limit.usage.tokens if limit.tokens else limit.usage.cost_usd
+
+
+def reached(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> Limit | None:
+    """The first limit (in checking order) its totals have reached, else None."""
+    return next((limit for limit in limits_of(limits, run_usage, room_usage)
+                 if limit.limit is not None and spent(limit) >= limit.limit), None)
+
+
+def left_of(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> Left:
+    """What is left of the limits, none of them reached."""
+    bounds = limits_of(limits, run_usage, room_usage)
+    tokens = [int(limit.limit - spent(limit)) for limit in bounds
+              if limit.limit is not None and limit.tokens]
+    dollars = [limit.limit - spent(limit) for limit in bounds
+               if limit.limit is not None and not limit.tokens]
+    return Left(min(tokens, default=None), min(dollars, default=None))
 
 
 def budget_stop(limits: RoomLimits, view: TurnView) -> Decision | None:
     """Stop the run with ``budget`` when a total has reached its limit, else None."""
-    for limit in limits_of(limits, view):
-        spent = limit.usage.tokens if limit.tokens else limit.usage.cost_usd
-        if limit.limit is not None and spent >= limit.limit:
-            return stopped(StopReason.BUDGET, view.recent, budget_detail(limit))
+    limit = reached(limits, view.run_usage, view.room_usage)
+    return stopped(StopReason.BUDGET, view.recent, budget_detail(limit)) if limit else None
+
+
+def not_made(agent: str, turn: int, kind: CallKind, phase: int, call: int, limit: Limit
+             ) -> Bid:
+    """The answer of a call not made because ``limit`` was reached when it was due."""
+    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=BidStatus.ERROR, error=budget_detail(limit), error_kind=ErrorKind.BUDGET)
+
+
+def unaffordable_stop(view: TurnView, answers: list[Bid]) -> Decision | None:
+    """Stop the run with ``budget`` when none of the latest phase's calls could be made
+    for want of budget (the detail is their answers' own), else None."""
+    if not answers:
+        return None
+    phase = [answer for answer in answers if answer.phase == answers[-1].phase]
+    if all(answer.error_kind is ErrorKind.BUDGET for answer in phase):
+        return stopped(StopReason.BUDGET, view.recent, phase[0].error)
     return None
 
 

@@ -24,6 +24,7 @@ kind (shared.models)        likely fix
 ``provider_error``          check the provider's status, or use another model
 ``unparsed``, ``scripted``  none: the error text says what happened
 ``cancelled``               none: an operator set the agent to only listen
+``budget``                  raise the spec's limits, or wait for the next run (per-run ones)
 ``other``                   none
 ==========================  ================================================================
 """
@@ -66,6 +67,8 @@ FIXES: dict[ErrorKind, str] = {
                           "round-table room)"),
     ErrorKind.CONNECTION: "check the agent's api_base and that the workers can reach it",
     ErrorKind.PROVIDER_ERROR: "the provider failed: check its status, or use another model",
+    ErrorKind.BUDGET: ("raise the spec's limits (limits.*), or post again for a new run when "
+                       "a per-run limit was reached"),
 }
 
 # Refinements: where the error text names the variable to set, the fix names it too.

@@ -7,8 +7,9 @@
 --            empty), or absent for no winner
 --   fields:  {state field: value} to set: recent speakers, the policy's own fields, answer
 --   stop:    {status (idle or failed), reason, detail} when the run ends with this turn
---   usage:   {state field: increment} token and cost totals (finite numbers): the room's,
---            the run's (run_*) and each agent's
+--   usage:   {state field: increment} (finite numbers): the coordinator's are each
+--            agent's count of calls (agent:<name>:calls); the answers' tokens and cost
+--            were counted as they landed (write_bids.lua)
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
 --   log_maxlen: approximate cap on the log ('0': never trimmed)
@@ -28,13 +29,7 @@
 -- change is not a number, or the log is ahead of last_seq) or OVERFLOW (last_seq,
 -- messages_in_run or a total would reach its limit, lib/counts.lua).
 -- @include counts
-local function finite(value)
-  local number = tonumber(value)
-  if number == nil or number ~= number or number == math.huge or number == -math.huge then
-    return nil
-  end
-  return number
-end
+-- @include finite
 
 -- Why `fields` is not a flat map of string or number values, or nil when it is.
 local function flat_problem(name, fields)

@@ -11,13 +11,7 @@
 -- or last_seq is not a count) or OVERFLOW (turn or run_turns has reached its limit,
 -- lib/counts.lua).
 -- @include counts
-local function finite(value)
-  local number = tonumber(value)
-  if number == nil or number ~= number or number == math.huge or number == -math.huge then
-    return nil
-  end
-  return number
-end
+-- @include finite
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')

@@ -66,7 +66,9 @@ def test_a_post_into_a_room_that_is_gone_is_refused_and_leaves_no_key(store):
 def test_answers_for_a_room_that_is_gone_are_dropped(store):
     assert store.write_bids(ROOM, [Bid(agent="A", turn=1)], 100) == 1
     store.delete(ROOM)
-    assert store.write_bids(ROOM, [Bid(agent="A", turn=1), Bid(agent="B", turn=1)], 100) == 0
+    # Not even its totals or its answer ids come back.
+    late = [Bid(agent="A", turn=1, answer_id="a", prompt_tokens=5), Bid(agent="B", turn=1)]
+    assert store.write_bids(ROOM, late, 100) == 0
     assert room_keys_present(store.redis, store.keys) == []
 
 

@@ -14,6 +14,7 @@ from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
 from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
 from parley.shared.settings import get_settings
 from parley.workers.bidding import Call, make_bid
+from parley.workers.deadlines import DeadlinePassed
 from parley.workers.llm import call_model, token_counter
 from parley.workers.prompts import input_budget
 from tests.support.openai_stub import (
@@ -241,3 +242,33 @@ def test_a_local_model_is_costed_with_its_own_prices_on_every_call_and_free_with
         assert priced.cost_usd == pytest.approx(1000 * 1e-6 + 100 * 3e-6)
     stub.script("local-free", tool_call(0.6, "x", prompt_tokens=1000, completion_tokens=100))
     assert bid(agent_on(stub, "Free", "local-free")).cost_usd == 0.0
+
+
+def test_a_stream_that_stalls_mid_reply_is_given_up_at_the_deadline_not_at_its_read_timeout(stub):
+    # Chunks 0.6 s apart, then silence: each read may wait the whole attempt timeout (the
+    # 2.5 s left, rounded up to 3 s), so only the deadline ends the call at 2.5 s.
+    stub.script("stalling", text("warm"), text("aaaa bbbb cccc dddd eeee", completion_tokens=5,
+                                               token_s=0.6, stall_after=3))
+    agent = agent_on(stub, "Stalling", "stalling")
+    call_model(agent, [agent], TRANSCRIPT, time.time() + 30, CallKind.SPEAK, on_text=print,
+               settings=get_settings())
+    pieces: list[str] = []
+    started = time.monotonic()
+    with pytest.raises(DeadlinePassed, match="still streaming at the deadline"):
+        call_model(agent, [agent], TRANSCRIPT, time.time() + 2.5, CallKind.SPEAK,
+                   on_text=pieces.append, settings=get_settings())
+
+    assert 2.4 < time.monotonic() - started < 3.5
+    assert "".join(pieces) == "aaaa bbbb cccc "
+
+
+def test_the_max_tokens_sent_to_the_model_is_lowered_to_what_is_left_of_the_limits(stub):
+    prices = {"input_cost_per_token": 1e-4, "output_cost_per_token": 1e-3}
+    agent = agent_on(stub, "Capped", "capped", max_tokens=300, litellm_kwargs=prices)
+    for left in [(None, None), (120, None), (120, 0.05)]:
+        stub.script("capped", tool_call(0.5, "x"))
+        make_bid(agent, [agent], Call(1, 0, max_tokens=left[0], max_cost_usd=left[1]),
+                 lambda: TRANSCRIPT, time.time() + 10, settings=get_settings())
+
+    # The agent's own 300; the 120 tokens left; the 50 output tokens $0.05 buys at $0.001.
+    assert [r.body["max_tokens"] for r in stub.requests_for("capped")] == [300, 120, 50]

@@ -47,6 +47,7 @@ class Reply:
     cached_tokens: int | None = None  # None: what the stub's prefix cache holds (or 0)
     token_s: float = 0.0  # the time each completion token takes to write
     fail_after: int | None = None  # a stream cut off (connection dropped) after this many chunks
+    stall_after: int | None = None  # a stream that stops sending after this many chunks
 
 
 def tool_call(score: Any, message: Any, **options: Any) -> Reply:
@@ -283,7 +284,8 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
         def _stream(self, body: dict[str, Any], reply: Reply) -> None:
             """Server-sent events as OpenAI streams them: the reply a token or so a chunk,
             ``token_s`` apart, then the usage chunk (when asked for) and [DONE]; or, with
-            ``fail_after``, the connection dropped after that many chunks."""
+            ``fail_after``, the connection dropped after that many chunks, or with
+            ``stall_after``, nothing more sent after that many until the stub stops."""
             whole = completion(body, reply)
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
@@ -297,6 +299,9 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 if reply.fail_after is not None and index >= reply.fail_after:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if reply.stall_after is not None and index >= reply.stall_after:
+                    stub.stopping.wait()  # the connection stays open, silent
                     return
                 # Paced from the start, as a provider writes: a late wake-up is not repeated.
                 due = started + (index + 1) * reply.token_s

@@ -16,7 +16,7 @@ from parley.shared.records import bid_fields, bid_from_fields, turn_record_field
 from parley.shared.settings import get_settings
 from parley.workers.bidding import Call, failure_kind, make_bid
 from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
-from parley.workers.llm import DeadlinePassed, classify_error
+from parley.workers.llm import BudgetSpent, DeadlinePassed, classify_error
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError
 
@@ -71,6 +71,8 @@ RAISED = [
     (litellm.RateLimitError("slow down", "openai", "m"), ErrorKind.RATE_LIMIT),
     (litellm.Timeout("no reply in 5s", "m", "openai"), ErrorKind.TIMEOUT),
     (DeadlinePassed("only 0.010s left before the bid deadline"), ErrorKind.TIMEOUT),
+    (BudgetSpent("not made: the $0.0001 left of the cost limits buys no output token at "
+                 "$0.001 a token"), ErrorKind.BUDGET),
     (litellm.APIConnectionError("peer reset", "openai", "m"), ErrorKind.CONNECTION),
     (litellm.InternalServerError("OpenAIException - Connection error.", "openai", "m"),
      ErrorKind.CONNECTION),

@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from parley.shared.models import AgentSpec, BidStatus, ErrorKind, Message
 from parley.shared.settings import get_settings
-from parley.workers import llm
+from parley.workers import deadlines, llm
 from parley.workers.bidding import Call, make_bid
 from parley.workers.credentials import read_api_key
 from parley.workers.prompts import build_prompt, input_budget
@@ -225,3 +225,50 @@ def test_providers_without_a_name_field_drop_it_and_keep_the_visible_sender(prov
 
     assert "'name': 'Skeptic'" not in sent and "'name': 'User'" not in sent
     assert "Skeptic: Wait.\\n> Optimist: I agree" in sent
+
+
+PRICED = {"output_cost_per_token": 1e-3}
+
+
+@pytest.mark.parametrize(("fields", "left", "cap"), [
+    ({}, (None, None), None),  # nothing caps the reply: the provider's default
+    ({"max_tokens": 300}, (None, None), 300),
+    ({"max_tokens": 300}, (120, None), 120),  # lowered to the tokens left
+    ({}, (120, None), 120),
+    ({"max_tokens": 300, "litellm_kwargs": PRICED}, (None, 0.05), 50),  # what $0.05 buys
+    ({"max_tokens": 30, "litellm_kwargs": PRICED}, (120, 0.05), 30),
+    ({"model": "openai/our-local-model"}, (None, 0.05), None),  # no price known: no cap
+])
+def test_the_replys_cap_is_lowered_to_what_is_left_of_the_limits(fields, left, cap):
+    assert llm.output_cap(mocked(**fields), *left) == cap
+
+
+def test_litellms_price_of_the_model_sets_the_cap_a_cost_limit_leaves():
+    price = litellm.model_cost["gpt-4o-mini"]["output_cost_per_token"]
+    assert llm.output_cap(mocked(), None, 0.01) == int(0.01 / price)
+
+
+def test_a_call_the_dollars_left_buy_no_token_of_is_not_made():
+    agent = mocked(litellm_kwargs={**PRICED, "mock_response": "",
+                                   "mock_tool_calls": respond_call('{"score": 0.9, "message": "x"}')})
+
+    bid = make_bid(agent, [agent], Call(1, 0, max_cost_usd=0.0004), lambda: TASK,
+                   time.time() + 5, settings=get_settings())
+
+    assert (bid.status, bid.error_kind) == (BidStatus.ERROR, ErrorKind.BUDGET)
+    assert bid.error == ("BudgetSpent: not made: the $0.0004 left of the cost limits buys no "
+                         "output token at $0.001 a token")
+    assert (bid.prompt_tokens, bid.cost_usd) == (0, 0.0)
+
+
+def test_a_worker_shutting_down_retries_no_rate_limit():
+    agent = mocked(litellm_kwargs={"mock_response": "litellm.RateLimitError"})
+    deadlines.STOPPING.set()
+    try:
+        with capture_logs() as logs:
+            bid = bid_of(agent, deadline_s=5)
+    finally:
+        deadlines.STOPPING.clear()
+
+    assert bid.error_kind is ErrorKind.RATE_LIMIT
+    assert [entry for entry in logs if entry["event"] == "rate_limited_retry"] == []

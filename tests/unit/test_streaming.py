@@ -7,11 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from parley.coordinator.room_io import usage_increments
 from parley.shared.events import MessageChunk
 from parley.shared.keys import Keys
 from parley.shared.models import AgentSpec, Bid, CallKind, Message, RoomSpec, TurnRecord
-from parley.shared.records import RoomState, usage_from
+from parley.shared.records import RoomState, usage_from, usage_increments
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.bidding import Call, make_bid

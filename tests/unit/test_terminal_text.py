@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from parley import cli
-from parley.views import terminal as output
 from parley.client import Client
 from parley.shared.events import MessageChunk, RunEnded
 from parley.shared.keys import Keys
@@ -21,6 +20,7 @@ from parley.shared.models import Message
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.views import terminal as output
 from parley.views.terminal_text import CONTINUATION, terminal_json, terminal_text
 from tests.support.rooms import scripted_spec
 
