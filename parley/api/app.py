@@ -1,6 +1,7 @@
 """The API's FastAPI app: the routes of parley/api/rooms.py, streams.py, ops.py and
-dashboard.py behind the request metrics, token auth and size limit of middleware.py, the
-dashboard's static files, and errors answered as JSON (errors.py)."""
+dashboard.py behind the guards of guards.py and the token auth, request metrics and size
+limit of middleware.py, the dashboard's static files, and errors answered as JSON
+(errors.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from parley.api import dashboard, ops, rooms, streams
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
+from parley.api.guards import RequestGuard, SecurityHeaders
 from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
 from parley.cli import package_version
 from parley.client import REDIS_CONNECT_TIMEOUT_S, Client
@@ -60,13 +62,19 @@ def make_app(settings: Settings, client: Client | None = None,
     app.include_router(ops.open_router)
     install_handlers(app)
     serve_dashboard(app)
-    # Added innermost first: metrics see every answer, auth refuses before the body is
-    # read, the limit refuses before it is parsed.
+    # Added innermost first. Outermost, the guards refuse what no route may see; auth
+    # refuses before the body is read; metrics count what passed auth, so requests without
+    # a token add no series; the limit refuses before the body is parsed.
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
-    app.add_middleware(TokenAuth, tokens=settings.api_tokens)
     # The routers' own routes: FastAPI may wrap included ones in its app's route list.
     app.add_middleware(RequestMetrics, routes=lambda: [
-        *app.routes, *(route for router in routers for route in router.routes)])
+        *app.routes, *(route for router in routers for route in router.routes)],
+        untimed_routes=streams.router.routes)
+    app.add_middleware(TokenAuth, tokens=settings.api_tokens,
+                       query_token_routes=streams.router.routes)
+    app.add_middleware(RequestGuard, tokens_required=bool(settings.api_tokens),
+                       allowed_hosts=settings.api_allowed_hosts)
+    app.add_middleware(SecurityHeaders)
     return app
 
 

@@ -3,28 +3,19 @@ serves the app with uvicorn (its logs through parley's logging configuration).""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 
 import structlog
 import uvicorn
 
 from parley.api.app import make_app
+from parley.api.guards import is_loopback
 from parley.shared.settings import Settings, redact_query
 
 log = structlog.get_logger("parley.api")
 # Open event streams never end by themselves: a stop waits this long for them.
 SHUTDOWN_GRACE_S = 3
-
-
-def is_loopback(host: str) -> bool:
-    """True when ``host`` binds the loopback interface only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+__all__ = ["check_bind", "is_loopback", "serve"]
 
 
 def check_bind(settings: Settings, host: str) -> None:
@@ -37,7 +28,8 @@ def check_bind(settings: Settings, host: str) -> None:
 
 class RedactTokens(logging.Filter):
     """Masks a token given in a request's query (``?access_token=``, which the event
-    streams take) in uvicorn's access log lines."""
+    streams take, in any spelling: percent-encoded, after ``;``) in uvicorn's access log
+    lines."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Rewrite the record's path argument; keep every record."""

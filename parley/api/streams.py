@@ -45,7 +45,9 @@ CATCH_UP_MS = 2000
 RUN_EVENTS = frozenset({EventType.RUN_STARTED.value, EventType.RUN_ENDED.value})
 # The event that ends a room's stream when the room is gone (deleted, archived, expired).
 ROOM_DELETED = "room_deleted"
-_STREAM_ID = re.compile(r"\d{1,20}(-\d{1,20})?\Z")
+_STREAM_ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?\Z")
+# Each part of a stream id is an unsigned 64-bit number.
+STREAM_ID_PART_MAX = 2**64 - 1
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 # The asyncio Redis client: redis-py types its replies as a union of what any client could
 # return; this one returns bytes.
@@ -62,15 +64,23 @@ def sse(event: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
 KEEPALIVE = b": keep-alive\n\n"
 
 
+def is_stream_id(value: str) -> bool:
+    """True for a Redis stream id (``1764500000123-0``, or its first part alone)."""
+    match = _STREAM_ID.fullmatch(value)
+    return match is not None and all(int(part) <= STREAM_ID_PART_MAX
+                                     for part in match.groups() if part is not None)
+
+
 def start_id(last_event_id: str | None, after: str | None, default: str) -> str:
     """Where a stream starts: after the Last-Event-ID header (a reconnecting EventSource
     sends it), else after ``?after=``, else ``default``; 400 for a value that is not a
     stream id (or ``$``: only what comes next)."""
     for name, value in (("Last-Event-ID", last_event_id), ("after", after)):
         if value is not None and value != "":
-            if value != "$" and not _STREAM_ID.fullmatch(value):
-                raise ApiError(400, f"{name} {value!r} is not an event id (like "
-                               "1764500000123-0, or $ for only new events)")
+            if value != "$" and not is_stream_id(value):
+                raise ApiError(400, f"{name} {value[:60]!r} is not an event id (like "
+                               "1764500000123-0, each part at most 2^64-1, or $ for only "
+                               "new events)")
             return value
     return default
 

@@ -5,7 +5,9 @@ failures shown as they happen; pause, resume and a post while paused; screenshot
 
 from __future__ import annotations
 
+import http.server
 import shutil
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,9 +24,15 @@ from tests.support.polling import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 CHROMIUM = Path("/usr/bin/chromium")
+# A name that resolves to 127.0.0.1, as a DNS-rebinding attacker's name does once rebound.
+REBOUND = "rebound.test"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync",
+                 f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"]
+# Reports every Content-Security-Policy violation of the page to the test.
+CSP_LISTENER = """document.addEventListener("securitypolicyviolation", (event) =>
+  window.reportCspViolation(`${event.violatedDirective} ${event.blockedURI}`));"""
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rooms"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 TOKEN = "dashboard-test-token"
@@ -51,14 +59,11 @@ def answers(url: str) -> bool:
         return False
 
 
-@pytest.fixture
-def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
-    """`parley api` on a free port with a token required, stopped by its PID afterwards."""
+def serve_api(processes: procs.ProcessGroup, log: Path, env: dict[str, str]) -> Iterator[str]:
+    """`parley api` on a free port with ``env``, stopped by its PID afterwards."""
     port = procs.free_port()
-    log = tmp_path / "api.log"
-    env = {**processes.env, "PARLEY_API_TOKENS": TOKEN}
     process = procs.start(procs.parley_command("api", "--host", "127.0.0.1", "--port", str(port)),
-                          log, env)
+                          log, {**processes.env, **env})
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: answers(url) or process.poll() is not None, 30, "parley api to answer")
@@ -70,15 +75,40 @@ def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def page(tmp_path: Path):  # noqa: ANN201 - playwright's Page
-    """A fresh Chromium profile's page; the browser is closed afterwards."""
+def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` on a free port with a token required."""
+    yield from serve_api(processes, tmp_path / "api.log", {"PARLEY_API_TOKENS": TOKEN})
+
+
+@pytest.fixture
+def open_api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` on a free port without tokens (its log at tmp_path/api.log)."""
+    yield from serve_api(processes, tmp_path / "api.log", {"PARLEY_API_TOKENS": ""})
+
+
+@pytest.fixture
+def csp_violations() -> list[str]:
+    """The Content-Security-Policy violations the test's page reported."""
+    return []
+
+
+@pytest.fixture
+def page(tmp_path: Path, csp_violations: list[str]):  # noqa: ANN201 - playwright's Page
+    """A fresh Chromium profile's page, reporting its CSP violations; the browser is closed
+    afterwards."""
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
             args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 1000})
         context.set_default_timeout(UI_TIMEOUT_MS)
+        context.expose_binding("reportCspViolation",
+                               lambda _source, violation: csp_violations.append(violation))
+        context.add_init_script(CSP_LISTENER)
         try:
-            yield context.pages[0] if context.pages else context.new_page()
+            page = context.pages[0] if context.pages else context.new_page()
+            page.on("console", lambda message: csp_violations.append(message.text)
+                    if "Content Security Policy" in message.text else None)
+            yield page
         finally:
             context.close()
 
@@ -100,14 +130,18 @@ def texts(page, selector: str) -> list[str]:  # noqa: ANN001
 
 @requires_chromium
 def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings, queue,
-                                                            api_url, page, tmp_path):
+                                                            api_url, page, tmp_path,
+                                                            csp_violations):
     processes.worker("-Q", queue, "-c", "8")
     processes.coordinator()
     client = Client(settings)
     room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
 
-    # Without the token the API refuses, and the page says what to do.
-    page.goto(f"{api_url}/#/rooms/{room}")
+    # Without the token the API refuses, and the page says what to do. The page runs under
+    # a strict Content-Security-Policy, and nothing it does breaks it (checked at the end).
+    served = page.goto(f"{api_url}/#/rooms/{room}")
+    assert "script-src 'self'" in served.headers["content-security-policy"]
+    assert served.headers["x-frame-options"] == "DENY"
     page.locator("#error").filter(has_text="token").wait_for()
     page.fill("#token", TOKEN)
     page.click("#token-form button")
@@ -181,6 +215,9 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
     page.locator("#workers tbody tr").filter(has_text=queue).wait_for()
     page.locator("#queues tbody tr").filter(has_text=queue).wait_for()
     save_screenshot(page, tmp_path, "dashboard-overview.png")
+    # Its API link goes to the schema.
+    assert page.get_attribute("a.docs", "href") == "/openapi.json"
+    assert csp_violations == []
 
 
 def add_chunk(client: Client, room: str, turn: int, index: int, text: str) -> None:
@@ -257,3 +294,72 @@ def test_a_mention_rooms_speak_queue_and_its_deletion_show_on_the_page(
     client.delete(room, force=True)
     page.locator("#room-status").filter(has_text="deleted").wait_for()
     expect(page.locator("#conn")).to_have_text("room deleted")
+
+
+ATTACK = """async ([api, victim, spec]) => {
+  const sent = [];
+  for (const [path, init] of [
+      [`/rooms?room=planted`, {method: "POST", headers: {"Content-Type": "text/plain"}, body: spec}],
+      [`/rooms/${victim}/archive?remove=true`, {method: "POST"}]]) {
+    // no-cors: what any page may send without asking the API first.
+    try { await fetch(api + path, {...init, mode: "no-cors"}); sent.push("sent"); }
+    catch (error) { sent.push(String(error)); }
+  }
+  return sent;
+}"""
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[str]:
+    """Another origin on this machine (a page any local program may serve): a plain page
+    at http://localhost:<another port>/, from a server thread of this test."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            body = b"<!doctype html><title>elsewhere</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@requires_chromium
+def test_a_page_on_another_origin_can_neither_create_nor_remove_rooms(
+        processes, settings, open_api_url, elsewhere, page, tmp_path):
+    client = Client(settings)
+    victim = client.create_room(load_spec(EXAMPLES / "demo.yaml"))
+    page.goto(f"{elsewhere}/page.html")
+    spec = load_spec(EXAMPLES / "demo.yaml").model_dump_json()
+    assert page.evaluate(ATTACK, [open_api_url, victim, spec]) == ["sent", "sent"]
+
+    log = tmp_path / "api.log"
+    wait_until(lambda: f"/rooms/{victim}/archive?remove=true HTTP/1.1\\\" 403" in log.read_text(),
+               10, "the API to answer the cross-site archive")
+    assert "/rooms?room=planted HTTP/1.1\\\" 403" in log.read_text()
+    rooms = [summary.room for summary in client.rooms(100)]
+    assert victim in rooms and "planted" not in rooms
+
+
+@requires_chromium
+def test_a_name_rebound_onto_loopback_gets_nothing(processes, settings, open_api_url, page):
+    client = Client(settings)
+    room = client.create_room(load_spec(EXAMPLES / "demo.yaml"))
+    port = open_api_url.rsplit(":", 1)[1]
+    # A DNS-rebinding page's requests reach the API under the attacker's name.
+    answer = page.goto(f"http://{REBOUND}:{port}/rooms")
+    assert answer.status == 421 and room not in answer.text()
+    assert f"Host '{REBOUND}:{port}' is not served" in answer.text()

@@ -18,19 +18,7 @@ from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
 from parley.shared.keys import Keys
 from parley.shared.settings import Settings
-from tests.support.api import AUTH, PREFIX, TOKEN, app_client, run_room, spec_json
-
-
-@pytest.fixture
-def api(server) -> TestClient:
-    with app_client(server) as client:
-        yield client
-
-
-@pytest.fixture
-def secured(server) -> TestClient:
-    with app_client(server, api_tokens=(TOKEN, "another")) as client:
-        yield client
+from tests.support.api import AUTH, BASE_URL, PREFIX, TOKEN, app_client, run_room, spec_json
 
 
 def ran_room(api: TestClient, server, turns: int = 2) -> str:
@@ -199,6 +187,7 @@ def test_an_unauthenticated_body_is_refused_before_it_is_read(secured):
 
 def test_a_body_over_the_limit_is_413_json_declared_or_chunked(server):
     with app_client(server, api_max_body_bytes=4096) as api:
+        api.headers["Content-Type"] = "application/json"
         declared = api.post("/rooms", content=b"{" + b" " * 5000 + b"}")
         assert declared.status_code == 413
         assert declared.json() == {"error": "request body too large: the limit is 4,096 bytes "
@@ -331,7 +320,7 @@ def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
 
 def test_redis_or_the_broker_down_is_503_json_without_the_password():
     settings = Settings(key_prefix=PREFIX, redis_url="redis://:hunter2@127.0.0.1:1/0")
-    with TestClient(make_app(settings)) as api:
+    with TestClient(make_app(settings), base_url=BASE_URL) as api:
         health = api.get("/healthz")
         assert health.status_code == 503 and health.json()["status"] == "unavailable"
         assert "redis://:***@127.0.0.1:1/0 does not answer" in health.json()["error"]
