@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from parley import cli
-from parley.api import streams
+from parley.api import fanout
 from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
 from parley.shared.keys import Keys
@@ -222,13 +222,6 @@ def test_unknown_routes_and_methods_are_json(api):
     assert reply.status_code == 405 and reply.json()["error"] == "PUT is not allowed on /rooms"
 
 
-class Follower:
-    """A request whose follower never leaves."""
-
-    async def is_disconnected(self) -> bool:
-        return False
-
-
 def read_frames(server, stream_of, until: str, most: int = 100) -> list[dict]:
     """SSE messages of the stream ``stream_of(redis)`` builds, parsed, up to and including
     the first of type ``until``."""
@@ -251,29 +244,31 @@ def read_frames(server, stream_of, until: str, most: int = 100) -> list[dict]:
 
 def test_a_room_stream_resumes_after_an_id_without_repeating_and_ends_when_the_room_goes(
         api, server, monkeypatch):
-    monkeypatch.setattr(streams, "BLOCK_MS", 50)
+    monkeypatch.setattr(fanout, "BLOCK_MS", 50)
     room = ran_room(api, server)
     keys = Keys(PREFIX)
-    whole = read_frames(server, lambda r: streams.follow_room(r, keys, room, "0-0", Follower()),
-                        "run_ended")
+
+    def follow(after: str, until: str) -> list[dict]:
+        return read_frames(server, lambda r: fanout.follow_room(fanout.Hub(r, keys), r, room,
+                                                                after), until)
+
+    whole = follow("0-0", "run_ended")
     assert [frame["event"] for frame in whole[:2]] == ["lease_taken", "run_started"]
     assert whole[-1]["data"]["stop_reason"] == "max_messages"
     assert all(frame["id"] == frame["data"]["id"] for frame in whole)
     middle = whole[3]["id"]
-    rest = read_frames(server, lambda r: streams.follow_room(r, keys, room, middle, Follower()),
-                       "run_ended")
+    rest = follow(middle, "run_ended")
     assert [frame["id"] for frame in rest] == [frame["id"] for frame in whole[4:]]
     api.delete(f"/rooms/{room}")
-    gone = read_frames(server, lambda r: streams.follow_room(r, keys, room, whole[-1]["id"],
-                                                             Follower()), "room_deleted")
+    gone = follow(whole[-1]["id"], "room_deleted")
     assert [frame["event"] for frame in gone] == ["room_deleted"]
 
 
 def test_the_runs_stream_tells_each_rooms_run_start_and_end(api, server, monkeypatch):
-    monkeypatch.setattr(streams, "RUNS_BLOCK_MS", 50)
+    monkeypatch.setattr(fanout, "RUNS_BLOCK_MS", 50)
     room = ran_room(api, server)
     keys = Keys(PREFIX)
-    frames = read_frames(server, lambda r: streams.follow_runs(r, keys, "0-0", Follower()),
+    frames = read_frames(server, lambda r: fanout.follow_runs(fanout.Hub(r, keys), r, "0-0"),
                          "run_ended")
     assert [(f["event"], f["data"]["room"], f["data"]["run"]) for f in frames] == [
         ("run_started", room, 1), ("run_ended", room, 1)]
