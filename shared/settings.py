@@ -136,6 +136,16 @@ class Settings(BaseSettings):
     # without tokens loopback names only (a page cannot rebind its own name onto the API);
     # with tokens any.
     api_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # A connection is closed when it sits idle this long, before its first request as after
+    # each answer; a request's head must be whole within api_header_timeout_s of the
+    # connection opening or of the previous answer, and its body within api_body_timeout_s
+    # of its head (else 408 and close).
+    api_keep_alive_s: float = Field(default=5.0, gt=0)
+    api_header_timeout_s: float = Field(default=10.0, gt=0)
+    api_body_timeout_s: float = Field(default=30.0, gt=0)
+    # Connections served at once; one more is answered 503 and closed. Lowered at start-up
+    # when the process's open-file limit could not hold them.
+    api_max_connections: int = Field(default=1000, ge=1)
 
     @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens",
                      "api_allowed_hosts", mode="before")

@@ -32,8 +32,6 @@ STREAM_READ_TIMEOUT_S = fanout.BLOCK_MS / 1000 + 10
 # Connections for the routes' short commands; a command waits for a free one rather than
 # failing (a thousand followers joining at once each read what they missed).
 REDIS_POOL_MAX = 100
-# Streams followed at once (each reader holds a connection while it blocks).
-READERS_MAX = 1000
 # How the API's connections read in Redis's CLIENT LIST, with the process's id.
 CLIENT_NAME = "parley-api-{pid}"
 READER_CLIENT_NAME = "parley-api-reader-{pid}"
@@ -93,7 +91,9 @@ def make_app(settings: Settings, client: Client | None = None,
 
 def redis_clients(settings: Settings) -> tuple[redis.asyncio.Redis, redis.asyncio.Redis]:
     """The asyncio clients: one for the routes' short commands, one for the event readers
-    (one connection per followed stream, each held while its reader blocks)."""
+    (one connection per followed stream, each held while its reader blocks: a stream is
+    followed by at least one of the API's connections, so as many as those never run
+    short)."""
     pid = os.getpid()
     options = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
                "socket_timeout": STREAM_READ_TIMEOUT_S, **redis_kwargs(settings)}
@@ -101,7 +101,7 @@ def redis_clients(settings: Settings) -> tuple[redis.asyncio.Redis, redis.asynci
         settings.redis_url, max_connections=REDIS_POOL_MAX, timeout=REDIS_CONNECT_TIMEOUT_S,
         client_name=CLIENT_NAME.format(pid=pid), **options))
     readers = redis.asyncio.Redis.from_url(
-        settings.redis_url, max_connections=READERS_MAX,
+        settings.redis_url, max_connections=settings.api_max_connections + 1,
         client_name=READER_CLIENT_NAME.format(pid=pid), **options)
     return commands, readers
 
