@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import time
+from collections.abc import Callable
 from types import TracebackType
 
 import structlog
@@ -110,3 +112,55 @@ def one_line(text: str, most_chars: int | None = None) -> str:
     if most_chars is None or len(line) <= most_chars:
         return line
     return line[: most_chars - 3] + "..."
+
+
+class RepeatLimit(logging.Filter):
+    """Lets through at most one warning or error a ``interval_s`` of each kind (logger,
+    level and message, a structlog event's name): a failure repeated in a loop, or by every
+    one of a thousand connections, writes one line a second, which tells how many like it
+    were left out since the last. Info and debug records all pass."""
+
+    def __init__(self, interval_s: float = 1.0, kinds_max: int = 10_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self.kinds_max = kinds_max
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.last: dict[tuple[str, int, str], float] = {}
+        self.left_out: dict[tuple[str, int, str], int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a repeat within the interval; the next one let through says how many."""
+        if record.levelno < logging.WARNING:
+            return True
+        message = record.msg.get("event", "") if isinstance(record.msg, dict) else record.msg
+        kind = (record.name, record.levelno, str(message))
+        now = self.clock()
+        with self.lock:
+            if now - self.last.get(kind, -self.interval_s) < self.interval_s:
+                self.left_out[kind] = self.left_out.get(kind, 0) + 1
+                return False
+            if len(self.last) >= self.kinds_max:  # bounded: forget the oldest kinds
+                self.last = dict(sorted(self.last.items(), key=lambda item: item[1])
+                                 [self.kinds_max // 2:])
+            self.last[kind] = now
+            repeats = self.left_out.pop(kind, 0)
+        if repeats:
+            note_repeats(record, repeats)
+        return True
+
+
+def note_repeats(record: logging.LogRecord, repeats: int) -> None:
+    """Add to ``record`` how many records like it were left out."""
+    if isinstance(record.msg, dict):
+        record.msg = {**record.msg, "repeats_left_out": repeats}
+    else:
+        record.msg = f"{record.msg} [{repeats} more like this left out]"
+
+
+def limit_repeats(interval_s: float = 1.0) -> None:
+    """Put a RepeatLimit on parley's log handler (configure_logging's) of this process."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, HANDLER_MARK, False):
+            handler.addFilter(RepeatLimit(interval_s))

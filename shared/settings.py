@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Annotated, Any
+from urllib.parse import unquote_plus
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -21,6 +22,8 @@ DEFAULT_WORKER_KEY_ENVS = (
     "XAI_API_KEY", "CEREBRAS_API_KEY", "DEEPINFRA_API_KEY",
 )
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A Host header's name part: a DNS name, an IPv4 address, or an IPv6 one in brackets.
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.\-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\]")
 ENV_PREFIX = "PARLEY_"
 # Read from the directory a process starts in, when there is one. Variables set in the
 # environment win over the file's; the file sets PARLEY_* settings only (a provider key
@@ -127,8 +130,23 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8700, ge=1, le=65535)
     api_tokens: Annotated[tuple[str, ...], NoDecode] = ()
     api_max_body_bytes: int = Field(default=MAX_SPEC_JSON_BYTES, ge=1024)
+    # Host header values the API answers besides loopback names (comma-separated). Empty:
+    # without tokens loopback names only (a page cannot rebind its own name onto the API);
+    # with tokens any.
+    api_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # A connection is closed when it sits idle this long, before its first request as after
+    # each answer; a request's head must be whole within api_header_timeout_s of the
+    # connection opening or of the previous answer, and its body within api_body_timeout_s
+    # of its head (else 408 and close).
+    api_keep_alive_s: float = Field(default=5.0, gt=0)
+    api_header_timeout_s: float = Field(default=10.0, gt=0)
+    api_body_timeout_s: float = Field(default=30.0, gt=0)
+    # Connections served at once; one more is answered 503 and closed. Lowered at start-up
+    # when the process's open-file limit could not hold them.
+    api_max_connections: int = Field(default=1000, ge=1)
 
-    @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens", mode="before")
+    @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens",
+                     "api_allowed_hosts", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -153,6 +171,15 @@ class Settings(BaseSettings):
             except ValueError as error:
                 raise ValueError(f"PARLEY_WORKER_ALLOWED_API_BASES: {error}") from None
         return bases
+
+    @field_validator("api_allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if not _HOST_NAME.fullmatch(host):
+                raise ValueError(f"PARLEY_API_ALLOWED_HOSTS: {host!r} is not a host name or "
+                                 "address (no scheme, port or path: api.example.com, 10.0.0.5)")
+        return tuple(host.lower().strip("[]") for host in hosts)
 
     @field_validator("log_stream_maxlen")
     @classmethod
@@ -192,9 +219,11 @@ def get_settings() -> Settings:
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
-# Query parameters that carry a credential (redis-py reads password and ssl_password there).
-_SECRET_QUERY = re.compile(r"([?&][^=&#]*(?:password|passwd|secret|token)[^=&#]*=)[^&#]*",
-                           re.IGNORECASE)
+# Query parameters that carry a credential (redis-py reads password and ssl_password there),
+# by their name read percent-decoded; ";" starts a parameter as "&" does.
+_QUERY_NAME = re.compile(r"[?&;]([^=?&;#]*)=")
+_SECRET_NAME = re.compile(r"password|passwd|secret|token", re.IGNORECASE)
+_VALUE_END = re.compile(r"[&#]")
 MASK = "***"
 
 
@@ -220,5 +249,14 @@ def redact_url(url: str) -> str:
 
 def redact_query(text: str) -> str:
     """``text`` (a URL's rest, a request path) with credential query values masked:
-    ``/events?access_token=***``."""
-    return _SECRET_QUERY.sub(rf"\g<1>{MASK}", text)
+    ``/events?access_token=***``, ``?access%5Ftoken=***``, ``?a=1;token=***``. A masked
+    value runs to the next ``&`` or ``#``, as a query parser reads it."""
+    kept: list[str] = []
+    done = 0
+    for name in _QUERY_NAME.finditer(text):
+        if name.start() < done or not _SECRET_NAME.search(unquote_plus(name.group(1))):
+            continue
+        value_end = _VALUE_END.search(text, name.end())
+        kept += [text[done:name.end()], MASK]
+        done = value_end.start() if value_end else len(text)
+    return "".join(kept) + text[done:]

@@ -1,9 +1,11 @@
 """The API's FastAPI app: the routes of parley/api/rooms.py, streams.py, ops.py and
-dashboard.py behind the request metrics, token auth and size limit of middleware.py, the
-dashboard's static files, and errors answered as JSON (errors.py)."""
+dashboard.py behind the guards of guards.py and the token auth, request metrics and size
+limit of middleware.py, the dashboard's static files, and errors answered as JSON
+(errors.py)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,9 +16,10 @@ from fastapi.responses import FileResponse
 from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
-from parley.api import dashboard, ops, rooms, streams
+from parley.api import dashboard, fanout, ops, rooms, streams
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
+from parley.api.guards import RequestGuard, SecurityHeaders
 from parley.api.middleware import BodyLimit, RequestMetrics, TokenAuth
 from parley.client.client import REDIS_CONNECT_TIMEOUT_S, Client
 from parley.shared.connections import redis_kwargs
@@ -24,8 +27,14 @@ from parley.shared.settings import Settings
 from parley.version import package_version
 
 STATIC_DIR = Path(__file__).parent / "static"
-# The event streams block in XREAD for up to BLOCK_MS: their reads must outlast it.
-STREAM_READ_TIMEOUT_S = streams.BLOCK_MS / 1000 + 10
+# The event readers block in XREAD for up to BLOCK_MS: their reads must outlast it.
+STREAM_READ_TIMEOUT_S = fanout.BLOCK_MS / 1000 + 10
+# Connections for the routes' short commands; a command waits for a free one rather than
+# failing (a thousand followers joining at once each read what they missed).
+REDIS_POOL_MAX = 100
+# How the API's connections read in Redis's CLIENT LIST, with the process's id.
+CLIENT_NAME = "parley-api-{pid}"
+READER_CLIENT_NAME = "parley-api-reader-{pid}"
 DESCRIPTION = """Rooms, messages, turns and live events of a parley deployment.
 
 Every path but `/healthz` (and the dashboard at `/`, `/static/`, and this description)
@@ -37,22 +46,26 @@ BEARER = Security(HTTPBearer(auto_error=False, description="A token of PARLEY_AP
 
 def make_app(settings: Settings, client: Client | None = None,
              async_redis: redis.asyncio.Redis | None = None) -> FastAPI:
-    """The API over the Redis of ``settings`` (or the clients given, for tests)."""
+    """The API over the Redis of ``settings`` (or the clients given, for tests: the
+    asyncio one then serves the event readers too)."""
     client = client or Client(settings)
-    aredis = async_redis or redis.asyncio.Redis.from_url(
-        settings.redis_url, socket_connect_timeout=REDIS_CONNECT_TIMEOUT_S,
-        socket_timeout=STREAM_READ_TIMEOUT_S, **redis_kwargs(settings))
+    aredis, readers = (async_redis, async_redis) if async_redis else redis_clients(settings)
+    hub = fanout.Hub(readers, client.store.keys)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        await hub.close()
         await aredis.aclose()
+        if readers is not aredis:
+            await readers.aclose()
         client.redis.close()
 
     app = FastAPI(title="parley", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.client = client
     app.state.aredis = aredis
+    app.state.hub = hub
     app.state.workers = WorkersView(settings)
     routers = (rooms.router, streams.router, ops.router, dashboard.router, ops.open_router)
     for router in routers[:-1]:
@@ -60,14 +73,37 @@ def make_app(settings: Settings, client: Client | None = None,
     app.include_router(ops.open_router)
     install_handlers(app)
     serve_dashboard(app)
-    # Added innermost first: metrics see every answer, auth refuses before the body is
-    # read, the limit refuses before it is parsed.
+    # Added innermost first. Outermost, the guards refuse what no route may see; auth
+    # refuses before the body is read; metrics count what passed auth, so requests without
+    # a token add no series; the limit refuses before the body is parsed.
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
-    app.add_middleware(TokenAuth, tokens=settings.api_tokens)
     # The routers' own routes: FastAPI may wrap included ones in its app's route list.
     app.add_middleware(RequestMetrics, routes=lambda: [
-        *app.routes, *(route for router in routers for route in router.routes)])
+        *app.routes, *(route for router in routers for route in router.routes)],
+        untimed_routes=streams.router.routes)
+    app.add_middleware(TokenAuth, tokens=settings.api_tokens,
+                       query_token_routes=streams.router.routes)
+    app.add_middleware(RequestGuard, tokens_required=bool(settings.api_tokens),
+                       allowed_hosts=settings.api_allowed_hosts)
+    app.add_middleware(SecurityHeaders)
     return app
+
+
+def redis_clients(settings: Settings) -> tuple[redis.asyncio.Redis, redis.asyncio.Redis]:
+    """The asyncio clients: one for the routes' short commands, one for the event readers
+    (one connection per followed stream, each held while its reader blocks: a stream is
+    followed by at least one of the API's connections, so as many as those never run
+    short)."""
+    pid = os.getpid()
+    options = {"socket_connect_timeout": REDIS_CONNECT_TIMEOUT_S,
+               "socket_timeout": STREAM_READ_TIMEOUT_S, **redis_kwargs(settings)}
+    commands = redis.asyncio.Redis.from_pool(redis.asyncio.BlockingConnectionPool.from_url(
+        settings.redis_url, max_connections=REDIS_POOL_MAX, timeout=REDIS_CONNECT_TIMEOUT_S,
+        client_name=CLIENT_NAME.format(pid=pid), **options))
+    readers = redis.asyncio.Redis.from_url(
+        settings.redis_url, max_connections=settings.api_max_connections + 1,
+        client_name=READER_CLIENT_NAME.format(pid=pid), **options)
+    return commands, readers
 
 
 def serve_dashboard(app: FastAPI) -> None:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from parley.coordinator.transport import CeleryTransport
 from parley.shared.protocol import DEFAULT_QUEUE
@@ -30,13 +31,25 @@ class WorkersView:
         self.cache_s = cache_s
         self.lock = threading.Lock()
         self.last: tuple[float, dict[str, Any]] | None = None
+        # What the broker's transport raises when it cannot be reached (redis-py's errors
+        # for a Redis broker, amqp's for RabbitMQ), and kombu's own.
+        self.connection_errors: tuple[type[BaseException], ...] = (
+            *self.app.connection_for_read().connection_errors, OperationalError, OSError)
 
     def read(self) -> dict[str, Any]:
         """``{"workers": [...], "queues": [{"name", "depth"}]}``, at most ``cache_s`` old."""
         with self.lock:
             if self.last is None or time.monotonic() - self.last[0] > self.cache_s:
-                self.last = (time.monotonic(), self.inspect())
+                self.last = (time.monotonic(), self.inspect_once_more())
             return self.last[1]
+
+    def inspect_once_more(self) -> dict[str, Any]:
+        """inspect(), asked again once when the broker's connection fails: after the broker
+        restarted, the connection kept from before is dead, and a new one answers."""
+        try:
+            return self.inspect()
+        except self.connection_errors:
+            return self.inspect()
 
     def inspect(self) -> dict[str, Any]:
         """One broadcast to find the workers, then their tasks and queues (each answered

@@ -60,6 +60,16 @@ def describe_problems(errors: Sequence[Any], drop_body: bool = True) -> str:
     return "; ".join(problems)
 
 
+def not_json(problem: dict[str, Any]) -> str:
+    """What FastAPI found wrong with a body that is not JSON, as json.loads says it
+    (``Expecting property name enclosed in double quotes at char 1``)."""
+    context = problem.get("ctx") or {}
+    error = context.get("error", problem.get("msg", ""))
+    loc = list(problem.get("loc", ()))
+    at = f" at char {loc[1]}" if len(loc) > 1 and isinstance(loc[1], int) else ""
+    return f"{error}{at}"
+
+
 def status_of(error: Exception) -> int | None:
     """The HTTP status for one of parley's own errors; None for anything else."""
     return next((status for kind, status in STATUS_OF if isinstance(error, kind)), None)
@@ -74,7 +84,11 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, error: RequestValidationError) -> JSONResponse:
-        return error_response(422, describe_problems(list(error.errors())))
+        problems = list(error.errors())
+        unreadable = [item for item in problems if item.get("type") == "json_invalid"]
+        if unreadable:  # a body that is not JSON is malformed (400), not an invalid field
+            return error_response(400, f"the body is not valid JSON: {not_json(unreadable[0])}")
+        return error_response(422, describe_problems(problems))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, error: HTTPException) -> JSONResponse:

@@ -29,3 +29,7 @@ SSE_STREAMS = Gauge("parley_api_sse_streams", "Server-sent event streams open no
                     registry=REGISTRY)
 SSE_EVENTS = Counter("parley_api_sse_events_total", "Events sent on server-sent event streams",
                      ["route"], registry=REGISTRY)
+REFUSED = Counter("parley_api_refused_total",
+                  "Requests and connections refused before any route saw them, by reason "
+                  "(framing, host, origin, content_type, token, too_many_connections, "
+                  "header_timeout, body_timeout)", ["reason"], registry=REGISTRY)

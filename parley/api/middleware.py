@@ -1,19 +1,21 @@
-"""The API's ASGI middleware, outermost first: request metrics, bearer-token auth, and the
-request size limit. Each answers a refusal itself, before the app reads anything."""
+"""The API's ASGI middleware inside the guards of guards.py, outermost first: bearer-token
+auth, request metrics, and the request size limit. Each answers a refusal itself, before
+the app reads anything."""
 
 from __future__ import annotations
 
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parley.api import metrics
 from parley.api.errors import error_response
+from parley.api.guards import header
 
 # Paths anyone may read: the health check, and the dashboard's page and files (they hold
 # no data: the page asks for a token and sends it). Everything else, the OpenAPI schema
@@ -21,29 +23,27 @@ from parley.api.errors import error_response
 OPEN_PATHS = frozenset({"/healthz", "/", "/favicon.ico"})
 OPEN_PREFIX = "/static/"
 UNMATCHED = "unmatched"
-# A browser's EventSource cannot set headers: the event streams also take ?access_token=.
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The metrics' method label: these, or "other" (a client may send any token as a method).
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
-def is_event_stream(path: str) -> bool:
-    """True for the server-sent event routes (/events, /rooms/{room}/events)."""
-    return path == "/events" or (path.startswith("/rooms/") and path.endswith("/events"))
-
-
-def header(scope: Scope, name: bytes) -> str | None:
-    """A request header's value (the first, decoded as latin-1), or None."""
-    return next((value.decode("latin-1") for key, value in scope["headers"] if key == name),
-                None)
+def matches(routes: Sequence[BaseRoute], scope: Scope) -> bool:
+    """True when the request is one for ``routes`` (path and method)."""
+    return any(route.matches(scope)[0] is Match.FULL for route in routes)
 
 
 class TokenAuth:
     """Refuses (401 JSON) a request without one of ``tokens`` as ``Authorization: Bearer``
-    (or, on the event streams, ``?access_token=``). No tokens: everything is let through
-    (the server then binds loopback only)."""
+    or, on the requests of ``query_token_routes`` only (the event streams: a browser's
+    EventSource cannot set headers), as ``?access_token=``. No tokens: everything is let
+    through (the server then binds loopback only)."""
 
-    def __init__(self, app: ASGIApp, tokens: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, tokens: tuple[str, ...],
+                 query_token_routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
         self.tokens = [token.encode() for token in tokens]
+        self.query_token_routes = query_token_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -51,25 +51,27 @@ class TokenAuth:
                 or path.startswith(OPEN_PREFIX)):
             await self.app(scope, receive, send)
             return
-        given = self.presented(scope, path)
+        query_allowed = matches(self.query_token_routes, scope)
+        given = self.presented(scope, query_allowed)
         if given is None:
             reason = ("missing bearer token: send Authorization: Bearer <token>"
-                      + (" (or ?access_token=)" if is_event_stream(path) else ""))
+                      + (" (or ?access_token=)" if query_allowed else ""))
         elif not self.known(given):
             reason = "invalid bearer token"
         else:
             await self.app(scope, receive, send)
             return
+        metrics.REFUSED.labels(reason="token").inc()
         response = error_response(401, reason, {"WWW-Authenticate": "Bearer"})
         await response(scope, receive, send)
 
-    def presented(self, scope: Scope, path: str) -> str | None:
+    def presented(self, scope: Scope, query_allowed: bool) -> str | None:
         """The token the request carries, or None."""
         authorization = header(scope, b"authorization")
         if authorization is not None:
             scheme, _, token = authorization.partition(" ")
             return token.strip() if scheme.lower() == "bearer" else None
-        if is_event_stream(path):
+        if query_allowed:
             query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
             return query.get("access_token")
         return None
@@ -145,11 +147,15 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 class RequestMetrics:
     """Counts every request by route template, method and status, and times it (an
-    event stream is counted but not timed: it lasts as long as its follower)."""
+    event stream is counted but not timed: it lasts as long as its follower). Every label
+    comes from a fixed set (the routes' templates, KNOWN_METHODS, the statuses the app
+    answers), so no request can add series of its own."""
 
-    def __init__(self, app: ASGIApp, routes: Callable[[], list[Any]]) -> None:
+    def __init__(self, app: ASGIApp, routes: Callable[[], list[Any]],
+                 untimed_routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
         self.routes = routes
+        self.untimed_routes = untimed_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -168,9 +174,9 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
-            method = scope["method"]
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
             metrics.REQUESTS.labels(route=route, method=method, status=str(status)).inc()
-            if not is_event_stream(scope["path"]):
+            if not matches(self.untimed_routes, scope):
                 metrics.REQUEST_SECONDS.labels(route=route, method=method).observe(
                     time.perf_counter() - started)
 

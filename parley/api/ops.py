@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from kombu.exceptions import OperationalError
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
@@ -86,8 +85,9 @@ def rooms_held(client: Client) -> dict[str, list[str]]:
 async def workers(request: Request) -> dict[str, Any]:
     """The Celery workers (asked through the broker with a short timeout): their active
     and reserved tasks and queues, and each queue's depth."""
+    view = request.app.state.workers
     try:
-        return await run_in_threadpool(request.app.state.workers.read)
-    except (OperationalError, OSError) as error:
+        return await run_in_threadpool(view.read)
+    except view.connection_errors as error:
         where = redact_url(request.app.state.client.settings.broker_url)
         raise ApiError(503, f"the broker at {where} does not answer ({error})") from None

@@ -17,12 +17,15 @@ from starlette.concurrency import run_in_threadpool
 from parley.api.errors import ApiError
 from parley.client.client import Client
 from parley.client.turn_report import read_turn_report
+from parley.shared.keys import check_room_id
 from parley.shared.models import SEED_SENDER, RoomSpec
 from parley.shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size, create_context
 from parley.views import documents
 from parley.views.problems import describe_validation
 
 router = APIRouter(tags=["rooms"])
+# The largest count or seq a query may give: Redis reads counts as signed 64-bit numbers.
+QUERY_INT_MAX = 2**63 - 1
 # The request body of POST /rooms, for the OpenAPI schema: the body is read and checked
 # by hand (as `parley rooms create` reads a file), so its errors name the spec's fields.
 SPEC_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
@@ -155,8 +158,9 @@ def archive_room(room: str, client: ClientDep,
                  ) -> FileResponse:
     """The room as an archive (JSON lines, as `parley rooms archive` writes), to keep or
     to bring back with `parley rooms import`. The room stays unless ``remove``."""
+    check_room_id(room)  # before it names a file: a bad id is a 400, not an OS error
     directory = tempfile.mkdtemp(prefix="parley-archive-")
-    path = os.path.join(directory, f"{room}.jsonl")
+    path = os.path.join(directory, "room.jsonl")
 
     def cleanup() -> None:
         for name in os.listdir(directory):
@@ -181,7 +185,7 @@ def post_message(room: str, client: ClientDep, post: Annotated[Post, Body()]) ->
 
 @router.get("/rooms/{room}/messages")
 def read_messages(room: str, client: ClientDep,
-                  after_seq: Annotated[int, Query(ge=0)] = 0,
+                  after_seq: Annotated[int, Query(ge=0, le=QUERY_INT_MAX)] = 0,
                   limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> dict[str, Any]:
     """The room's messages after seq ``after_seq``, oldest first, at most ``limit``;
     ``next_after_seq`` is where the next page starts and ``more`` says whether there is
@@ -196,8 +200,9 @@ def read_messages(room: str, client: ClientDep,
 
 @router.get("/rooms/{room}/turns")
 def read_turns(room: str, client: ClientDep,
-               last: Annotated[int | None, Query(ge=0, description="Only the newest N "
-                                                 "decided turns")] = None) -> dict[str, Any]:
+               last: Annotated[int | None, Query(ge=0, le=QUERY_INT_MAX, description="Only "
+                                                 "the newest N decided turns")] = None
+               ) -> dict[str, Any]:
     """Each turn's answers (raw and adjusted scores, status, latency, tokens) and the open
     turn's progress, as `parley turns --json`."""
     return documents.turns_json(read_turn_report(client.store, room, last))

@@ -5,8 +5,10 @@ failures shown as they happen; pause, resume and a post while paused; screenshot
 
 from __future__ import annotations
 
+import http.server
 import re
 import shutil
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -24,9 +26,15 @@ from tests.support.polling import wait_until
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 CHROMIUM = Path("/usr/bin/chromium")
+# A name that resolves to 127.0.0.1, as a DNS-rebinding attacker's name does once rebound.
+REBOUND = "rebound.test"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+                 "--disable-component-update", "--disable-sync",
+                 f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"]
+# Reports every Content-Security-Policy violation of the page to the test.
+CSP_LISTENER = """document.addEventListener("securitypolicyviolation", (event) =>
+  window.reportCspViolation(`${event.violatedDirective} ${event.blockedURI}`));"""
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "rooms"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 TOKEN = "dashboard-test-token"
@@ -63,15 +71,11 @@ def answers(url: str) -> bool:
         return False
 
 
-def serve_api(processes: procs.ProcessGroup, tmp_path: Path, tokens: str | None
-              ) -> Iterator[str]:
-    """`parley api` on a free port (requiring one of ``tokens`` if any), stopped by its PID
-    afterwards."""
+def serve_api(processes: procs.ProcessGroup, log: Path, env: dict[str, str]) -> Iterator[str]:
+    """`parley api` on a free port with ``env``, stopped by its PID afterwards."""
     port = procs.free_port()
-    log = tmp_path / "api.log"
-    env = {**processes.env, **({"PARLEY_API_TOKENS": tokens} if tokens else {})}
     process = procs.start(procs.parley_command("api", "--host", "127.0.0.1", "--port", str(port)),
-                          log, env)
+                          log, {**processes.env, **env})
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: answers(url) or process.poll() is not None, 30, "parley api to answer")
@@ -84,26 +88,39 @@ def serve_api(processes: procs.ProcessGroup, tmp_path: Path, tokens: str | None
 
 @pytest.fixture
 def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
-    """`parley api` with a token required."""
-    yield from serve_api(processes, tmp_path, TOKEN)
+    """`parley api` on a free port with a token required."""
+    yield from serve_api(processes, tmp_path / "api.log", {"PARLEY_API_TOKENS": TOKEN})
 
 
 @pytest.fixture
 def open_api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
-    """`parley api` on loopback without tokens: no request needs one."""
-    yield from serve_api(processes, tmp_path, None)
+    """`parley api` on a free port without tokens (its log at tmp_path/api.log)."""
+    yield from serve_api(processes, tmp_path / "api.log", {"PARLEY_API_TOKENS": ""})
 
 
 @pytest.fixture
-def page(tmp_path: Path):  # noqa: ANN201 - playwright's Page
-    """A fresh Chromium profile's page; the browser is closed afterwards."""
+def csp_violations() -> list[str]:
+    """The Content-Security-Policy violations the test's page reported."""
+    return []
+
+
+@pytest.fixture
+def page(tmp_path: Path, csp_violations: list[str]):  # noqa: ANN201 - playwright's Page
+    """A fresh Chromium profile's page, reporting its CSP violations; the browser is closed
+    afterwards."""
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
             args=CHROMIUM_ARGS, viewport={"width": 1440, "height": 1000})
         context.set_default_timeout(UI_TIMEOUT_MS)
+        context.expose_binding("reportCspViolation",
+                               lambda _source, violation: csp_violations.append(violation))
+        context.add_init_script(CSP_LISTENER)
         try:
-            yield context.pages[0] if context.pages else context.new_page()
+            page = context.pages[0] if context.pages else context.new_page()
+            page.on("console", lambda message: csp_violations.append(message.text)
+                    if "Content Security Policy" in message.text else None)
+            yield page
         finally:
             context.close()
 
@@ -125,14 +142,18 @@ def texts(page, selector: str) -> list[str]:  # noqa: ANN001
 
 @requires_chromium
 def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings, queue,
-                                                            api_url, page, tmp_path):
+                                                            api_url, page, tmp_path,
+                                                            csp_violations):
     processes.worker("-Q", queue, "-c", "8")
     processes.coordinator()
     client = Client(settings)
     room = client.create_room(spec_on_queue(EXAMPLES / "demo.yaml", queue))
 
-    # Without the token the API refuses, and the page says what to do.
-    page.goto(f"{api_url}/#/rooms/{room}")
+    # Without the token the API refuses, and the page says what to do. The page runs under
+    # a strict Content-Security-Policy, and nothing it does breaks it (checked at the end).
+    served = page.goto(f"{api_url}/#/rooms/{room}")
+    assert "script-src 'self'" in served.headers["content-security-policy"]
+    assert served.headers["x-frame-options"] == "DENY"
     page.locator("#error").filter(has_text="token").wait_for()
     page.fill("#token", TOKEN)
     page.click("#token-form button")
@@ -206,6 +227,9 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
     page.locator("#workers tbody tr").filter(has_text=queue).wait_for()
     page.locator("#queues tbody tr").filter(has_text=queue).wait_for()
     save_screenshot(page, tmp_path, "dashboard-overview.png")
+    # Its API link goes to the schema.
+    assert page.get_attribute("a.docs", "href") == "/openapi.json"
+    assert csp_violations == []
 
 
 def add_chunk(client: Client, room: str, turn: int, index: int, text: str) -> None:
@@ -240,13 +264,11 @@ def test_room_content_is_text_never_markup_a_streamed_message_grows_and_cancel_e
     add_chunk(client, room, 1, 0, "Early users ")
     add_chunk(client, room, 1, 1, "<b>are</b> asking.")
     growing = page.locator("#transcript li.streaming[data-agent='Optimist'] .content")
-    page.wait_for_function(
-        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
-        " === 'Early users <b>are</b> asking.'")
+    # Matched as the whole text, unnormalised (locator assertions need no eval, which the
+    # page's Content-Security-Policy refuses).
+    expect(growing).to_have_text(re.compile(r"^Early users <b>are</b> asking\.$"))
     add_chunk(client, room, 1, 0, "Again: ")  # the call made again starts its text over
-    page.wait_for_function(
-        "document.querySelector(\"#transcript li.streaming .content\")?.textContent"
-        " === 'Again: '")
+    expect(growing).to_have_text(re.compile(r"^Again: $"))
     assert growing.count() == 1
     assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
     assert page.evaluate("window.pwned === undefined")
@@ -319,8 +341,7 @@ def test_an_intent_room_shows_its_scores_against_the_threshold_in_spec_order(
         expect(row.locator("td.score")).to_have_text(f"{bid.score:.2f}")
         expect(row.locator("svg.bar line.threshold")).to_have_count(1)
     # In spec order, whatever order the answers arrived in.
-    page.wait_for_function(
-        f"document.querySelectorAll('#answers tbody tr[data-agent]').length >= {len(intents)}")
+    page.locator("#answers tbody tr[data-agent]").nth(len(intents) - 1).wait_for()
     shown = page.eval_on_selector_all("#answers tbody tr[data-agent]",
                                       "rows => rows.map(r => r.dataset.agent)")
     assert shown[:len(intents)] == [a for a in spec.agent_names if a in {b.agent for b in intents}]
@@ -357,3 +378,72 @@ def test_a_round_table_after_its_verdict_names_nobody_next_and_the_token_box_spe
     note = page.locator("#turn-note")
     expect(note).to_contain_text("panel: 4 of 4 spoken, Moderator gave the verdict")
     assert "next" not in note.inner_text()
+
+
+ATTACK = """async ([api, victim, spec]) => {
+  const sent = [];
+  for (const [path, init] of [
+      [`/rooms?room=planted`, {method: "POST", headers: {"Content-Type": "text/plain"}, body: spec}],
+      [`/rooms/${victim}/archive?remove=true`, {method: "POST"}]]) {
+    // no-cors: what any page may send without asking the API first.
+    try { await fetch(api + path, {...init, mode: "no-cors"}); sent.push("sent"); }
+    catch (error) { sent.push(String(error)); }
+  }
+  return sent;
+}"""
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[str]:
+    """Another origin on this machine (a page any local program may serve): a plain page
+    at http://localhost:<another port>/, from a server thread of this test."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            body = b"<!doctype html><title>elsewhere</title>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@requires_chromium
+def test_a_page_on_another_origin_can_neither_create_nor_remove_rooms(
+        processes, settings, open_api_url, elsewhere, page, tmp_path):
+    client = Client(settings)
+    victim = client.create_room(load_spec(EXAMPLES / "demo.yaml"))
+    page.goto(f"{elsewhere}/page.html")
+    spec = load_spec(EXAMPLES / "demo.yaml").model_dump_json()
+    assert page.evaluate(ATTACK, [open_api_url, victim, spec]) == ["sent", "sent"]
+
+    log = tmp_path / "api.log"
+    wait_until(lambda: f"/rooms/{victim}/archive?remove=true HTTP/1.1\\\" 403" in log.read_text(),
+               10, "the API to answer the cross-site archive")
+    assert "/rooms?room=planted HTTP/1.1\\\" 403" in log.read_text()
+    rooms = [summary.room for summary in client.rooms(100)]
+    assert victim in rooms and "planted" not in rooms
+
+
+@requires_chromium
+def test_a_name_rebound_onto_loopback_gets_nothing(processes, settings, open_api_url, page):
+    client = Client(settings)
+    room = client.create_room(load_spec(EXAMPLES / "demo.yaml"))
+    port = open_api_url.rsplit(":", 1)[1]
+    # A DNS-rebinding page's requests reach the API under the attacker's name.
+    answer = page.goto(f"http://{REBOUND}:{port}/rooms")
+    assert answer.status == 421 and room not in answer.text()
+    assert f"Host '{REBOUND}:{port}' is not served" in answer.text()

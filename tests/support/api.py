@@ -20,6 +20,8 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 PREFIX = "t"
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# A loopback name: without tokens the API answers no other Host.
+BASE_URL = "http://127.0.0.1"
 
 
 def spec_json(turns: int = 2, **policy) -> dict:
@@ -34,7 +36,8 @@ def app_client(server: fakeredis.FakeServer, **options) -> TestClient:
     client = Client(settings)
     client.redis = fakeredis.FakeRedis(server=server)
     client.store = RoomStore(client.redis, Keys(PREFIX))
-    return TestClient(make_app(settings, client, fakeredis.FakeAsyncRedis(server=server)))
+    return TestClient(make_app(settings, client, fakeredis.FakeAsyncRedis(server=server)),
+                      base_url=BASE_URL)
 
 
 def run_room(server, room: str) -> None:

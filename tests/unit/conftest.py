@@ -4,13 +4,17 @@ key names, room store and Client on it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import fakeredis
 import pytest
+from fastapi.testclient import TestClient
 
 from parley.client import Client
 from parley.shared.keys import Keys
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from tests.support.api import TOKEN, app_client
 
 
 @pytest.fixture
@@ -50,3 +54,17 @@ def client(store: RoomStore) -> Client:
     client.redis = store.redis
     client.store = store
     return client
+
+
+@pytest.fixture
+def api(server: fakeredis.FakeServer) -> Iterator[TestClient]:
+    """The HTTP API on the test's server, without tokens."""
+    with app_client(server) as client:
+        yield client
+
+
+@pytest.fixture
+def secured(server: fakeredis.FakeServer) -> Iterator[TestClient]:
+    """The HTTP API on the test's server with tokens: TOKEN and "another"."""
+    with app_client(server, api_tokens=(TOKEN, "another")) as client:
+        yield client

@@ -13,24 +13,12 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from parley import cli
-from parley.api import streams
+from parley.api import fanout
 from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
 from parley.shared.keys import Keys
 from parley.shared.settings import Settings
-from tests.support.api import AUTH, PREFIX, TOKEN, app_client, run_room, spec_json
-
-
-@pytest.fixture
-def api(server) -> TestClient:
-    with app_client(server) as client:
-        yield client
-
-
-@pytest.fixture
-def secured(server) -> TestClient:
-    with app_client(server, api_tokens=(TOKEN, "another")) as client:
-        yield client
+from tests.support.api import AUTH, BASE_URL, PREFIX, TOKEN, app_client, run_room, spec_json
 
 
 def ran_room(api: TestClient, server, turns: int = 2) -> str:
@@ -216,6 +204,7 @@ def test_an_unauthenticated_body_is_refused_before_it_is_read(secured):
 
 def test_a_body_over_the_limit_is_413_json_declared_or_chunked(server):
     with app_client(server, api_max_body_bytes=4096) as api:
+        api.headers["Content-Type"] = "application/json"
         declared = api.post("/rooms", content=b"{" + b" " * 5000 + b"}")
         assert declared.status_code == 413
         assert declared.json() == {"error": "request body too large: the limit is 4,096 bytes "
@@ -250,13 +239,6 @@ def test_unknown_routes_and_methods_are_json(api):
     assert reply.status_code == 405 and reply.json()["error"] == "PUT is not allowed on /rooms"
 
 
-class Follower:
-    """A request whose follower never leaves."""
-
-    async def is_disconnected(self) -> bool:
-        return False
-
-
 def read_frames(server, stream_of, until: str, most: int = 100) -> list[dict]:
     """SSE messages of the stream ``stream_of(redis)`` builds, parsed, up to and including
     the first of type ``until``."""
@@ -279,29 +261,31 @@ def read_frames(server, stream_of, until: str, most: int = 100) -> list[dict]:
 
 def test_a_room_stream_resumes_after_an_id_without_repeating_and_ends_when_the_room_goes(
         api, server, monkeypatch):
-    monkeypatch.setattr(streams, "BLOCK_MS", 50)
+    monkeypatch.setattr(fanout, "BLOCK_MS", 50)
     room = ran_room(api, server)
     keys = Keys(PREFIX)
-    whole = read_frames(server, lambda r: streams.follow_room(r, keys, room, "0-0", Follower()),
-                        "run_ended")
+
+    def follow(after: str, until: str) -> list[dict]:
+        return read_frames(server, lambda r: fanout.follow_room(fanout.Hub(r, keys), r, room,
+                                                                after), until)
+
+    whole = follow("0-0", "run_ended")
     assert [frame["event"] for frame in whole[:2]] == ["lease_taken", "run_started"]
     assert whole[-1]["data"]["stop_reason"] == "max_messages"
     assert all(frame["id"] == frame["data"]["id"] for frame in whole)
     middle = whole[3]["id"]
-    rest = read_frames(server, lambda r: streams.follow_room(r, keys, room, middle, Follower()),
-                       "run_ended")
+    rest = follow(middle, "run_ended")
     assert [frame["id"] for frame in rest] == [frame["id"] for frame in whole[4:]]
     api.delete(f"/rooms/{room}")
-    gone = read_frames(server, lambda r: streams.follow_room(r, keys, room, whole[-1]["id"],
-                                                             Follower()), "room_deleted")
+    gone = follow(whole[-1]["id"], "room_deleted")
     assert [frame["event"] for frame in gone] == ["room_deleted"]
 
 
 def test_the_runs_stream_tells_each_rooms_run_start_and_end(api, server, monkeypatch):
-    monkeypatch.setattr(streams, "RUNS_BLOCK_MS", 50)
+    monkeypatch.setattr(fanout, "RUNS_BLOCK_MS", 50)
     room = ran_room(api, server)
     keys = Keys(PREFIX)
-    frames = read_frames(server, lambda r: streams.follow_runs(r, keys, "0-0", Follower()),
+    frames = read_frames(server, lambda r: fanout.follow_runs(fanout.Hub(r, keys), r, "0-0"),
                          "run_ended")
     assert [(f["event"], f["data"]["room"], f["data"]["run"]) for f in frames] == [
         ("run_started", room, 1), ("run_ended", room, 1)]
@@ -348,7 +332,7 @@ def test_a_mention_rooms_queue_is_parley_queue_json(api, server):
 
 def test_redis_or_the_broker_down_is_503_json_without_the_password():
     settings = Settings(key_prefix=PREFIX, redis_url="redis://:hunter2@127.0.0.1:1/0")
-    with TestClient(make_app(settings)) as api:
+    with TestClient(make_app(settings), base_url=BASE_URL) as api:
         health = api.get("/healthz")
         assert health.status_code == 503 and health.json()["status"] == "unavailable"
         assert "redis://:***@127.0.0.1:1/0 does not answer" in health.json()["error"]

@@ -4,19 +4,11 @@ one; a room's floor share, usage and failures after it ran; the rooms overview."
 from __future__ import annotations
 
 import fakeredis
-import pytest
-from fastapi.testclient import TestClient
 
 from parley.api import dashboard
 from parley.shared.keys import Keys
-from tests.support.api import AUTH, PREFIX, app_client, run_room, spec_json
+from tests.support.api import AUTH, PREFIX, run_room, spec_json
 from tests.support.rooms import rotating_scripts
-
-
-@pytest.fixture
-def secured(server) -> TestClient:
-    with app_client(server, api_tokens=("s3cret-token",)) as client:
-        yield client
 
 
 def test_the_page_is_served_without_a_token_and_its_data_needs_one(secured) -> None:

@@ -26,6 +26,8 @@ function el(tag, attrs, ...children) {
   for (const [name, value] of Object.entries(attrs || {})) {
     if (value === undefined || value === null) continue;
     if (name === "class") node.className = value;
+    // Through the CSSOM: the Content-Security-Policy refuses style attributes.
+    else if (name === "style") Object.assign(node.style, value);
     else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
     else node.setAttribute(name, String(value));
   }
@@ -568,7 +570,7 @@ function renderFloor(floor) {
   $("gini").textContent = `Gini ${num(floor.gini)} over ${counted(floor.total, "message")}`;
   $("floor").replaceChildren(...floor.agents.map((a) => el("div", {class: "share", "data-agent": a.agent},
     el("span", {class: "who"}, a.agent),
-    el("span", {class: "track"}, el("span", {class: "fill", style: `width:${(a.share * 100).toFixed(1)}%`})),
+    el("span", {class: "track"}, el("span", {class: "fill", style: {width: `${(a.share * 100).toFixed(1)}%`}})),
     el("span", {class: "num"}, `${(a.share * 100).toFixed(0)}% (${a.messages})`))));
 }
 
