@@ -166,7 +166,7 @@ def room_turns(room: str, client: ClientDep,
     ``silent`` when its agent chose to say nothing (the page's turn table)."""
     _, spec = client.store.read_spec(room)
     report = read_turn_report(client.store, room, last)
-    answers = {turn.turn: turn.answers for turn in report.turns}
+    answers = {turn.turn: turn.bids for turn in report.turns}
     if report.open_turn:
         answers[report.open_turn.turn] = report.open_turn.answers
     return marked_silent(documents.turns_json(report), spec, answers)
