@@ -12,7 +12,7 @@ $(BIN)/parley: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(BIN)/parley
 
-.PHONY: setup demo test lint bench image
+.PHONY: setup demo test test-fast lint bench image
 setup: $(BIN)/parley
 
 demo: setup
@@ -20,6 +20,11 @@ demo: setup
 
 test: setup
 	$(BIN)/pytest -q
+
+# The edit loop: the unit and integration layers (pure, fakeredis and the local Redis),
+# in about two minutes; `make test` (what CI runs) adds the processes.
+test-fast: setup
+	$(BIN)/pytest -q tests/unit tests/integration
 
 lint: setup
 	$(BIN)/ruff check parley coordinator workers shared tests benchmarks

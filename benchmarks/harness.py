@@ -28,7 +28,7 @@ from parley.shared.settings import Settings
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 # hz 10 is Redis's default; AOF everysec is how a deployment that must survive a Redis
-# restart runs it (DESIGN.md: "with Redis AOF on, a Redis restart too").
+# restart runs it (docs/architecture.md, "Failover invariants": "with AOF on, of Redis").
 # A coordinator holds a connection per room waiting for answers: past Redis's default of
 # 10,000 clients, 10,000 rooms could not all wait at once.
 REDIS_OPTIONS = ("--appendonly", "yes", "--appendfsync", "everysec", "--hz", "10",

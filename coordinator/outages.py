@@ -15,6 +15,7 @@ and read on the rooms' event loop only.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from parley.coordinator.connections import UNREACHABLE_ERRORS
@@ -46,15 +47,17 @@ class OutageClock:
     """The wall-clock time this coordinator last failed to reach Redis or the broker, and
     per room the grace last given to its turn in flight."""
 
-    def __init__(self, max_graces: int = MAX_GRACES) -> None:
+    def __init__(self, max_graces: int = MAX_GRACES,
+                 clock: Callable[[], float] = time.time) -> None:
         self.max_graces = max_graces
+        self.clock = clock
         # Wall clock, as the turns' opening times and deadlines are.
         self.failed_at = 0.0
         self.graces: dict[str, Grace] = {}
 
     def failed(self) -> None:
         """Record that Redis or the broker could not be reached just now."""
-        self.failed_at = time.time()
+        self.failed_at = self.clock()
 
     def note_unreachable(self, error: BaseException) -> None:
         """Record the time if ``error`` says Redis or the broker could not be reached (a
@@ -71,7 +74,7 @@ class OutageClock:
         if not grace_due(self.failed_at, opened_at, last, self.max_graces):
             return False
         count = 1 if last is None else last.count + 1
-        self.graces[room] = Grace(turn, opened_at, time.time(), count)
+        self.graces[room] = Grace(turn, opened_at, self.clock(), count)
         return True
 
     def forget(self, room: str) -> None:

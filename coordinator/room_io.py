@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +99,9 @@ class RoomIO:
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""
         version, spec_json = await self.redis.hmget(self.keys.spec(room), "version", "json")
-        return int(version), without_scripts(RoomSpec.model_validate_json(spec_json))
+        # A room of hundreds of agents takes a while to validate: off the event loop, which
+        # runs every other room's turns meanwhile.
+        return int(version), await asyncio.to_thread(coordinator_spec, spec_json)
 
     async def drain_inbox(self, lease: Lease) -> Drained:
         """Commit posted messages to the log unless a turn is open, setting aside the
@@ -235,6 +238,11 @@ class RoomIO:
         """Mark the room active now, for dashboards ordering rooms by activity and for idle
         expiry (only if it is listed: a room deleted meanwhile stays gone)."""
         await self.redis.zadd(self.keys.rooms, {room: now_ms()}, xx=True)
+
+
+def coordinator_spec(spec_json: bytes) -> RoomSpec:
+    """A stored spec as the coordinator keeps it: validated, without scripts."""
+    return without_scripts(RoomSpec.model_validate_json(spec_json))
 
 
 def without_scripts(spec: RoomSpec) -> RoomSpec:

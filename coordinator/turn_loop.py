@@ -1,9 +1,10 @@
-"""One room's turn loop: the body of DESIGN.md's "The turn, step by step"."""
+"""One room's turn loop: the body of docs/architecture.md, "A turn, step by step"."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import structlog
@@ -82,8 +83,9 @@ class TurnAnswers:
     def numbers(self, calls: Calls) -> dict[str, int]:
         """Each called agent's call number in the room: a call asked again (a re-ask, a
         takeover) keeps its number, a new phase's call gets the next one."""
-        return {name: self.committed_calls.get(name, 0) + 1
-                + sum(answer.agent == name for answer in self.answers) for name in calls.agents}
+        answered = Counter(answer.agent for answer in self.answers)
+        return {name: self.committed_calls.get(name, 0) + 1 + answered[name]
+                for name in calls.agents}
 
     def time_out(self, phase: int, calls: Calls) -> None:
         """Close the phase: its answers join the turn's, a missing one as a timeout."""
@@ -247,10 +249,11 @@ class RoomRunner:
         posted), and the change itself applies at the next turn."""
         changes = await self.io.read_floor_ops(self.lease.room, inbox.ops_after, MOST_UNREAD)
         listening = {change.agent for change in changes if change.op == "listen"}
+        numbers = inbox.numbers(calls)
         for name in inbox.missing(phase, calls):
             if name in listening:
                 inbox.arrived[(phase, name)] = cancelled(name, inbox.turn, calls.kind, phase,
-                                                         inbox.numbers(calls)[name])
+                                                         numbers[name])
                 log.info("turn_cut", room=self.lease.room, turn=inbox.turn, agent=name)
 
     async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, agents: list[str],
@@ -259,9 +262,10 @@ class RoomRunner:
         numbers (a scripted agent's k-th call replays its k-th entry)."""
         if not agents:
             return
+        queues = {caller.name: caller.queue for caller in self.spec.callers}
         by_queue: dict[str, list[str]] = {}
         for name in agents:
-            by_queue.setdefault(self.spec.agent(name).queue, []).append(name)
+            by_queue.setdefault(queues[name], []).append(name)
         template = BidRequest(
             prefix=self.options.prefix, room=self.lease.room, turn=turn.number,
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,

@@ -13,8 +13,10 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
+    ModelWrapValidatorHandler,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationError,
     ValidationInfo,
     computed_field,
     field_validator,
@@ -25,7 +27,9 @@ from pydantic_core import PydanticCustomError
 
 from parley.shared.litellm_args import NO_CREDENTIALS, check_litellm_kwargs, url_credentials
 from parley.shared.protocol import DEFAULT_QUEUE
+from parley.shared.speakers import name_skeleton
 from parley.shared.spec_limits import (
+    MAX_AGENTS_CONTEXT,
     MAX_BUDGET_TOKENS,
     MAX_BUDGET_USD,
     MAX_CONTEXT_TOKENS,
@@ -35,9 +39,11 @@ from parley.shared.spec_limits import (
     MAX_RUN_MESSAGES,
     NotText,
     SpecTooLarge,
+    check_agent_count,
     check_document_size,
     check_stored_size,
 )
+from parley.shared.unknown_fields import has_unknown, with_hints
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
@@ -65,7 +71,7 @@ def check_person_name(name: str) -> str:
     if not _NAME.fullmatch(name):
         raise ValueError(f"sender {name!r} must be 1-64 letters, digits, spaces, '_', '.' or "
                          "'-', starting with a letter or digit")
-    if name_key(name) == SYSTEM_SENDER:
+    if name_skeleton(name) == name_skeleton(SYSTEM_SENDER):
         raise ValueError(f"{name!r} is reserved for parley's own notices: people post under "
                          "their own names")
     return name
@@ -106,6 +112,18 @@ class Strict(BaseModel):
     # whose repr never ends.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
                               hide_input_in_errors=True)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unknown_fields_hinted(cls, data: Any, handler: ModelWrapValidatorHandler[Strict]
+                               ) -> Strict:
+        # An unknown field is named with the nearest valid ones, not only refused.
+        try:
+            return handler(data)
+        except ValidationError as error:
+            if not has_unknown(error):
+                raise
+            raise with_hints(error, list(cls.model_fields)) from None
 
 
 class ScriptEntry(Strict):
@@ -170,6 +188,9 @@ class AgentSpec(Strict):
 
     name: str
     role: str = ""
+    # What the agent is for, as the others, the selector, the dispatch classifier and the
+    # dashboard read it (seed 003: role="Developer", description="Knows the code").
+    description: str = ""
     system_prompt: str = ""
     model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
     script: list[ScriptEntry] | None = None
@@ -196,10 +217,11 @@ class AgentSpec(Strict):
                 "must be 1-64 letters, digits, spaces, '_', '.' or '-', starting with a letter "
                 "or digit"
             )
-        # Told apart as people's names are, so that no room makes its task's poster an agent.
-        if name_key(name) == name_key(SEED_SENDER):
+        # Told apart as a reader tells names apart, so that no room makes its task's poster
+        # an agent.
+        if name_skeleton(name) == name_skeleton(SEED_SENDER):
             raise ValueError(f"{SEED_SENDER!r} is reserved for the person who posts the task")
-        if name_key(name) == SYSTEM_SENDER:
+        if name_skeleton(name) == name_skeleton(SYSTEM_SENDER):
             raise ValueError(f"{SYSTEM_SENDER!r} is reserved for parley's own notices")
         return name
 
@@ -273,8 +295,9 @@ class BidPolicy(Strict):
     kind: Literal["bid"] = "bid"
     threshold: float = Field(default=0.5, ge=0, le=1)
     recency_penalty: float = Field(default=0.3, ge=0)
-    # 0 penalises the last speaker, as 1 does: swarms' max(1, recency_window).
-    recency_window: int = Field(default=1, ge=0, le=MAX_RUN_MESSAGES)
+    # Kept as given; 0 or below penalises the last speaker, as 1 does: swarms'
+    # max(1, recency_window).
+    recency_window: int = Field(default=1, ge=-MAX_PLAIN_INT, le=MAX_RUN_MESSAGES)
     max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
     bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
     # full: every agent writes its whole reply as its bid (swarms). intent: every agent bids
@@ -446,11 +469,12 @@ class Usage(BaseModel):
 
 
 def repeated_names(names: list[str]) -> list[str]:
-    """The names (as written) that another name repeats, case and spacing aside: a
+    """The names (as written) that another name repeats to a reader (the same
+    name_skeleton: ``Budget Checker`` and ``Budget_Checker``, ``Vem`` and ``Vern``): a
     selector's pick, a person's post and the impersonation cut could not tell them apart."""
     by_key: dict[str, list[str]] = {}
     for name in names:
-        by_key.setdefault(name_key(name), []).append(name)
+        by_key.setdefault(name_skeleton(name), []).append(name)
     return sorted({name for same in by_key.values() if len(same) > 1 for name in same})
 
 
@@ -496,7 +520,10 @@ def check_mention_names(policy: MentionPolicy, agents: tuple[str, ...]) -> None:
     if policy.dispatch is not None and DISPATCH_NAME in keys:
         raise ValueError(f"{DISPATCH_NAME!r} is the classifier's name in a room with dispatch: "
                          "name the agent otherwise")
-    taken = next((name for name in policy.people or [] if name_key(name) in keys), None)
+    # As a post is checked: no person's name may read as an agent's.
+    skeletons = {name_skeleton(name) for name in agents}
+    taken = next((name for name in policy.people or [] if name_skeleton(name) in skeletons),
+                 None)
     if taken is not None:
         raise ValueError(f"policy.people names {taken!r}, which is an agent of the room: "
                          "a person needs a name of their own")
@@ -517,6 +544,16 @@ class RoomSpec(Strict):
     def _bounded_room(cls, data: Any) -> Any:
         # Before anything else walks it: a YAML alias bomb expands exponentially.
         return _bounded(data)
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _within_agent_bound(cls, agents: Any, info: ValidationInfo) -> Any:
+        # Before the agents are validated, one by one. Only a spec checked for creating a
+        # room carries the bound: a stored one is read back whatever the bound is now.
+        most = (info.context or {}).get(MAX_AGENTS_CONTEXT)
+        if most is not None and isinstance(agents, list | tuple):
+            check_agent_count(len(agents), most)
+        return agents
 
     @field_validator("agents")
     @classmethod

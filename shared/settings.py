@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from parley.shared.api_bases import parse_api_base
-from parley.shared.spec_limits import MAX_SPEC_JSON_BYTES
+from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, MAX_SPEC_JSON_BYTES
 
 # The variables a spec may name as an agent's api_key_env unless the operator says otherwise:
 # the providers' usual key variables, never the workers' other secrets.
@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     coordinator_capacity: int = Field(default=1000, ge=1)
     # A turn of up to 20 agents is one Celery message; bigger rooms spread over workers.
     agents_per_task: int = Field(default=20, ge=1)
+    # The most agents a new room may have: a turn's work grows with them (rooms created
+    # under a higher bound stay readable when it is lowered).
+    max_agents: int = Field(default=DEFAULT_MAX_AGENTS, ge=2)
 
     worker_pool: str = "threads"
     worker_concurrency: int = Field(default=64, ge=1)

@@ -20,8 +20,16 @@ bound                    limit         what it bounds
 ``MAX_BUDGET_TOKENS``    10**12        a token limit of ``limits`` (per run or per room)
 ``MAX_BUDGET_USD``       10**9         a cost limit of ``limits``, in US dollars
 ``MAX_PLAIN_INT``        2**63 - 1     integers in free-form values (script scores and
-                                       messages, ``litellm_kwargs``)
+                                       messages, ``litellm_kwargs``); ``recency_window``
+                                       below 0 (kept as given, read as 1)
+``DEFAULT_MAX_AGENTS``   256           a new room's agents, unless the operator's
+                                       ``PARLEY_MAX_AGENTS`` says otherwise
 =======================  ============  ==========================================================
+
+The agents' bound is the operator's (a setting), so it applies where a room is created and
+where a spec is checked for creating one (``RoomSpec.model_validate`` with
+``create_context``), never when a stored spec is read back: a room created under a raised
+bound stays readable after the bound is lowered.
 
 Numbers are finite everywhere (JSON has no infinity: it would be stored as null), and
 text is Unicode text: a surrogate code point cannot be stored as UTF-8 (a pair would be
@@ -47,6 +55,11 @@ MAX_RUN_MESSAGES = 1_000_000
 MAX_BUDGET_TOKENS = 10**12
 MAX_BUDGET_USD = 1e9
 MAX_PLAIN_INT = 2**63 - 1
+# Every turn's work (fan-out, collection, the cut, the turn record) grows with the agents.
+DEFAULT_MAX_AGENTS = 256
+MAX_AGENTS_SETTING = "PARLEY_MAX_AGENTS"
+# The validation context key that carries the bound to RoomSpec's validators.
+MAX_AGENTS_CONTEXT = "max_agents"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -56,6 +69,23 @@ class SpecTooLarge(ValueError):
 
 class NotText(ValueError):
     """A room spec holding a string that is not Unicode text."""
+
+
+class TooManyAgents(ValueError):
+    """A new room spec with more agents than the operator allows; the message names the
+    bound and its setting."""
+
+
+def create_context(max_agents: int) -> dict[str, Any]:
+    """The validation context of a spec checked for creating a room under ``max_agents``."""
+    return {MAX_AGENTS_CONTEXT: max_agents}
+
+
+def check_agent_count(count: int, max_agents: int) -> None:
+    """Raise TooManyAgents when a new room's ``count`` agents are over ``max_agents``."""
+    if count > max_agents:
+        raise TooManyAgents(f"a room may have at most {max_agents:,} agents "
+                            f"({MAX_AGENTS_SETTING}), this spec has {count:,}")
 
 
 class Extent(NamedTuple):

@@ -49,6 +49,8 @@ from parley.shared.records import (
 )
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
+from parley.shared.speakers import same_name
+from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, check_agent_count
 
 # The state fields an archive's delete checks are unchanged since it read the room: any
 # post drained, turn opened or committed, run started or ended, pause or resume moves one.
@@ -154,20 +156,23 @@ class RoomStore:
 
     def __init__(self, client: redis.Redis, keys: Keys,
                  message_max_bytes: int = Settings.model_fields["message_max_bytes"].default,
-                 events_maxlen: int = Settings.model_fields["events_stream_maxlen"].default
-                 ) -> None:
+                 events_maxlen: int = Settings.model_fields["events_stream_maxlen"].default,
+                 max_agents: int = DEFAULT_MAX_AGENTS) -> None:
         # redis-py types every reply as a union of what any client could return; this one
         # returns bytes, and the record functions below decode them.
         self.redis: Any = client
         self.keys = keys
         self.message_max_bytes = message_max_bytes
         self.events_maxlen = events_maxlen
+        self.max_agents = max_agents
         self.scripts = Scripts(client)
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
         """Store a new room's spec and idle state (its totals at 0), in one script; raise
-        RoomExists if the id is taken."""
+        RoomExists if the id is taken, TooManyAgents if the spec has more agents than a new
+        room may have."""
         check_room_id(room)
+        check_agent_count(len(spec.agents), self.max_agents)
         # The version is when the spec was stored (µs), not 1: a room deleted and created
         # again under the same id must not match a worker's cached spec of the old one.
         version = str(time.time_ns() // 1000)
@@ -190,14 +195,19 @@ class RoomStore:
     def post(self, room: str, sender: str, content: str) -> str:
         """Queue a message from a person or app into the room; return its inbox id.
 
-        People post under their own names: never an agent's of this room (whatever the
-        case or spacing) nor the reserved sender, so no post passes for an agent's words.
-        A post also gives a room that failed on its errors (room_error) its tries again."""
+        People post under their own names: never one a reader could take for an agent's of
+        this room (shared.speakers' name_skeleton: case, separators, look-alike and
+        invisible characters aside) nor the reserved sender, so no post passes for an
+        agent's words. A post also gives a room that failed on its errors (room_error) its
+        tries again."""
         check_person_name(sender)
         check_post(sender, content, self.message_max_bytes)
-        if name_key(sender) in {name_key(name) for name in self.agent_names(room)}:
-            raise ValueError(f"{sender!r} is an agent in room {room}: people post under "
-                             "their own names")
+        agent = next((name for name in self.agent_names(room) if same_name(name, sender)), None)
+        if agent is not None:
+            taken = ("is an agent" if name_key(agent) == name_key(sender)
+                     else f"reads as the agent {agent!r}")
+            raise ValueError(f"{sender!r} {taken} in room {room}: people post under their "
+                             "own names")
         roster = self.people(room)
         if roster is not None and name_key(sender) not in {name_key(name) for name in roster}:
             raise ValueError(f"{sender!r} is not one of room {room}'s people "

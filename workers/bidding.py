@@ -77,7 +77,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
                                     on_text=on_text, intent=call.intent, settings=settings)
         if stream is not None:
-            stream.flush()
+            stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
         bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error, settings),
                                      "error_kind": failure_kind(agent, error)})

@@ -55,9 +55,24 @@ def system_message(agent: AgentSpec) -> ChatMessage:
     return {"role": "system", "content": content}
 
 
+def profile(agent: AgentSpec) -> str:
+    """The agent's role and description, as the others read them: ``Developer — Knows
+    the code``, either alone, or empty."""
+    return " — ".join(part for part in (agent.role.strip(), agent.description.strip()) if part)
+
+
 def describe_agent(agent: AgentSpec) -> str:
-    """``Name`` or ``Name (role)``, as the other agents see it."""
-    return f"{agent.name} ({agent.role})" if agent.role else agent.name
+    """``Name`` or ``Name (role — description)``, as the other agents see it."""
+    known = profile(agent)
+    return f"{agent.name} ({known})" if known else agent.name
+
+
+def roles_text(agents: Iterable[AgentSpec], asked: Sequence[str] = (), person: str = "") -> str:
+    """One ``- name: role — description`` line per agent (``participant`` when it has
+    neither), marked ``(asked <person>)`` for the agents in ``asked``."""
+    return "\n".join(f"- {agent.name}: {profile(agent) or 'participant'}"
+                     + (f" (asked {person})" if agent.name in asked else "")
+                     for agent in agents)
 
 
 def participant_names(room_agents: Iterable[str], transcript: Sequence[Message]) -> list[str]:
@@ -338,7 +353,7 @@ def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],
     """Seed 002's Speaker selector prompt over the thread."""
     system = [system_message(selector)] if selector.system_prompt.strip() else []
     names = ", ".join(agent.name for agent in participants)
-    roles = "\n".join(f"- {agent.name}: {agent.role or 'participant'}" for agent in participants)
+    roles = roles_text(participants)
     frame = render(template("select"), roles=roles, thread="", participants=names)
     speakers = participant_names((agent.name for agent in participants), transcript)
     thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
@@ -422,14 +437,13 @@ def thread_prompt(kind: str, system: list[ChatMessage], agent: AgentSpec,
 def build_dispatch_prompt(classifier: AgentSpec, participants: Sequence[AgentSpec],
                           transcript: Sequence[Message], budget: int | None,
                           count: TokenCounter) -> Prompt:
-    """A mention room's classifier prompt: each agent's name and role (marked when it
-    asked the last message's sender), the recent conversation, and the message to route."""
+    """A mention room's classifier prompt: each agent's name, role and description
+    (marked when it asked the last message's sender), the recent conversation, and the
+    message to route."""
     system = own_system(classifier)
     person = transcript[-1].sender if transcript else SEED_SENDER
     asked = askers_of(person, transcript, [agent.name for agent in participants])
-    roles = "\n".join(f"- {agent.name}: {agent.role or 'participant'}"
-                      + (f" (asked {person})" if agent.name in asked else "")
-                      for agent in participants)
+    roles = roles_text(participants, asked, person)
     values = {"roles": roles, "person": person,
               "first": participants[0].name if participants else "agent"}
     speakers = participant_names((agent.name for agent in participants), transcript)

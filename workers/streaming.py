@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from parley.shared.silent_token import is_silent, may_become_silent
+
 CHUNK_S = 0.1
 
 # Writes one chunk (index, text); False when it was not written (the turn is over).
@@ -47,12 +49,22 @@ class ChunkWriter:
             self.flush()
 
     def held(self) -> bool:
-        """True while everything received could still be the held text."""
-        return bool(self.hold) and self.hold.startswith(self.text.strip())
+        """True while everything received could still be the held text, read as a
+        silent token is read (case, a final period and brackets aside)."""
+        return bool(self.hold) and may_become_silent(self.text, self.hold)
 
     def flush(self) -> None:
         """Write what is pending (nothing while held)."""
-        if self.sent == len(self.text) or self.held() or self.text.strip() == self.hold:
+        if not self.held():
+            self._write()
+
+    def finish(self) -> None:
+        """Write the rest once the reply is whole: all of it, unless it is the held text."""
+        if not (self.hold and is_silent(self.text, self.hold)):
+            self._write()
+
+    def _write(self) -> None:
+        if self.sent == len(self.text):
             return
         chunk, self.sent = self.text[self.sent:], len(self.text)
         self.sink(self.index, chunk)

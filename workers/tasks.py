@@ -80,21 +80,39 @@ class SpecCache:
         self.size = size
         self.specs: OrderedDict[tuple[str, str], tuple[int, RoomSpec]] = OrderedDict()
         self.lock = Lock()
+        # One lock per room being read: a big room's chunks arrive together, and each
+        # reading (and validating) the same spec would cost the worker chunks x agents.
+        self.reading: dict[tuple[str, str], Lock] = {}
 
     def get(self, store: RoomStore, prefix: str, room: str, version: int) -> RoomSpec:
-        """The spec at ``version``, read from Redis only when not cached."""
+        """The spec at ``version``, read from Redis only when not cached; calls that want
+        the same room meanwhile wait for that one read."""
         key = (prefix, room)
+        spec = self.cached(key, version)
+        if spec is not None:
+            return spec
+        with self.lock:
+            reading = self.reading.setdefault(key, Lock())
+        with reading:
+            spec = self.cached(key, version)
+            if spec is not None:
+                return spec
+            read_version, spec = store.read_spec(room)
+            with self.lock:
+                self.specs[key] = (read_version, spec)
+                if len(self.specs) > self.size:
+                    self.specs.popitem(last=False)
+                self.reading.pop(key, None)
+        return spec
+
+    def cached(self, key: tuple[str, str], version: int) -> RoomSpec | None:
+        """The cached spec of ``key`` if it is at ``version``."""
         with self.lock:
             cached = self.specs.get(key)
             if cached and cached[0] == version:
                 self.specs.move_to_end(key)
                 return cached[1]
-        read_version, spec = store.read_spec(room)
-        with self.lock:
-            self.specs[key] = (read_version, spec)
-            if len(self.specs) > self.size:
-                self.specs.popitem(last=False)
-        return spec
+        return None
 
 
 class TranscriptCache:

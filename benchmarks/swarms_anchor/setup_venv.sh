@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Create the isolated swarms venv used by run_anchor.py (idempotent).
-# swarms' dependency pins clash with parley's, so it never shares a venv with the project.
+# Create the swarms venv used by run_anchor.py (idempotent).
+# swarms and parley install into one environment (swarms 16 pins litellm 1.76.1, which
+# parley accepts); the anchor keeps swarms in a venv of its own so that it measures
+# swarms alone, on the dependency versions swarms itself resolves.
 # Prints the venv path on stdout; everything else goes to stderr.
 set -euo pipefail
 

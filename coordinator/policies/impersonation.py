@@ -7,31 +7,36 @@ cut                    a reply is cut at its first line that speaks as another
                        participant (``Name:``, see shared.speakers); what precedes it is
                        kept, stripped
 participants           the room's agents and the person who posts the task (``User``);
-                       names match case-insensitively, with spaces and emphasis around
+                       names match as a reader confuses them (shared.speakers'
+                       name_skeleton), with spaces and emphasis around
 own name               a line under the agent's own name is not cut
 nothing left           a reply cut to nothing is empty: it cannot take the floor
 recorded               each cut reply's agent and the name it was cut at
 =====================  =================================================================
 
 The cut is applied to the bids before any policy sees them, and recomputed on replay from
-the recorded (uncut) bids.
+the recorded (uncut) bids. One matcher serves the whole room (built once per set of
+participants), so a turn's cuts cost the length of its replies, whatever the number of
+agents.
 """
 
 from __future__ import annotations
 
 from parley.shared.models import SEED_SENDER, Bid, RoomSpec
-from parley.shared.speakers import first_speaker_line
+from parley.shared.speakers import SpeakerLines, speaker_lines
 
 
-def other_participants(spec: RoomSpec, agent: str) -> list[str]:
-    """Everyone ``agent`` must not speak for: the room's other agents and the seed sender."""
-    return [name for name in spec.agent_names if name != agent] + [SEED_SENDER]
+def participants(spec: RoomSpec) -> SpeakerLines:
+    """The speaker lines of the room's participants: its agents and the seed sender."""
+    return speaker_lines((*spec.agent_names, SEED_SENDER))
 
 
-def cut_reply(message: str, others: list[str]) -> tuple[str, str | None]:
-    """``message`` up to its first line that speaks as one of ``others`` (stripped), and
-    that participant's name; the message unchanged and None when no line does."""
-    found = first_speaker_line(message, others)
+def cut_reply(message: str, lines: SpeakerLines, agent: str | None = None
+              ) -> tuple[str, str | None]:
+    """``message`` up to its first line that speaks as a participant other than ``agent``
+    (stripped), and that participant's name; the message unchanged and None when no line
+    does."""
+    found = lines.first(message, besides=agent)
     if found is None:
         return message, None
     start, name = found
@@ -41,10 +46,11 @@ def cut_reply(message: str, others: list[str]) -> tuple[str, str | None]:
 def cut_bids(spec: RoomSpec, bids: list[Bid]) -> tuple[list[Bid], dict[str, str]]:
     """Every bid with its message cut, and for each cut one its agent -> the name it was
     cut at."""
+    lines = participants(spec)
     kept: list[Bid] = []
     cuts: dict[str, str] = {}
     for bid in bids:
-        message, name = cut_reply(bid.message, other_participants(spec, bid.agent))
+        message, name = cut_reply(bid.message, lines, bid.agent)
         if name is None:
             kept.append(bid)
             continue

@@ -72,6 +72,7 @@ from parley.coordinator.policies.base import (
     TurnView,
 )
 from parley.coordinator.policies.common import could_not_respond, usable
+from parley.shared import silent_token
 from parley.shared.mentions import addressed
 from parley.shared.models import (
     DISPATCH_NAME,
@@ -498,13 +499,9 @@ def dispatch_lines(dispatch: Dispatch) -> tuple[LogLine, ...]:
 
 
 def is_silent(policy: MentionPolicy, message: str) -> bool:
-    """True when the answer is the silent token: case, a final period and brackets aside."""
-    return _bare(message) == _bare(policy.silent_token)
-
-
-def _bare(text: str) -> str:
-    word = text.strip().rstrip(".").strip()
-    return word.strip("()[]{}<> \t").strip().casefold()
+    """True when the answer is the room's silent token: case, a final period and its
+    brackets aside (shared.silent_token)."""
+    return silent_token.is_silent(message, policy.silent_token)
 
 
 def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Bid) -> Decision:

@@ -1,6 +1,6 @@
 """Read-only routes the dashboard page needs beyond the API's own: the rooms overview with
-tokens and lease ages, and one room's floor share (with its Gini coefficient), token and
-cost totals over its turns, and failed calls.
+tokens and lease ages; one room's agents, floor share (with its Gini coefficient), token
+and cost totals over its turns, and failed calls; its turns with silent answers marked.
 
 The figures are computed by the pure functions below from what the room keeps: its log
 (floor share), its turn records (usage over time, failures) and its state (totals).
@@ -16,10 +16,22 @@ from fastapi import APIRouter, Query
 
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
+from parley.client.turn_report import read_turn_report
 from parley.coordinator.policies import roundtable
-from parley.shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from parley.shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    Message,
+    RoomSpec,
+    RoomStatus,
+    RoundtablePolicy,
+    StopReason,
+    TurnRecord,
+    Usage,
+)
 from parley.shared.records import message_from_fields, usage_from
-from parley.views import explain
+from parley.views import documents, explain
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
@@ -95,17 +107,45 @@ def policy_view(spec: RoomSpec) -> dict[str, Any]:
     return spec.policy.model_dump(mode="json", exclude={"selector", "dispatch"})
 
 
-def panel_position(spec: RoomSpec, policy_state: dict[str, str]) -> dict[str, Any] | None:
+def panel_position(spec: RoomSpec, policy_state: dict[str, str],
+                   ended: StopReason | None = None) -> dict[str, Any] | None:
     """A round-table room's panel: its order, the panelist turns posted in this run, and
-    who speaks next (the moderator once every round is done); None for other policies."""
+    who speaks next (the moderator once every round is done; nobody once the run ended,
+    ``ended`` saying why: after a verdict, the debate is over); None for other policies."""
     if not isinstance(spec.policy, RoundtablePolicy):
         return None
     panel = list(roundtable.panelists(spec))
     spoken = int(policy_state.get(roundtable.SPOKEN) or 0)
     done = not panel or spoken >= spec.policy.rounds * len(panel)
+    following = spec.policy.moderator if done else panel[spoken % len(panel)]
     return {"panel": panel, "moderator": spec.policy.moderator, "spoken": spoken,
-            "rounds": spec.policy.rounds,
-            "next": spec.policy.moderator if done else panel[spoken % len(panel)]}
+            "rounds": spec.policy.rounds, "next": None if ended else following,
+            "ended": ended.value if ended else None}
+
+
+def agent_cards(spec: RoomSpec) -> list[dict[str, str]]:
+    """The room's agents in spec order, as the page presents them: name, role,
+    description and model."""
+    return [{"name": agent.name, "role": agent.role, "description": agent.description,
+             "model": agent.model} for agent in spec.agents]
+
+
+def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
+    """True when the call worked and its agent chose to say nothing: a bid or intent with
+    no message, or a discussion turn answering the room's silent token."""
+    if answer.kind is CallKind.DISCUSS:
+        return explain.is_silence(spec, answer)
+    bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
+    return bid_like and explain.answer_of(answer).outcome == "silent"
+
+
+def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Bid]]
+                  ) -> dict[str, Any]:
+    """``parley turns --json``'s document with each answer marked ``silent`` or not."""
+    for turn in [*turns["turns"], *([turns["open_turn"]] if turns["open_turn"] else [])]:
+        for shown, answer in zip(turn["answers"], answers[turn["turn"]], strict=True):
+            shown["silent"] = is_silent_answer(spec, answer)
+    return turns
 
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
@@ -116,6 +156,20 @@ def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)
                    ) -> dict[str, Any]:
     """The rooms list with each room's tokens and its lease's age."""
     return {"rooms": overview(client, limit)}
+
+
+@router.get("/rooms/{room}/turns")
+def room_turns(room: str, client: ClientDep,
+               last: Annotated[int | None, Query(ge=0, description="Only the newest N "
+                                                 "decided turns")] = None) -> dict[str, Any]:
+    """The room's turns as `GET /rooms/{room}/turns` has them, each answer marked
+    ``silent`` when its agent chose to say nothing (the page's turn table)."""
+    _, spec = client.store.read_spec(room)
+    report = read_turn_report(client.store, room, last)
+    answers = {turn.turn: turn.bids for turn in report.turns}
+    if report.open_turn:
+        answers[report.open_turn.turn] = report.open_turn.answers
+    return marked_silent(documents.turns_json(report), spec, answers)
 
 
 @router.get("/rooms/{room}/stats")
@@ -159,9 +213,10 @@ def stats(client: Client, room: str) -> dict[str, Any]:
     _, spec = client.store.read_spec(room)
     records = client.turns(room)
     agents = [agent.name for agent in spec.agents]
-    return {"room": room, "policy": policy_view(spec),
+    ended = state.stop_reason if state.status is not RoomStatus.RUNNING else None
+    return {"room": room, "policy": policy_view(spec), "agents": agent_cards(spec),
             "floor": floor_share(newest_messages(client, room, FLOOR_WINDOW), agents),
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},
             "failures": failures(records),
-            "panel": panel_position(spec, state.policy_state)}
+            "panel": panel_position(spec, state.policy_state, ended)}

@@ -18,7 +18,7 @@ from parley.api.errors import ApiError
 from parley.client.client import Client
 from parley.client.turn_report import read_turn_report
 from parley.shared.models import SEED_SENDER, RoomSpec
-from parley.shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
+from parley.shared.spec_limits import MAX_SPEC_DEPTH, SpecTooLarge, check_text_size, create_context
 from parley.views import documents
 from parley.views.problems import describe_validation
 
@@ -47,9 +47,10 @@ class Post(BaseModel):
     content: str
 
 
-def parse_spec(body: bytes) -> RoomSpec:
-    """A request body as a room spec, refused as the CLI refuses a spec file: too large
-    (413), not JSON (400), not a valid spec (422, naming each field)."""
+def parse_spec(body: bytes, max_agents: int) -> RoomSpec:
+    """A request body as a spec for a room of at most ``max_agents`` agents, refused as the
+    CLI refuses a spec file: too large (413), not JSON (400), not a valid spec (422, naming
+    each field)."""
     check_text_size(len(body))
     try:
         document = json.loads(body)
@@ -59,7 +60,7 @@ def parse_spec(body: bytes) -> RoomSpec:
     except ValueError as error:
         raise ApiError(400, f"the body is not valid JSON: {error}") from None
     try:
-        return RoomSpec.model_validate(document)
+        return RoomSpec.model_validate(document, context=create_context(max_agents))
     except ValidationError as error:
         raise ApiError(422, f"invalid room spec: {describe_validation(error)}") from None
 
@@ -73,7 +74,7 @@ async def create_room(request: Request, client: ClientDep,
     body = await request.body()
 
     def create() -> dict[str, Any]:
-        spec = parse_spec(body)
+        spec = parse_spec(body, client.settings.max_agents)
         room_id = client.create_room(spec, room)
         return {"room": room_id, "name": spec.name, "policy": spec.policy.kind,
                 "agents": [agent.name for agent in spec.agents]}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +14,9 @@ from parley.cli.errors import spec_file_error
 from parley.client.client import Client
 from parley.client.spec_file import load_spec
 from parley.shared.models import RoomSpec
+from parley.shared.settings import get_settings
 from parley.shared.spec_limits import SpecTooLarge
+from parley.terminal_text import terminal_json
 from parley.views.terminal import make_console
 
 console = make_console()
@@ -30,13 +31,14 @@ def connect() -> Client:
 
 
 def read_spec(path: Path) -> RoomSpec:
-    """Load a spec file, with load errors as CliError naming the file and field."""
+    """Load a spec file for a room of this process's settings (its most agents), with load
+    errors as CliError naming the file and field."""
     try:
-        return load_spec(path)
+        return load_spec(path, get_settings().max_agents)
     except (OSError, yaml.YAMLError, SpecTooLarge, ValidationError) as error:
         raise spec_file_error(path, error) from error
 
 
 def print_json(value: Any) -> None:
     """One JSON object on one line."""
-    print(json.dumps(value, ensure_ascii=False))
+    print(terminal_json(value))

@@ -20,6 +20,7 @@ from parley.cli.errors import friendly
 from parley.client.client import Client
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
+from parley.terminal_text import terminal_text
 from parley.views import explain
 from parley.views.run_printer import RunPrinter
 
@@ -93,7 +94,8 @@ def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
         room = client.create_room(spec)
-        console.print(f"[dim]{escape(explain.legend(spec))}[/dim]", highlight=False)
+        console.print(f"[dim]{escape(terminal_text(explain.legend(spec)))}[/dim]",
+                      highlight=False)
         # A private Redis goes with the demo, and its rooms with it: no "next" to offer.
         printer = RunPrinter(console, client.store, room, spec, hints=not private_redis)
         result = client.wait(room, client.post(room, task, task_sender(spec)), timeout_s=120,

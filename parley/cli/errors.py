@@ -22,6 +22,7 @@ from parley.client.results import RunTimeout
 from parley.shared.logs import one_line
 from parley.shared.settings import get_settings, redact_url
 from parley.shared.store import RoomExists, RoomNotFound
+from parley.terminal_text import terminal_text
 from parley.views.problems import describe_invalid, describe_validation
 
 # Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
@@ -82,7 +83,7 @@ def settings_that_work() -> Iterator[None]:
         message = str(error)
     else:
         return
-    print(f"parley: {one_line(message)}", file=sys.stderr)
+    print(f"parley: {terminal_text(one_line(message))}", file=sys.stderr)
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -106,7 +107,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except (CliError, RoomNotFound, RoomExists, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
-        print(f"parley: {message}", file=sys.stderr)
+        print(f"parley: {terminal_text(message)}", file=sys.stderr)
         raise typer.Exit(code)
 
     return wrapper

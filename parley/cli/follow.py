@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Annotated
 
@@ -12,6 +11,7 @@ from parley.cli import common
 from parley.cli.errors import bad_event_id, friendly
 from parley.shared.events import MessageChunk
 from parley.shared.models import Message
+from parley.terminal_text import CONTINUATION, terminal_json, terminal_text
 from parley.views import documents, terminal
 
 app = typer.Typer()
@@ -56,11 +56,11 @@ class LiveText:
         key = (chunk.turn, chunk.phase, chunk.agent)
         if key != self.open or chunk.index == 0:
             self.end()
-            common.console.print(f"... {chunk.agent}: ", end="", style="dim",
+            common.console.print(f"... {terminal_text(chunk.agent)}: ", end="", style="dim",
                                  highlight=False, markup=False)
             self.open = key
-        common.console.print(chunk.text, end="", style="dim", highlight=False,
-                             markup=False, soft_wrap=True)
+        common.console.print(terminal_text(chunk.text, CONTINUATION), end="", style="dim",
+                             highlight=False, markup=False, soft_wrap=True)
 
     def end(self) -> None:
         """End the line of the text being shown, if any."""
@@ -90,7 +90,7 @@ def events(
     try:
         for event in client.events(room, after, follow=keep_following):
             if as_json:
-                print(json.dumps(documents.event_json(event), ensure_ascii=False), flush=True)
+                print(terminal_json(documents.event_json(event)), flush=True)
             else:
                 common.console.print(terminal.event_line(event), highlight=False,
                                      markup=False, soft_wrap=True)

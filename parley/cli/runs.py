@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, NamedTuple
 
@@ -14,6 +13,7 @@ from parley.cli.errors import EXIT_RUN_FAILED, friendly
 from parley.client.client import Client
 from parley.shared.logs import configure_logging
 from parley.shared.models import RoomSpec, RoomStatus
+from parley.terminal_text import terminal_json
 from parley.views import run_printer, terminal
 
 app = typer.Typer()
@@ -61,8 +61,7 @@ def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
     if how.as_json:
         result = client.wait(room, inbox_id, timeout)
         records = run_printer.turns_after(client.store, room, how.after_turn)
-        print(json.dumps(run_printer.explained_json(how.spec, result, records),
-                         ensure_ascii=False))
+        print(terminal_json(run_printer.explained_json(how.spec, result, records)))
     elif how.quiet:
         result = client.wait(room, inbox_id, timeout, on_message=lambda message:
                              terminal.print_message(common.console, message))

@@ -15,6 +15,7 @@ from parley.client.client import Client
 from parley.shared.models import RoomStatus, StopReason
 from parley.shared.records import ZERO_TOTALS
 from parley.shared.store import RoomNotFound
+from parley.terminal_text import terminal_json, terminal_text
 from parley.views import documents, terminal
 
 app = typer.Typer()
@@ -35,7 +36,7 @@ def turns(
 
     report = read_turn_report(common.connect().store, room, last)
     if as_json:
-        print(json.dumps(documents.turns_json(report), ensure_ascii=False))
+        print(terminal_json(documents.turns_json(report)))
     else:
         terminal.print_turns(common.console, report)
 
@@ -103,5 +104,7 @@ def transcript(
                     "messages": [documents.message_json(m) for m in client.messages(room)]})
         return
     formatted = client.transcript(room, output_type)
-    print(formatted if isinstance(formatted, str) else json.dumps(formatted, ensure_ascii=False))
+    # swarms' string formats keep their line breaks: the text form marks a message's own.
+    print(terminal_text(formatted, continuation="") if isinstance(formatted, str)
+          else terminal_json(formatted))
 

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 
 from parley.cli import common
 from parley.cli.errors import friendly
+from parley.terminal_text import terminal_json, terminal_text
 
 app = typer.Typer()
 
@@ -57,10 +57,10 @@ def queue(room: Annotated[str, typer.Argument(help="A mention room's id")],
     waits for a person's answer, whether the room waits and whether it is over."""
     view = common.connect().speak_queue(room)
     if as_json:
-        print(json.dumps(view, ensure_ascii=False))
+        print(terminal_json(view))
         return
     for name, value in view.items():
         shown = ", ".join(" asked ".join(pair) if isinstance(pair, list) else str(pair)
                           for pair in value) if isinstance(value, list) else value
-        common.console.print(f"{name}: {shown if shown not in ('', None) else '-'}",
-                             highlight=False, markup=False)
+        shown = terminal_text(str(shown)) if shown not in ("", None) else "-"
+        common.console.print(f"{name}: {shown}", highlight=False, markup=False)

@@ -49,7 +49,7 @@ class Client:
                                                 **redis_kwargs(self.settings)))
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
-                               self.settings.events_stream_maxlen)
+                               self.settings.events_stream_maxlen, self.settings.max_agents)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when
@@ -218,7 +218,8 @@ class Client:
         return import_room(self.store, path, room)
 
     def transcript(self, room: str, output_type: str = "text") -> Any:
-        """The room's conversation: ``text``, the whole of it one message a line, or one of
+        """The room's conversation: ``text``, the whole of it as ``parley transcript`` shows
+        it (control characters escaped, a message's lines after its first marked), or one of
         GroupChat's output types (``str``, ``json``, ``list``, ``dict``, ``final`` ...),
         exactly as GroupChat returns them (``str`` keeps swarms' cut to its context)."""
         if output_type != "text" and output_type not in HISTORY_OUTPUT_TYPES:

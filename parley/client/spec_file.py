@@ -10,18 +10,26 @@ from typing import Any
 import yaml
 
 from parley.shared.models import RoomSpec
-from parley.shared.spec_limits import MAX_SPEC_BYTES, MAX_SPEC_DEPTH, SpecTooLarge, check_text_size
+from parley.shared.spec_limits import (
+    DEFAULT_MAX_AGENTS,
+    MAX_SPEC_BYTES,
+    MAX_SPEC_DEPTH,
+    SpecTooLarge,
+    check_text_size,
+    create_context,
+)
 
 
-def load_spec(path: str | Path) -> RoomSpec:
-    """Read and validate a room spec from a YAML (or JSON) file.
+def load_spec(path: str | Path, max_agents: int = DEFAULT_MAX_AGENTS) -> RoomSpec:
+    """Read and validate a room spec from a YAML (or JSON) file, for a room of at most
+    ``max_agents`` agents (the CLI passes its process's ``PARLEY_MAX_AGENTS``).
 
     Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
     """
     with Path(path).open("rb") as file:
         text = file.read(MAX_SPEC_BYTES + 1)  # never more: the file may be huge
         check_text_size(max(len(text), os.fstat(file.fileno()).st_size))
-    return RoomSpec.model_validate(_load_yaml(text))
+    return RoomSpec.model_validate(_load_yaml(text), context=create_context(max_agents))
 
 
 def _load_yaml(text: bytes) -> Any:

@@ -3,11 +3,20 @@ and ``conversation``, with each run in its own distributed room.
 
 Code written against ``swarms.GroupChat`` (16.x) moves over by swapping the import. Agents
 may be parley agent specs, dicts, or swarms-style objects: ``agent_name``,
-``system_prompt``, ``model_name``, ``agent_description`` (the role), ``temperature`` and
-``max_tokens`` are carried. ``run`` returns exactly what swarms' ``history_output_formatter``
-returns for the same conversation, for every ``output_type``. ``idle_timeout`` and
-``auto_equip`` are accepted for compatibility: parley never ends a run on a wall clock, and
-always forces the ``respond`` tool.
+``system_prompt``, ``model_name``, ``agent_description`` (the description),
+``temperature``, ``max_tokens`` and ``llm_base_url`` (the ``api_base``, which the workers'
+allow-list still governs) are carried, and an ``api_key_env`` attribute if the object has
+one. An agent with ``llm_api_key`` set is refused: keys stay on the workers, named by
+``api_key_env``. ``run`` returns exactly what swarms' ``history_output_formatter`` returns
+for the same conversation, for every ``output_type``. ``idle_timeout`` and ``auto_equip``
+are accepted for compatibility: parley never ends a run on a wall clock, and always forces
+the ``respond`` tool.
+
+Warnings go through the standard library's ``logging`` (logger ``parley.groupchat``), as
+swarms' go through its logger: each failed or unparsed bid, as its turn is decided, and
+swarms' warning for a first turn without a reply. ``verbose=True`` also prints each bid's
+failure among the posted messages' panels; message text is printed as text, never read
+as rich markup.
 
 The one deliberate difference: a run that ends ``failed`` (every agent failed on the first
 turn, no worker answered, the room kept erroring) logs swarms' warning and raises
@@ -22,6 +31,8 @@ bid one line of what it would say, and only the winner write its message.
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -29,21 +40,58 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
+from rich.text import Text
 
 from parley.client.client import Client, RunResult
+from parley.coordinator.policies.common import failure_reason, likely_fix
 from parley.shared.events import MessageChunk
-from parley.shared.models import AgentSpec, BidPolicy, Message, RoomSpec, RoomStatus
+from parley.shared.models import (
+    AgentSpec,
+    Bid,
+    BidPolicy,
+    BidStatus,
+    CallKind,
+    Message,
+    RoomSpec,
+    RoomStatus,
+    TurnRecord,
+)
 from parley.swarms.history import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
+from parley.terminal_text import terminal_text
 from parley.views.problems import describe_fields
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]
 
-log = structlog.get_logger(__name__)
+# The standard library's: a swarms user sees its warnings on stderr with no set-up, as
+# swarms' own; a parley process renders them with its other logs. Its name is the one the
+# README gives users to configure, whatever module holds GroupChat.
+log = logging.getLogger("parley.groupchat")
+
+
+def warn(message: str, **fields: Any) -> None:
+    """Log a warning; when no handler would show it, print it as Python does when logging
+    is not set up (importing swarms sets the root logger to ERROR: its own warnings go
+    through loguru, and ours would vanish)."""
+    if log.isEnabledFor(logging.WARNING) and shown_by_a_handler(log, logging.WARNING):
+        log.warning(message, extra=fields)
+        return
+    record = log.makeRecord(log.name, logging.WARNING, __file__, 0, message, (), None,
+                            extra=fields)
+    (logging.lastResort or logging.StreamHandler(sys.stderr)).handle(record)
+
+
+def shown_by_a_handler(logger: logging.Logger, level: int) -> bool:
+    """True when a handler on ``logger`` or on the loggers it propagates to takes ``level``."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(level >= handler.level for handler in current.handlers):
+            return True
+        current = current.parent if current.propagate else None
+    return False
 
 StreamingCallback = Callable[[str, str, bool], None]
 Deliver = Callable[[Callable[[], None]], None]
@@ -59,9 +107,14 @@ FIRST_TURN_SILENT = (
 RUN_FAILED = "The run failed and the chat ended early: see stop_reason and stop_detail."
 # A swarms agent's attributes, by the AgentSpec field each one fills.
 AGENT_ATTRIBUTES = {
-    "name": "agent_name", "role": "agent_description", "system_prompt": "system_prompt",
+    "name": "agent_name", "description": "agent_description", "system_prompt": "system_prompt",
     "model": "model_name", "temperature": "temperature", "max_tokens": "max_tokens",
+    "api_base": "llm_base_url", "api_key_env": "api_key_env",
 }
+KEY_REFUSED = ("llm_api_key: parley takes no API keys: keys stay on the workers. Set the key "
+               "in the workers' environment and name its variable as the agent's "
+               "api_key_env (e.g. api_key_env='OPENAI_API_KEY'), in a parley agent spec or as "
+               "an attribute of the agent")
 
 
 class RunFailed(RuntimeError):
@@ -104,6 +157,9 @@ def as_agent_spec(agent: Any) -> AgentSpec:
         return _validated_agent(agent, agent.get("name"), {})
     fields = {field: getattr(agent, attribute, None) for field, attribute in AGENT_ATTRIBUTES.items()}
     fields = {field: value for field, value in fields.items() if value is not None}
+    if getattr(agent, "llm_api_key", None):
+        # Dropping the key would send the calls unauthenticated, or with another key.
+        raise ValueError(f"agent {fields.get('name')!r}: {KEY_REFUSED}")
     return _validated_agent(fields, fields.get("name"), AGENT_ATTRIBUTES)
 
 
@@ -122,6 +178,38 @@ def stream_message(message: Message, callback: StreamingCallback) -> None:
         if chunk:
             callback(message.sender, chunk, False)
     callback(message.sender, "", True)
+
+
+def failed_bid_line(chat: str, answer: Bid) -> str:
+    """A failed, unparsed or missing answer as swarms words a failed bid: ``[chat] Alpha
+    failed to bid on turn 1: <error> (likely fix: ...)``."""
+    call = "reply" if answer.kind is CallKind.REPLY else "bid"
+    happened = (f"'s {call} on turn {answer.turn} could not be parsed"
+                if answer.status is BidStatus.UNPARSED else f" failed to {call} on turn {answer.turn}")
+    fix = likely_fix(answer.error_kind, answer.error)
+    return (f"[{chat}] {answer.agent}{happened}: {failure_reason(answer)}"
+            + (f" (likely fix: {fix})" if fix else ""))
+
+
+class TurnsSeen:
+    """A run's turn records, read as its messages arrive: each failed answer of a newly
+    decided turn is told once, in turn order."""
+
+    def __init__(self, client: Client, room: str, tell: Callable[[Bid], None]) -> None:
+        self.client = client
+        self.room = room
+        self.tell = tell
+        self.after = "0-0"
+        self.records: list[TurnRecord] = []
+
+    def catch_up(self) -> None:
+        """Read the turns decided since the last read; tell their failed answers."""
+        for entry_id, record in self.client.store.read_turn_entries(self.room, self.after):
+            self.after = entry_id
+            self.records.append(record)
+            for answer in record.bids:
+                if answer.status is not BidStatus.OK:
+                    self.tell(answer)
 
 
 @dataclass
@@ -244,6 +332,9 @@ class GroupChat:
                   deliver: Deliver) -> Outcome:
         seen = 0
         streamed: set[tuple[int | None, str]] = set()  # (turn, agent) whose chunks came
+        room = self.client.create_room(self.spec)
+        turns = TurnsSeen(self.client, room,
+                          lambda answer: deliver(partial(self._tell_failure, answer)))
 
         def on_chunk(chunk: MessageChunk) -> None:
             streamed.add((chunk.turn, chunk.agent))
@@ -253,25 +344,36 @@ class GroupChat:
         def on_message(message: Message) -> None:
             nonlocal seen
             seen = max(seen, message.seq)
+            if message.turn is not None:  # its turn is decided: its failures come first
+                turns.catch_up()
             was_streamed = (message.turn, message.sender) in streamed
             deliver(lambda: self._show(message, callback, was_streamed))
 
         # Only an intent room streams (a full-mode bid's message arrives whole).
         streams = (callback is not None and isinstance(self.spec.policy, BidPolicy)
                    and self.spec.policy.bid_mode == "intent")
-        result = self.client.run(self.spec, task, on_message=on_message,
-                                 on_chunk=on_chunk if streams else None)
+        inbox_id = self.client.post(room, task)
+        result = self.client.wait(room, inbox_id, on_message=on_message,
+                                  on_chunk=on_chunk if streams else None)
         # The wait may end before its last message reached on_message: none is ever missed.
         for message in result.messages:
             if message.seq > seen:
                 on_message(message)
+        turns.catch_up()  # the turns after the last message (a lull, a failed turn)
         conversation = Conversation(result.messages)
-        warning = self._warning(result)
+        warning = self._warning(result, turns.records)
         if warning:
-            deliver(lambda: log.warning(warning, chat=self.name, room=result.room,
-                                        stop_reason=result.stop_reason,
-                                        stop_detail=result.stop_detail))
+            details = {"chat": self.name, "room": result.room, "stop_reason": result.stop_reason,
+                       "stop_detail": result.stop_detail}
+            deliver(lambda: warn(warning, **details))
         return Outcome(result, conversation, conversation.format(self.output_type))
+
+    def _tell_failure(self, answer: Bid) -> None:
+        line = failed_bid_line(self.name, answer)
+        warn(line, chat=self.name, agent=answer.agent, turn=answer.turn,
+             status=answer.status.value, error_kind=answer.error_kind.value)
+        if self.verbose:
+            Console().print(Text(line, style="yellow"))
 
     def _settle(self, outcomes: list[Outcome]) -> list[Any]:
         """Every run's room is kept, whatever failed; the first failed run raises (unless
@@ -286,19 +388,16 @@ class GroupChat:
             self.conversation = outcomes[-1].conversation
         return [outcome.output for outcome in outcomes]
 
-    def _warning(self, result: RunResult) -> str | None:
+    def _warning(self, result: RunResult, turns: list[TurnRecord]) -> str | None:
         """swarms' warning for a first turn without a reply; parley's for a failed run."""
         task_only = len(result.messages) <= 1
-        if task_only and (result.status is RoomStatus.FAILED or self._first_turn_silent(result.room)):
+        # A lull right after the task: was it no reply at all, or replies under the bar?
+        first_silent = bool(turns) and not any(bid.message for bid in turns[0].bids)
+        if task_only and (result.status is RoomStatus.FAILED or first_silent):
             return f"[{self.name}] {FIRST_TURN_SILENT}"
         if result.status is RoomStatus.FAILED:
             return f"[{self.name}] {RUN_FAILED}"
         return None
-
-    def _first_turn_silent(self, room: str) -> bool:
-        # A lull right after the task: was it no reply at all, or replies under the bar?
-        turns = self.client.turns(room)
-        return bool(turns) and not any(bid.message for bid in turns[0].bids)
 
     def _show(self, message: Message, callback: StreamingCallback | None,
               streamed: bool = False) -> None:
@@ -310,7 +409,11 @@ class GroupChat:
         if self.verbose:
             score = "" if message.score is None else f"  (score={message.score:.2f})"
             style = "bold green" if message.score is None else "bold blue"
-            Console().print(Panel(message.content, title=f"{message.sender}{score}",
+            # Text, not a str: rich reads a str as markup ("[b]" vanishes, "[/]" raises). The
+            # panel holds the message alone: its line breaks stay, its control characters
+            # are shown escaped.
+            Console().print(Panel(Text(terminal_text(message.content, continuation="")),
+                                  title=Text(f"{terminal_text(message.sender)}{score}"),
                                   border_style=style))
 
     def _room_spec(self, agents: list[AgentSpec], max_loops: int, threshold: float,

@@ -14,6 +14,7 @@ from rich.markup import escape
 from parley.client.results import RunResult
 from parley.shared.models import Message, RoomSpec, TurnRecord
 from parley.shared.store import RoomStore
+from parley.terminal_text import terminal_text
 from parley.views import documents, explain, terminal
 
 INDENT = "    "
@@ -57,7 +58,8 @@ class RunPrinter:
         self.read()
         self.flush(lambda record: True)
         line = end_line(self.spec, result, self.records, self.hints)
-        self.console.print(f"[dim]{escape(line)}[/dim]", highlight=False, soft_wrap=True)
+        self.console.print(f"[dim]{escape(terminal_text(line))}[/dim]", highlight=False,
+                           soft_wrap=True)
 
     def read(self) -> None:
         """Take in the turn records committed since the last read."""
@@ -75,8 +77,8 @@ class RunPrinter:
             text = explain.turn_line(self.spec, record, earlier).shown_alone()
             if not text:
                 continue
-            self.console.print(INDENT + text, style="dim", highlight=False, markup=False,
-                               soft_wrap=True)
+            self.console.print(INDENT + terminal_text(text), style="dim", highlight=False,
+                               markup=False, soft_wrap=True)
 
 
 def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord], hints: bool = True

@@ -20,6 +20,7 @@ from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
 from parley.shared.models import Bid, Message, RoomStatus
 from parley.shared.store import RoomSummary
+from parley.terminal_text import CONTINUATION, terminal_text
 from parley.views import explain
 from parley.views.documents import event_fields
 
@@ -76,9 +77,9 @@ def room_list_table(rooms: list[RoomSummary]) -> Table:
     table = Table(Column("room", overflow="fold"), "status", "policy", "last activity",
                   Column("holder", overflow="fold"), "messages", "cost")
     for room in rooms:
-        table.add_row(room.room, status_text(room.status, room.paused), room.policy,
-                      ago(room.last_activity), room.holder or "-", str(room.messages),
-                      f"${room.cost_usd:.4f}")
+        table.add_row(Text(room.room), status_text(room.status, room.paused), room.policy,
+                      ago(room.last_activity), Text(terminal_text(room.holder or "-")),
+                      str(room.messages), f"${room.cost_usd:.4f}")
     return table
 
 
@@ -105,15 +106,19 @@ def print_room(console: Console, room: RoomDetails) -> None:
     if room.last_error:
         lines["last error"] = room.last_error
     for name, value in lines.items():
-        console.print(f"{name}: {value}", highlight=False, markup=False, soft_wrap=True)
+        console.print(f"{name}: {terminal_text(value)}", highlight=False, markup=False,
+                      soft_wrap=True)
 
 
 def print_message(console: Console, message: Message) -> None:
-    """One transcript line: seq, sender, score (agents only), content."""
-    score = f" [dim](score {message.score:.2f})[/dim]" if message.score is not None else ""
-    # What people and models write is text, never markup: "[/b]" in a reply prints as is.
-    console.print(f"[bold]{message.seq:>3} {escape(message.sender)}[/bold]{score}: "
-                  f"{escape(message.content)}", highlight=False)
+    """One transcript entry: seq, sender, score (agents only), content; the content's
+    control characters escaped and each of its lines after the first marked."""
+    score = [(f" (score {message.score:.2f})", "dim")] if message.score is not None else []
+    # What people and models write is text, never markup nor emoji codes: a Text is
+    # printed as it is ("[/b]" and ":smile:" in a reply print as written).
+    console.print(Text.assemble((f"{message.seq:>3} {terminal_text(message.sender)}", "bold"),
+                                *score, ": ", terminal_text(message.content, CONTINUATION)),
+                  highlight=False)
 
 
 def print_run(console: Console, result: RunResult, printed: bool = False) -> None:
@@ -123,14 +128,14 @@ def print_run(console: Console, result: RunResult, printed: bool = False) -> Non
             print_message(console, message)
     stop = explain.stop_code(result.stop_reason, result.stop_detail)
     console.print(f"[dim]room {result.room} · {result.status.value} · "
-                  f"stopped by {escape(stop)}[/dim]", highlight=False)
+                  f"stopped by {escape(terminal_text(stop))}[/dim]", highlight=False)
 
 
 def print_run_end(console: Console, event: RunEnded) -> None:
     """How a run ended, as ``parley follow`` shows it between the runs' messages."""
     stop = explain.stop_code(event.stop_reason, event.stop_detail or "")
     console.print(f"[dim]run {event.run} ended · {event.status.value} · "
-                  f"stopped by {escape(stop)}[/dim]", highlight=False)
+                  f"stopped by {escape(terminal_text(stop))}[/dim]", highlight=False)
 
 
 def rooms_table(rows: list[dict[str, Any]]) -> Table:
@@ -144,7 +149,7 @@ def rooms_table(rows: list[dict[str, Any]]) -> Table:
         else:
             table.add_column(heading)
     for row in rows:
-        table.add_row(*(str(row[field]) for field in COLUMNS.values()))
+        table.add_row(*(Text(terminal_text(str(row[field]))) for field in COLUMNS.values()))
     return table
 
 
@@ -163,7 +168,8 @@ def _field_text(name: str, value: Any) -> str:
     if isinstance(value, list | dict):  # as --json has it, without spaces
         value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     text = one_line(str(value), EVENT_VALUE_CHARS)
-    return json.dumps(text, ensure_ascii=False) if not text or " " in text else text
+    return terminal_text(json.dumps(text, ensure_ascii=False) if not text or " " in text
+                         else text)
 
 
 def _clock(ts: float) -> str:
@@ -174,11 +180,13 @@ def _clock(ts: float) -> str:
 def print_turns(console: Console, report: TurnReport) -> None:
     """Each decided turn's outcome line and its answers, then the open turn's progress."""
     for turn in report.turns:
-        console.print(explain.decided_turn_line(turn), highlight=False, markup=False, soft_wrap=True)
+        console.print(terminal_text(explain.decided_turn_line(turn)), highlight=False,
+                      markup=False, soft_wrap=True)
         console.print(answers_table(turn.bids, turn.adjusted))
     in_flight = report.open_turn
     if in_flight is not None:
-        console.print(explain.open_turn_line(in_flight), highlight=False, markup=False, soft_wrap=True)
+        console.print(terminal_text(explain.open_turn_line(in_flight)), highlight=False,
+                      markup=False, soft_wrap=True)
         console.print(answers_table(in_flight.answers, {}))
     if not report.turns and report.open_turn is None:
         console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)

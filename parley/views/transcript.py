@@ -1,14 +1,17 @@
-"""A conversation as plain text, one message a line."""
+"""A conversation as plain text, as ``parley follow`` prints it."""
 
 from __future__ import annotations
 
 from parley.shared.models import Message
+from parley.terminal_text import CONTINUATION, terminal_text
 
 
 def transcript_text(messages: list[Message]) -> str:
-    """The whole conversation as plain text, one message a line as ``parley follow``
-    prints it: seq, sender, score (agents only), content."""
+    """The whole conversation as plain text as ``parley follow`` prints it: seq, sender,
+    score (agents only), content, with control characters escaped and each line of a
+    message after its first marked."""
     return "\n".join(
-        f"{m.seq:>3} {m.sender}{'' if m.score is None else f' (score {m.score:.2f})'}: "
-        f"{m.content}" for m in messages)
+        f"{m.seq:>3} {terminal_text(m.sender)}"
+        f"{'' if m.score is None else f' (score {m.score:.2f})'}: "
+        f"{terminal_text(m.content, CONTINUATION)}" for m in messages)
 

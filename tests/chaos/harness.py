@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import fakeredis
-import orjson
 import structlog
 
 from parley import processes
@@ -45,6 +44,7 @@ from tests.chaos.roundtable_rooms import check_roundtable_rules, is_roundtable_r
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
 from tests.support.events import check_event_order
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.observe import log_events
 from tests.support.rooms import scripted_spec
 
 T = TypeVar("T")
@@ -199,16 +199,6 @@ def log_lines(group: processes.ProcessGroup, text: str) -> list[str]:
     """The lines of the group's process logs that contain ``text``."""
     return [line for path in group.logs.values()
             for line in path.read_text(errors="replace").splitlines() if text in line]
-
-
-def log_events(group: processes.ProcessGroup, event: str) -> list[dict[str, Any]]:
-    """Every structured (JSON) log line of the group's processes that records ``event``."""
-    found = []
-    for line in log_lines(group, f'"event": "{event}"'):
-        # A process killed mid-write leaves half a line behind.
-        with contextlib.suppress(orjson.JSONDecodeError):
-            found.append(orjson.loads(line))
-    return found
 
 
 def turns_asked_again(group: processes.ProcessGroup) -> dict[str, set[int]]:

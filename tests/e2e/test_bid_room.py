@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -14,6 +11,7 @@ import yaml
 from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import StopReason
+from tests.support.commands import run_parley
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -145,10 +143,7 @@ def test_cli_run_prints_one_json_object(processes, settings, queue, tmp_path, pr
     spec_path.write_text(yaml.safe_dump(
         scripted_spec(rotating_scripts(2, 2), queue=queue).model_dump(mode="json")))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "run", str(spec_path), "--task", "hi", "--json"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **processes.env},
-    )
+    done = run_parley(processes.env, "run", str(spec_path), "--task", "hi", "--json")
 
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

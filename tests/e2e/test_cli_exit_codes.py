@@ -5,15 +5,14 @@ a timeout (3) apart."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from parley.shared.models import RoomSpec
+from tests.support.commands import run_parley
 from tests.support.rooms import scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -24,9 +23,7 @@ LONG_REPLY = "Ship it behind a flag, " + "then widen the cohort week by week " *
 
 def parley(processes, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     """``parley ARGS`` with stdout and stderr piped, as if the terminal were 40 columns."""
-    return subprocess.run([sys.executable, "-m", "parley", *args], capture_output=True,
-                          text=True, timeout=timeout_s,
-                          env={**os.environ, **processes.env, "COLUMNS": "40"})
+    return run_parley({**processes.env, "COLUMNS": "40"}, *args, timeout_s=timeout_s)
 
 
 def spec_file(tmp_path: Path, spec: RoomSpec) -> str:

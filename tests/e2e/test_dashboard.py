@@ -5,6 +5,7 @@ failures shown as they happen; pause, resume and a post while paused; screenshot
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 import urllib.request
@@ -17,6 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 from parley import processes as procs
 from parley.client import Client, load_spec
 from parley.shared.models import RoomSpec
+from parley.shared.settings import Settings
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -43,6 +45,16 @@ def spec_on_queue(path: Path, queue: str) -> RoomSpec:
     return spec.model_copy(update={"agents": agents})
 
 
+def example_room(processes: procs.ProcessGroup, settings: Settings, queue: str, example: str,
+                 ) -> tuple[Client, str, RoomSpec]:
+    """A worker and a coordinator for the test's queue, and a room of ``example``."""
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    spec = spec_on_queue(EXAMPLES / example, queue)
+    return client, client.create_room(spec), spec
+
+
 def answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
@@ -51,12 +63,13 @@ def answers(url: str) -> bool:
         return False
 
 
-@pytest.fixture
-def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
-    """`parley api` on a free port with a token required, stopped by its PID afterwards."""
+def serve_api(processes: procs.ProcessGroup, tmp_path: Path, tokens: str | None
+              ) -> Iterator[str]:
+    """`parley api` on a free port (requiring one of ``tokens`` if any), stopped by its PID
+    afterwards."""
     port = procs.free_port()
     log = tmp_path / "api.log"
-    env = {**processes.env, "PARLEY_API_TOKENS": TOKEN}
+    env = {**processes.env, **({"PARLEY_API_TOKENS": tokens} if tokens else {})}
     process = procs.start(procs.parley_command("api", "--host", "127.0.0.1", "--port", str(port)),
                           log, env)
     url = f"http://127.0.0.1:{port}"
@@ -67,6 +80,18 @@ def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
     finally:
         procs.stop(process)
         print(f"--- api log\n{log.read_text(errors='replace')[-4000:]}")
+
+
+@pytest.fixture
+def api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` with a token required."""
+    yield from serve_api(processes, tmp_path, TOKEN)
+
+
+@pytest.fixture
+def open_api_url(processes: procs.ProcessGroup, tmp_path: Path) -> Iterator[str]:
+    """`parley api` on loopback without tokens: no request needs one."""
+    yield from serve_api(processes, tmp_path, None)
 
 
 @pytest.fixture
@@ -160,7 +185,7 @@ def test_the_dashboard_follows_a_scripted_room_and_drives_it(processes, settings
     assert client.state(room).paused
     page.fill("#post-content", "What about the migration rehearsal?")
     page.click("#post-form button")
-    page.locator("#room-facts").filter(has_text="1 posts waiting").wait_for()
+    page.locator("#room-facts").filter(has_text="1 post waiting").wait_for()
     assert client.state(room).last_seq == messages[-1].seq
     page.click("#resume")
     page.locator("#transcript li.msg.person").filter(has_text="migration rehearsal").wait_for()
@@ -206,6 +231,7 @@ def test_room_content_is_text_never_markup_a_streamed_message_grows_and_cancel_e
     page.click("#token-form button")
     message = page.locator("#transcript li.msg.person").first
     message.wait_for()
+    expect(page.locator("#room-facts")).to_contain_text(" · 1 message · ")
     assert message.locator(".content").inner_text() == payload
     assert message.locator(".sender").inner_text() == "mallory"
     wait_until(lambda: client.state(room).turn_open, 30, "turn 1 to open")
@@ -236,10 +262,7 @@ def test_room_content_is_text_never_markup_a_streamed_message_grows_and_cancel_e
 @requires_chromium
 def test_a_mention_rooms_speak_queue_and_its_deletion_show_on_the_page(
         processes, settings, queue, api_url, page):
-    processes.worker("-Q", queue, "-c", "4")
-    processes.coordinator()
-    client = Client(settings)
-    room = client.create_room(spec_on_queue(EXAMPLES / "incident.yaml", queue))
+    client, room, _ = example_room(processes, settings, queue, "incident.yaml")
 
     page.goto(f"{api_url}/#/rooms/{room}")
     page.fill("#token", TOKEN)
@@ -253,7 +276,84 @@ def test_a_mention_rooms_speak_queue_and_its_deletion_show_on_the_page(
     expect(page.locator("#speak-queue")).to_contain_text("asked: dev → oncall")
     expect(page.locator("#speak-queue")).to_contain_text("waiting for a person")
     page.locator("#transcript li.msg.agent .sender").filter(has_text="dev").wait_for()
+    # sre's turn answered the silent token: marked silent, nothing posted.
+    last = client.turns(room)[-1]
+    assert [(bid.agent, bid.message) for bid in last.bids] == [("sre", "(silent)")]
+    sre = page.locator("#answers tbody tr[data-agent='sre']")
+    expect(sre.locator("td.status")).to_have_text("silent")
+    expect(sre).to_have_class(re.compile(r"\bsilent\b"))
+    # The agents as the spec gives them: role and description beside each name.
+    expect(page.locator("#agents li[data-agent='dev']")).to_contain_text("Developer")
+    expect(page.locator("#agents li[data-agent='dev'] .description")).to_have_text(
+        "Knows the code and the releases")
+    assert texts(page, "#agents li b") == ["investigator", "dev", "sre"]
 
     client.delete(room, force=True)
     page.locator("#room-status").filter(has_text="deleted").wait_for()
     expect(page.locator("#conn")).to_have_text("room deleted")
+
+
+@requires_chromium
+def test_an_intent_room_shows_its_scores_against_the_threshold_in_spec_order(
+        processes, settings, queue, open_api_url, page):
+    client, room, spec = example_room(processes, settings, queue, "intent.yaml")
+
+    # No token is needed here: the page shows no token box and no error.
+    page.goto(f"{open_api_url}/#/rooms/{room}")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+    expect(page.locator("#token-form")).to_be_hidden()
+    expect(page.locator("#error")).to_be_hidden()
+
+    page.fill("#post-content", "Should we ship the beta this week?")
+    page.click("#post-form button")
+    wait_until(lambda: client.state(room).status.value == "idle" and client.state(room).run == 1,
+               60, "the run to end")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+
+    # The last turn's intents: each score shown, with its bar and the threshold's tick.
+    last = client.turns(room)[-1]
+    intents = [bid for bid in last.bids if bid.kind.value == "intent"]
+    assert intents and all(bid.status.value == "ok" for bid in intents)
+    for bid in intents:
+        row = page.locator(f"#answers tbody tr[data-agent='{bid.agent}']").first
+        expect(row.locator("td.score")).to_have_text(f"{bid.score:.2f}")
+        expect(row.locator("svg.bar line.threshold")).to_have_count(1)
+    # In spec order, whatever order the answers arrived in.
+    page.wait_for_function(
+        f"document.querySelectorAll('#answers tbody tr[data-agent]').length >= {len(intents)}")
+    shown = page.eval_on_selector_all("#answers tbody tr[data-agent]",
+                                      "rows => rows.map(r => r.dataset.agent)")
+    assert shown[:len(intents)] == [a for a in spec.agent_names if a in {b.agent for b in intents}]
+    # Events tell deadlines as clock times, as `parley events` does; never epoch seconds.
+    page.locator("#events li").filter(has_text="turn_opened").first.wait_for()
+    events = "\n".join(texts(page, "#events li"))
+    assert re.search(r"deadline=\d\d:\d\d:\d\d\.\d{3}\b", events), events
+    assert not re.search(r"deadline=\d{9,}", events), events
+    assert re.match(r"\d\d:\d\d:\d\d\.\d{3} ", texts(page, "#events li")[0])
+
+
+@requires_chromium
+def test_a_round_table_after_its_verdict_names_nobody_next_and_the_token_box_speaks_in_turn(
+        processes, settings, queue, api_url, page):
+    client, room, _ = example_room(processes, settings, queue, "roundtable.yaml")
+
+    # Nothing typed yet: the page asks for a token; it says "refused" only of one given.
+    page.goto(f"{api_url}/#/rooms/{room}")
+    error = page.locator("#error")
+    expect(error).to_have_text("This API needs a token: enter one of PARLEY_API_TOKENS above.")
+    expect(page.locator("#token-form")).to_be_visible()
+    page.fill("#token", "not-the-token")
+    page.click("#token-form button")
+    expect(error).to_have_text("The API refused the token: enter one of PARLEY_API_TOKENS above.")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    page.locator("#room-status").filter(has_text="idle").wait_for()
+    expect(error).to_be_hidden()
+
+    client.post(room, "Is the Sony WH-1000XM5 worth it?")
+    wait_until(lambda: client.state(room).stop_reason is not None, 60, "the verdict")
+    assert client.state(room).stop_reason.value == "verdict"
+    page.locator("#room-status").filter(has_text="verdict").wait_for()
+    note = page.locator("#turn-note")
+    expect(note).to_contain_text("panel: 4 of 4 spoken, Moderator gave the verdict")
+    assert "next" not in note.inner_text()

@@ -14,16 +14,12 @@ import pytest
 
 from parley.client import Client
 from parley.shared.models import Message, StopReason
+from tests.support.commands import run_parley
 from tests.support.events import check_event_order
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
-
-
-def parley(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "parley", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **env})
 
 
 def test_a_followed_room_tells_its_runs_in_the_logs_order(processes, settings, queue, tmp_path):
@@ -57,10 +53,10 @@ def test_a_followed_room_tells_its_runs_in_the_logs_order(processes, settings, q
     assert [line["id"] for line in followed] == [event.id for event in events]
     assert [line["run"] for line in followed if line["type"] == "run_ended"] == [1, 2]
 
-    dumped = parley(processes.env, "events", room, "--json", "--no-follow")
+    dumped = run_parley(processes.env, "events", room, "--json", "--no-follow")
     assert dumped.returncode == 0, dumped.stderr
     assert dumped.stdout.splitlines() == (tmp_path / "events.jsonl").read_text().splitlines()
-    turns = parley(processes.env, "turns", room, "--json")
+    turns = run_parley(processes.env, "turns", room, "--json")
     assert turns.returncode == 0, turns.stderr
     report = json.loads(turns.stdout)
     assert [t["winner"] for t in report["turns"]] == ["agent1", "agent2", "agent0",
@@ -79,13 +75,13 @@ def test_turns_names_the_agent_an_open_turn_still_waits_on(processes, settings, 
     inbox_id = client.post(room, "go")
 
     def two_answered() -> dict | None:
-        done = parley(processes.env, "turns", room, "--json")
+        done = run_parley(processes.env, "turns", room, "--json")
         report = json.loads(done.stdout) if done.returncode == 0 else {}
         in_flight = report.get("open_turn")
         return in_flight if in_flight and len(in_flight["answered"]) == 2 else None
 
     in_flight = wait_until(two_answered, 20, "two of three answers", every_s=0.2)
-    human = parley(processes.env, "turns", room).stdout
+    human = run_parley(processes.env, "turns", room).stdout
     result = client.wait(room, inbox_id, timeout_s=60)
 
     assert (in_flight["turn"], in_flight["phase"], in_flight["kind"]) == (1, 0, "bid")

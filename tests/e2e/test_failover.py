@@ -4,11 +4,9 @@ and a room living through restarts of its Redis with the append-only file on."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
@@ -29,6 +27,8 @@ from tests.chaos.harness import (
     random_room,
     turns_asked_again,
 )
+from tests.support.commands import run_parley
+from tests.support.observe import aof_written
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -43,6 +43,11 @@ def worker_ready(group: ProcessGroup, worker: subprocess.Popen[bytes]) -> bool:
     return "ready." in group.logs[worker.pid].read_text(errors="replace")
 
 
+def took_a_task(group: ProcessGroup, worker: subprocess.Popen[bytes]) -> bool:
+    """True once a worker started with ``--loglevel INFO`` has received a task."""
+    return "] received" in group.logs[worker.pid].read_text(errors="replace")
+
+
 def lease_holder(client: Client, room: str) -> str:
     """The coordinator id holding the room's lease, or ''."""
     token = client.store.lease_holder(room) or ""
@@ -55,7 +60,8 @@ def test_a_stopped_coordinator_hands_its_rooms_over_at_once_and_exits_0(
     processes.worker("-Q", queue, "-c", "8")
     leaving = processes.coordinator("--id", "leaving", env=LONG_TTL)
     client = Client(settings)
-    spec = scripted_spec(rotating_scripts(3, 12, sleep=0.1), queue=queue)
+    # The run outlasts a second coordinator's start (3-4 s on a loaded 2-core machine).
+    spec = scripted_spec(rotating_scripts(3, 30, sleep=0.3), queue=queue)
     room = client.create_room(spec)
     inbox_id = client.post(room, TASK)
     wait_until(lambda: lease_holder(client, room) == "leaving" and len(client.messages(room)) >= 3,
@@ -68,7 +74,7 @@ def test_a_stopped_coordinator_hands_its_rooms_over_at_once_and_exits_0(
     assert leaving.wait(15) == 0
     assert "leaving" not in dict(client.store.coordinators())
     # With a 60 s ttl the room would stall for a minute unless the lease was released.
-    client.wait(room, inbox_id, timeout_s=20)
+    client.wait(room, inbox_id, timeout_s=40)
     check = check_room(client.store, room, spec, expected_messages(spec),
                        turns_asked_again(processes).get(room, ()))
     assert check.takeovers == 1
@@ -95,8 +101,7 @@ def test_a_killed_coordinator_is_shown_as_vanished_and_a_stopped_one_is_gone(pro
 
 def status_lines(processes: ProcessGroup, env: dict[str, str]) -> dict[str, str]:
     """What ``parley status`` says of each coordinator."""
-    done = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
-                          text=True, timeout=30, env={**os.environ, **processes.env, **env})
+    done = run_parley({**processes.env, **env}, "status", timeout_s=30)
     assert done.returncode == 0, done.stderr
     health = {}
     for line in done.stdout.splitlines():
@@ -154,10 +159,13 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
             server.url, prefix, task_visibility_timeout_s=VISIBILITY_S, scan_interval_s=0.1)) as group, \
             logs_on_failure(group):
         broker = redis.Redis.from_url(server.url)
-        slow = group.worker("-Q", slow_queue, "--loglevel", "INFO")
+        # Two workers on Slow's queue: the one that takes turn 1's task is killed, the other
+        # is already up to answer turn 2 (a worker's start-up takes seconds on a loaded
+        # machine, longer than a turn's bid timeout).
+        slow_workers = [group.worker("-Q", slow_queue, "--loglevel", "INFO") for _ in range(2)]
         quick = group.worker("-Q", quick_queue, "--loglevel", "INFO")
         group.coordinator()
-        wait_until(lambda: worker_ready(group, slow) and worker_ready(group, quick), 30,
+        wait_until(lambda: all(worker_ready(group, w) for w in [*slow_workers, quick]), 30,
                    "the workers")
         client = Client(Settings(redis_url=server.url, key_prefix=prefix))
         room = client.create_room(spec)
@@ -165,10 +173,10 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
         # Quick's task is acknowledged; Slow's is still running on its worker.
         wait_until(lambda: agents_bid(client, room) == {"Quick"} and broker.hlen("unacked") == 1,
                    15, "Slow's task to be running")
+        slow, replacement = sorted(slow_workers, key=lambda w: not took_a_task(group, w))
 
         group.kill(slow, signal.SIGKILL)
         killed_at = time.monotonic()
-        replacement = group.worker("-Q", slow_queue, "--loglevel", "INFO")
         result = client.wait(room, inbox_id, timeout_s=30)
 
         assert [(m.sender, m.content) for m in result.messages] == [
@@ -191,9 +199,6 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
         wait_until(lambda: broker.hlen("unacked") == 0, 10, "the dropped task to be acknowledged")
         assert broker.llen(slow_queue) == 0
         assert "Slow" not in agents_bid(client, room, turn=1)
-
-
-FSYNC_WINDOW_S = 2.0  # appendfsync everysec: at most about 2 s of writes may be lost
 
 
 def test_a_room_survives_redis_restarts_with_the_append_only_file(tmp_path, prefix, queue):
@@ -219,7 +224,9 @@ def test_a_room_survives_redis_restarts_with_the_append_only_file(tmp_path, pref
         wait_until(lambda: len(client.messages(room)) >= len(before_stop) + 10, 30,
                    "the run to go on after a clean restart")
         settled = client.messages(room)
-        time.sleep(FSYNC_WINDOW_S)
+        # appendfsync everysec may hold writes back for up to 2 s: until they are written.
+        wait_until(lambda: aof_written(client.redis), 10,
+                   "the settled messages in the append-only file")
         server.kill()  # kill -9: only what reached the append-only file survives
         server.start()
         assert client.messages(room)[:len(settled)] == settled

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from parley import GroupChat, RunFailed
 from parley.client import Client
 from parley.shared.models import StopReason
-from parley.swarms.groupchat import FIRST_TURN_SILENT
+from parley.swarms.groupchat import FIRST_TURN_SILENT, as_agent_spec
 from parley.swarms.history import HISTORY_OUTPUT_TYPES
+from tests.support.openai_stub import OpenAIStub, tool_call
 from tests.support.rooms import rotating_scripts
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -82,10 +83,10 @@ def test_swarms_style_agent_objects_are_accepted():
                                   temperature=0.3, max_tokens=256)
     other = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o-mini")
     chat = GroupChat(agents=[swarm_agent, other], client=Client())
-    assert chat.spec.agents[0].model_dump(include={"name", "system_prompt", "model", "role",
+    assert chat.spec.agents[0].model_dump(include={"name", "system_prompt", "model", "description",
                                                    "temperature", "max_tokens"}) == {
         "name": "Critic", "system_prompt": "Find flaws.", "model": "openai/gpt-4o-mini",
-        "role": "finds flaws", "temperature": 0.3, "max_tokens": 256}
+        "description": "finds flaws", "temperature": 0.3, "max_tokens": 256}
 
 
 @pytest.mark.parametrize("name", sorted(SWARMS_CHATS))
@@ -106,22 +107,103 @@ def test_every_output_type_is_what_swarms_returned_for_the_same_bids(processes, 
         assert chat.conversation.conversation_history == case["conversation_history"]
 
 
-def test_a_failed_run_warns_and_raises_run_failed_or_returns_as_swarms(processes, settings, queue):
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """What GroupChat warned, through the standard library's logging, in order."""
+    return [record.getMessage() for record in caplog.records
+            if record.name == "parley.groupchat" and record.levelno == logging.WARNING]
+
+
+def test_a_failed_run_warns_and_raises_run_failed_or_returns_as_swarms(processes, settings, queue,
+                                                                       caplog):
     processes.worker("-Q", queue)
     processes.coordinator()
     broken = [{"name": name, "model": "scripted", "queue": queue, "script": [{"error": "no key"}]}
               for name in ("Alpha", "Beta")]
 
-    with capture_logs() as logs, pytest.raises(RunFailed) as raised:
+    with pytest.raises(RunFailed) as raised:
         GroupChat(agents=broken, client=Client(settings)).run("plan")
     returned = GroupChat(agents=broken, output_type="list", raise_on_failure=False,
                          client=Client(settings)).run("plan")
 
     assert raised.value.stop_reason is StopReason.ALL_FAILED
     assert raised.value.stop_detail == "Alpha: ScriptedError: no key; Beta: ScriptedError: no key"
-    assert [log["event"] for log in logs if log["log_level"] == "warning"] == [
+    assert warnings(caplog) == 2 * [
+        "[dynamic-groupchat] Alpha failed to bid on turn 1: ScriptedError: no key",
+        "[dynamic-groupchat] Beta failed to bid on turn 1: ScriptedError: no key",
         f"[dynamic-groupchat] {FIRST_TURN_SILENT}"]
     assert returned == [{"role": "User", "content": "plan"}]
+
+
+def test_an_agent_failing_on_every_turn_is_warned_on_each_while_the_others_talk(
+        processes, settings, queue, caplog):
+    processes.worker("-Q", queue)
+    processes.coordinator()
+    keyless = {"name": "Keyless", "model": "scripted", "queue": queue,
+               "script": 3 * [{"error": "no API key"}]}
+    talker = {"name": "Talker", "model": "scripted", "queue": queue,
+              "script": [{"score": 0.9, "message": "first"}, {"score": 0.9, "message": "second"}]}
+
+    output = GroupChat(agents=[keyless, talker], recency_penalty=0.0, max_loops=3,
+                       client=Client(settings)).run("plan")
+
+    assert output == "first\nsecond"
+    assert warnings(caplog) == [
+        f"[dynamic-groupchat] Keyless failed to bid on turn {turn}: ScriptedError: no API key"
+        for turn in (1, 2)]
+
+
+def test_verbose_prints_replies_as_text_and_says_each_failed_bid(processes, settings, queue, capsys):
+    processes.worker("-Q", queue)
+    processes.coordinator()
+    reply = "[/] is not markup, nor is [bold]this[/bold]; [red] stays"
+    agents = [{"name": "Broken", "model": "scripted", "queue": queue, "script": [{"error": "down"}]},
+              {"name": "Plain", "model": "scripted", "queue": queue,
+               "script": [{"score": 0.9, "message": reply}]}]
+
+    output = GroupChat(agents=agents, verbose=True, client=Client(settings)).run("[b]plan[/b]")
+
+    assert output == reply
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "[b]plan[/b]" in printed and reply in printed
+    assert printed.index("Broken failed to bid on turn 1: ScriptedError: down") < printed.index(reply)
+
+
+def test_a_swarms_agents_llm_base_url_is_where_its_calls_go_within_the_allow_list(
+        processes, settings, queue):
+    key_env, key = "PARLEY_E2E_GROUPCHAT_KEY", "sk-e2e-groupchat"
+    with OpenAIStub(api_key=key) as allowed, OpenAIStub() as elsewhere:
+        allowed.script("local", tool_call(0.9, "From the local model."), tool_call(0.0, ""))
+        processes.worker("-Q", queue, env={key_env: key, "PARLEY_WORKER_KEY_ENVS": key_env,
+                                           "PARLEY_WORKER_ALLOWED_API_BASES": allowed.url})
+        processes.coordinator()
+        local = SimpleNamespace(agent_name="Local", system_prompt="", model_name="openai/local",
+                                llm_base_url=allowed.url, api_key_env=key_env)
+        other = SimpleNamespace(agent_name="Other", system_prompt="", model_name="openai/other",
+                                llm_base_url=elsewhere.url, api_key_env=key_env)
+        # Swarms agents name no queue: the test's workers serve its own.
+        specs = [as_agent_spec(agent).model_copy(update={"queue": queue}) for agent in (local, other)]
+
+        output = GroupChat(agents=specs, bid_timeout_s=60, client=Client(settings)).run("plan")
+
+        assert output == "From the local model."
+        assert len(allowed.requests_for("local")) == 2 and allowed.requests_carrying(key)
+        # The other base got its calls, but not the key: it is not on the allow-list.
+        assert len(elsewhere.requests_for("other")) == 2
+        assert elsewhere.requests_carrying(key) == []
+
+
+def test_a_swarms_agent_with_an_api_key_is_refused_before_any_room_is_made(settings):
+    keyed = SimpleNamespace(agent_name="Keyed", system_prompt="", model_name="openai/gpt-4o-mini",
+                            llm_api_key="sk-never-sent")
+    other = SimpleNamespace(agent_name="Other", system_prompt="", model_name="openai/gpt-4o-mini")
+    client = Client(settings)
+
+    with pytest.raises(ValueError, match=r"^agent 'Keyed': llm_api_key: [^\n]*keys stay on the "
+                                         r"workers[^\n]*api_key_env") as refused:
+        GroupChat(agents=[keyed, other], client=client)
+
+    assert "sk-never-sent" not in str(refused.value)
+    assert client.rooms() == []
 
 
 def test_run_batch_keeps_task_order_and_never_interleaves_callbacks(processes, settings, queue):

@@ -4,9 +4,6 @@ every lifecycle change made through the ``parley`` command as an operator would.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -19,46 +16,33 @@ from parley.processes import ProcessGroup
 from parley.shared.events import AnswerArrived, RunEnded, TurnDecided
 from parley.shared.keys import Keys
 from parley.shared.models import StopReason
+from tests.support.commands import run_parley
 from tests.support.events import check_event_order
+from tests.support.observe import log_events, tasks_unfinished, wait_for_scans
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
-# Turn 1: agent1 speaks at once. Turn 2: agent0's call takes 3 s, holding the turn open,
-# and would win it.
+# Turn 2's slow call outlasts two `parley` commands: each starts a Python process, which
+# takes 3-4 s on a loaded 2-core machine.
+SLOW_S = 12
+# Turn 1: agent1 speaks at once. Turn 2: agent0's call takes SLOW_S, holding the turn
+# open, and would win it.
 IN_FLIGHT = {
     "agent0": [{"score": 0.2, "message": "not yet"},
-               {"score": 0.9, "message": "slow and too late", "sleep": 3}],
+               {"score": 0.9, "message": "slow and too late", "sleep": SLOW_S}],
     "agent1": [{"score": 0.9, "message": "quick"}, {"score": 0.1, "message": "pass"}],
 }
 # rotating_scripts(3, 4): agent1, agent2, agent0, agent1 speak, then a lull.
 ROTATION = ["agent1", "agent2", "agent0", "agent1"]
 
 
-def parley(processes: ProcessGroup, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``parley <args>`` as its own process against the test's Redis and prefix."""
-    return subprocess.run([sys.executable, "-m", "parley", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **processes.env})
-
-
 def parley_json(processes: ProcessGroup, *args: str) -> dict:
     """``parley <args> --json``, which must succeed, as its JSON object."""
-    done = parley(processes, *args, "--json")
+    done = run_parley(processes.env, *args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
-
-
-def log_events(processes: ProcessGroup, name: str, room: str) -> list[dict]:
-    """The JSON log lines called ``name`` about ``room``."""
-    found = []
-    for path in processes.logs.values():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and f'"{name}"' in line and room in line:
-                event = json.loads(line)
-                if event.get("event") == name and event.get("room") == room:
-                    found.append(event)
-    return found
 
 
 def keys_left(client: redis.Redis, keys: Keys, room: str) -> list[bytes]:
@@ -85,7 +69,7 @@ def test_rooms_create_list_show_and_transcript_through_the_cli(processes, settin
     result = client.wait(room, client.post(room, "Launch?"), timeout_s=60)
     listed = parley_json(processes, "rooms", "list")["rooms"]
     shown = parley_json(processes, "rooms", "show", room)
-    transcript = parley(processes, "transcript", room, "--output-type", "json")
+    transcript = run_parley(processes.env, "transcript", room, "--output-type", "json")
 
     assert created == {"room": room, "name": "test-room", "policy": "bid",
                        "agents": ["agent0", "agent1", "agent2"]}
@@ -104,13 +88,13 @@ def test_a_paused_room_keeps_posts_and_resume_runs_them(processes, settings, que
     client = Client(settings)
     room = client.create_room(scripted_spec(rotating_scripts(3, 4), queue=queue))
 
-    assert parley(processes, "rooms", "pause", room).returncode == 0
+    assert run_parley(processes.env, "rooms", "pause", room).returncode == 0
     inbox_id = client.post(room, "Launch?")
-    time.sleep(1.0)  # ten scans: no coordinator may start the run
+    wait_for_scans(client.redis, client.store.keys, 3)  # none of which may start the run
     state = client.state(room)
     assert (state.status, state.last_seq, state.paused) == ("idle", 0, True)
     assert client.store.stream_lengths(room)["inbox"] == 1
-    assert parley(processes, "rooms", "resume", room).stdout == f"room {room} resumed\n"
+    assert run_parley(processes.env, "rooms", "resume", room).stdout == f"room {room} resumed\n"
     result = client.wait(room, inbox_id, timeout_s=60)
 
     assert [m.sender for m in result.messages] == ["User", *ROTATION]
@@ -130,13 +114,13 @@ def test_a_room_paused_while_running_stops_after_its_turn_and_resume_finishes_th
     assert client.pause(room)
     wait_until(lambda: client.store.lease_holder(room) is None, 30, "the coordinator to let go")
     paused_at = client.state(room).last_seq
-    time.sleep(1.0)
+    wait_for_scans(client.redis, client.store.keys, 3)  # none of which may take it again
     state = client.state(room)
     assert (state.status, state.paused, state.turn_open) == ("running", True, False)
     assert state.last_seq == paused_at < 5
     assert log_events(processes, "room_paused", room)
 
-    assert parley(processes, "rooms", "resume", room).returncode == 0
+    assert run_parley(processes.env, "rooms", "resume", room).returncode == 0
     result = client.wait(room, inbox_id, timeout_s=60)
     assert [m.sender for m in result.messages] == ["User", *ROTATION]
     assert [m.seq for m in result.messages] == [1, 2, 3, 4, 5]
@@ -155,7 +139,7 @@ def test_a_cancel_while_a_turn_is_in_flight_writes_nothing_of_it_and_the_holder_
         Client(settings).wait(room, inbox_id, timeout_s=60)))
     waiter.start()
 
-    done = parley(processes, "rooms", "cancel", room)
+    done = run_parley(processes.env, "rooms", "cancel", room)
 
     assert done.returncode == 0 and done.stdout == f"room {room}: run 1 cancelled\n", done.stderr
     waiter.join(30)
@@ -169,8 +153,8 @@ def test_a_cancel_while_a_turn_is_in_flight_writes_nothing_of_it_and_the_holder_
     # The slow answer arrives, and nothing is made of it.
     wait_until(lambda: any(b"slow" in fields.get(b"message", b"") for _, fields in
                            client.redis.xrange(client.store.keys.bids(room))),
-               15, "the slow answer")
-    time.sleep(0.5)
+               SLOW_S + 15, "the slow answer")
+    wait_for_scans(client.redis, client.store.keys, 2)  # none of which may take the room
     assert [(m.seq, m.sender) for m in client.messages(room)] == [(1, "User"), (2, "agent1")]
     assert [t.turn for t in client.turns(room)] == [1]
     assert client.state(room).stop_reason is StopReason.CANCELLED
@@ -201,17 +185,19 @@ def test_a_delete_while_a_turn_is_in_flight_needs_force_and_leaves_no_key(
     client.post(room, "Launch?")
     wait_until(lambda: turn_open(client, room, 2), 30, "turn 2 to open")
 
-    refused = parley(processes, "rooms", "delete", room)
+    refused = run_parley(processes.env, "rooms", "delete", room)
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"parley: room {room} is held by coordinator life-c")
     assert client.state(room).turn_open
 
-    forced = parley(processes, "rooms", "delete", room, "--force")
+    forced = run_parley(processes.env, "rooms", "delete", room, "--force")
 
     assert forced.returncode == 0, forced.stderr
     assert keys_left(real_redis, keys, room) == []
     wait_until(lambda: log_events(processes, "room_dropped", room), 15, "the holder to stop")
-    time.sleep(3.5)  # the slow answer is written now, or would be
+    # The slow call returns (its answer refused: the room is gone) and its task is acked.
+    wait_until(lambda: tasks_unfinished(real_redis, queue) == 0, SLOW_S + 15,
+               "the slow call to end")
     assert keys_left(real_redis, keys, room) == []
     assert real_redis.zscore(keys.rooms, room) is None
     # The coordinator serves other rooms as before.
@@ -234,7 +220,7 @@ def test_archive_then_import_gives_back_the_same_room(processes, settings, queue
 
     assert archived["removed"] and archived["counts"]["log"] == 4
     assert keys_left(real_redis, keys, room) == []
-    assert parley(processes, "rooms", "import", str(path)).stdout == f"{room}\n"
+    assert run_parley(processes.env, "rooms", "import", str(path)).stdout == f"{room}\n"
     assert client.messages(room) == first.messages
     assert client.turns(room) == turns_before
     # The imported room runs on from where it was: its next run continues the log.

@@ -3,13 +3,13 @@ HTTP against a local OpenAI-compatible stub, and a `parley coordinator`, on the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
 
 from parley.client import Client
 from parley.shared.models import ErrorKind, RoomSpec, StopReason
+from tests.support.observe import log_events
 from tests.support.openai_stub import (
     OpenAIStub,
     error,
@@ -54,16 +54,6 @@ def start(processes, queue: str, stub: OpenAIStub) -> None:
         "PARLEY_WORKER_KEY_ENVS": f"{KEY_ENV},{WRONG_KEY_ENV},{UNSET_KEY_ENV}",
         "PARLEY_WORKER_ALLOWED_API_BASES": stub.url})
     processes.coordinator()
-
-
-def logged_events(processes, event: str) -> list[dict]:
-    """The JSON log lines with ``event`` from every process of the test."""
-    found = []
-    for path in processes.logs.values():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and f'"{event}"' in line:
-                found.append(json.loads(line))
-    return found
 
 
 def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
@@ -140,7 +130,7 @@ def test_a_room_of_llm_agents_runs_through_litellm_with_every_call_accounted(
     assert third[4]["content"].startswith("You are Skeptic,")
 
     # A run's end is seen as it commits; the coordinator logs the turn a moment later.
-    logged = wait_until(lambda: len(found := logged_events(processes, "turn_committed")) >= 4
+    logged = wait_until(lambda: len(found := log_events(processes, "turn_committed")) >= 4
                         and found, 15, "the last turn's log line")
     assert [line["speaker"] for line in logged] == ["Skeptic", "Optimist", "Skeptic", None]
     assert [line["cuts"] for line in logged] == [None, {"Optimist": "Skeptic"}, None, None]

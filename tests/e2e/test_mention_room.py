@@ -5,10 +5,7 @@ whose successor keeps the speak queue and the wait exactly."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from parley.client import Client
 from parley.coordinator import policies
 from parley.coordinator.policies import mention
 from parley.shared.models import RoomSpec, StopReason
+from tests.support.commands import run_parley
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -26,8 +24,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "incident.yaml"
 
 
 def parley(processes, *args: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "parley", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **processes.env})
+    done = run_parley(processes.env, *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout) if done.stdout.strip() else {}
 

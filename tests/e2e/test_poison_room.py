@@ -4,18 +4,15 @@ spec is repaired runs it again."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
-
 import orjson
 import pytest
 
 from parley.client import Client
 from parley.shared.keys import Keys
 from parley.shared.models import RoomStatus, StopReason
+from parley.shared.store import now_ms
+from tests.support.commands import run_parley
+from tests.support.observe import log_events, wait_for_scans
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -23,18 +20,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 # A short lease: a failed take is retried after the ttl.
 COORDINATOR_ENV = {"PARLEY_LEASE_TTL_S": "1", "PARLEY_ROOM_MAX_ERRORS": "3"}
-
-
-def log_events(processes, name: str) -> list[dict]:
-    """Every JSON log line called ``name`` that the processes wrote."""
-    found = []
-    for path in processes.logs.values():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and f'"{name}"' in line:
-                event = json.loads(line)
-                if event.get("event") == name:
-                    found.append(event)
-    return found
 
 
 def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaired(
@@ -58,11 +43,12 @@ def test_a_room_whose_stored_spec_is_corrupted_fails_and_runs_again_once_repaire
     # The failure is seen as it commits; the coordinator logs it a moment later.
     (failed,) = wait_until(lambda: log_events(processes, "room_failed"), 15, "room_failed")
     assert (failed["room"], failed["attempts"], failed["error"]) == (room, 3, result.stop_detail)
-    status = subprocess.run([sys.executable, "-m", "parley", "status"], capture_output=True,
-                            text=True, timeout=60, env={**os.environ, **processes.env})
+    status = run_parley(processes.env, "status")
     assert f"room {room} failed after 3 take(s): ValidationError" in status.stdout
-    # Failed rooms stay down: not taken again while nobody posts.
-    time.sleep(2.5)
+    # Failed rooms stay down: not taken again while nobody posts, by scans begun after a
+    # failed take's lease would have lapsed (when a take that failed is retried).
+    lease_ttl_ms = int(float(COORDINATOR_ENV["PARLEY_LEASE_TTL_S"]) * 1000)
+    wait_for_scans(real_redis, keys, 2, since_ms=now_ms() + lease_ttl_ms)
     assert client.state(room).epoch == 3
 
     real_redis.hset(keys.spec(room), "json", spec.model_dump_json())

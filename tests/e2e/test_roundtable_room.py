@@ -5,10 +5,7 @@ mid-debate."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,9 @@ from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import RoomSpec, RoomStatus, StopReason
 from parley.shared.records import bid_from_fields
-from tests.chaos.harness import check_room, expected_messages, log_events, turns_asked_again
+from tests.chaos.harness import check_room, expected_messages, turns_asked_again
+from tests.support.commands import run_parley
+from tests.support.observe import log_events
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -105,10 +104,7 @@ def test_the_example_roundtable_runs_offline_with_parley_run(processes, tmp_path
     spec_path = tmp_path / "roundtable.yaml"
     spec_path.write_text(yaml.safe_dump(data))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "run", str(spec_path), "--task", QUESTION, "--json"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **processes.env},
-    )
+    done = run_parley(processes.env, "run", str(spec_path), "--task", QUESTION, "--json")
 
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

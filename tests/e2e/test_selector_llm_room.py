@@ -4,7 +4,6 @@ real `parley worker` and `parley coordinator` on the real Redis."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import RoomSpec, StopReason
+from tests.support.observe import log_events
 from tests.support.openai_stub import OpenAIStub, Received, text
 from tests.support.polling import wait_until
 
@@ -61,16 +61,6 @@ def stub_room(stub: OpenAIStub, queue: str) -> RoomSpec:
 def prompt_text(request: Received) -> str:
     """The user message of a selector or participant request (the seed's prompt)."""
     return request.body["messages"][-1]["content"]
-
-
-def logged_turns(processes) -> list[dict]:
-    """The coordinator's turn_committed log lines, in order."""
-    found = []
-    for path in processes.logs.values():
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and '"turn_committed"' in line:
-                found.append(json.loads(line))
-    return found
 
 
 def test_seed_002_through_litellm_speakers_in_the_selectors_order_every_call_counted(
@@ -146,7 +136,7 @@ def test_seed_002_through_litellm_speakers_in_the_selectors_order_every_call_cou
     assert totals["agent:budget:prompt_tokens"] == 2002
 
     # A run's end is seen as it commits; the coordinator logs the turn a moment later.
-    logged = wait_until(lambda: len(found := logged_turns(processes)) >= 4 and found, 15,
+    logged = wait_until(lambda: len(found := log_events(processes, "turn_committed")) >= 4 and found, 15,
                         "the last turn's log line")
     assert [line["speaker"] for line in logged] == ["planner", "budget", "planner", None]
     assert [[(call["agent"], call["kind"], call["prompt_tokens"]) for call in line["calls"]]

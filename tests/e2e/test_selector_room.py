@@ -4,9 +4,6 @@ speak calls, and a coordinator playing each turn's phases, on the real Redis."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ import yaml
 from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import RoomSpec, StopReason
+from tests.support.commands import run_parley
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -59,10 +57,7 @@ def test_the_example_selector_room_runs_offline_with_parley_run(processes, tmp_p
     spec_path = tmp_path / "selector.yaml"
     spec_path.write_text(yaml.safe_dump(data))
 
-    done = subprocess.run(
-        [sys.executable, "-m", "parley", "run", str(spec_path), "--task", "Plan Tokyo", "--json"],
-        capture_output=True, text=True, timeout=60, env={**os.environ, **processes.env},
-    )
+    done = run_parley(processes.env, "run", str(spec_path), "--task", "Plan Tokyo", "--json")
 
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -18,6 +18,8 @@ import pytest
 
 from parley.client.client import FOLLOW_BLOCK_MS, REDIS_CONNECT_TIMEOUT_S, REDIS_READ_TIMEOUT_S, Client
 from parley.processes import free_port, parley_command, start_redis, stop
+from parley.shared.models import Message
+from tests.support.reads import BlockingReads
 from tests.support.rooms import scripted_spec
 
 # The CLI's own timeout plus the interpreter's start-up, with room for a loaded machine.
@@ -109,16 +111,20 @@ def test_a_closed_port_is_one_line_without_the_password():
 def test_following_an_idle_room_blocks_past_one_wait_without_timing_out(settings, real_redis):
     client = Client(settings)
     room = client.create_room(scripted_spec({"A": [], "B": []}))
+    reads = BlockingReads(client.store)
     followed = client.follow(room)
     wait_s = 1.5 * FOLLOW_BLOCK_MS / 1000
+    got: list[Message] = []
 
-    def commit_later() -> None:
-        time.sleep(wait_s)
-        client.redis.xadd(client.store.keys.log(room),
-                          {"seq": 1, "sender": "User", "content": "late", "run": 1}, id="1-0")
-
-    threading.Thread(target=commit_later, daemon=True).start()
     started = time.monotonic()
-    message = next(followed)
+    follower = threading.Thread(target=lambda: got.append(next(followed)), daemon=True)
+    follower.start()
+    # Two whole waits come back empty, and the follower waits again.
+    reads.wait_for(lambda: reads.started > 2, "the follower's third wait", timeout_s=4 * wait_s)
+    client.redis.xadd(client.store.keys.log(room),
+                      {"seq": 1, "sender": "User", "content": "late", "run": 1}, id="1-0")
+    follower.join(10)
+
+    (message,) = got
     assert (message.seq, message.content) == (1, "late")
     assert time.monotonic() - started >= wait_s * 0.9

@@ -12,23 +12,18 @@ from parley.shared.keys import Keys
 from parley.shared.models import Bid, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound, RoomStore
-from tests.integration.test_scripts import DRAIN_LIMITS, TTL_MS, acquire, commit, drain, open_turn
 from tests.support.rooms import scripted_spec
+from tests.support.script_calls import (
+    DRAIN_LIMITS,
+    ROOM,
+    TTL_MS,
+    acquire,
+    commit,
+    drain,
+    open_turn,
+)
 
-ROOM = "r1"
 LOG_CAP = 100
-
-
-@pytest.fixture
-def store(any_redis: redis.Redis, keys: Keys) -> RoomStore:
-    store = RoomStore(any_redis, keys)
-    store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
-    return store
-
-
-@pytest.fixture
-def scripts(any_redis: redis.Redis) -> Scripts:
-    return Scripts(any_redis)
 
 
 def room_keys_present(client: redis.Redis, keys: Keys, room: str = ROOM) -> list[str]:
@@ -262,7 +257,8 @@ def test_a_capped_log_keeps_about_its_cap_of_the_newest_messages(store, scripts,
 
 
 def test_a_commit_trims_the_log_to_its_cap_and_zero_never_trims(store, scripts, keys):
-    acquire(scripts, keys, "c1")
+    # Nothing renews the lease: it must outlast 300 turns on fakeredis on a loaded machine.
+    acquire(scripts, keys, "c1", ttl_ms=120_000)
     for turn in range(1, 301):
         store.post(ROOM, "User", "go")
         drain(scripts, keys, "c1:1")

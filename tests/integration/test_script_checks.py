@@ -12,8 +12,8 @@ from parley.shared.records import RoomState
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
+from tests.support.script_calls import ROOM
 
-ROOM = "r1"
 TOKEN = "c1:1"
 DEAD_CAP = 100
 SENDER_MAX = 128
@@ -24,14 +24,8 @@ EVENTS_CAP = 1000
 
 
 @pytest.fixture
-def store(any_redis: redis.Redis, keys: Keys) -> RoomStore:
-    store = RoomStore(any_redis, keys)
-    store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
-    return store
-
-
-@pytest.fixture
 def scripts(any_redis: redis.Redis, store: RoomStore, keys: Keys) -> Scripts:
+    """The scripts, with c1 holding room r1's lease (epoch 1)."""
     scripts = Scripts(any_redis)
     assert int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
                                args=["c1", 5000, 1000])) == 1

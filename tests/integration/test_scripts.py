@@ -8,67 +8,13 @@ import redis
 
 from parley.coordinator.room_io import usage_increments
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, RoomSpec, Usage
+from parley.shared.models import Bid, Usage
 from parley.shared.records import RoomState
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
-
-ROOM = "r1"
-TTL_MS = 5000
-
-
-@pytest.fixture
-def store(any_redis: redis.Redis, keys: Keys) -> RoomStore:
-    store = RoomStore(any_redis, keys)
-    spec: RoomSpec = scripted_spec({"A": [], "B": []})
-    store.create_room(ROOM, spec)
-    return store
-
-
-@pytest.fixture
-def scripts(any_redis: redis.Redis) -> Scripts:
-    return Scripts(any_redis)
-
-
-def acquire(scripts: Scripts, keys: Keys, owner: str) -> int:
-    return int(scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
-                               args=[owner, TTL_MS, 1000]))
-
-
-# dead-letter cap, sender, message and dead-letter value limits, log cap (0: never
-# trimmed), events cap
-DRAIN_LIMITS = [100, 128, 65536, 1024, 0, 1000]
-
-
-def drain(scripts: Scripts, keys: Keys, token: str) -> int:
-    moved, _, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
-                                      keys.log(ROOM), keys.dead_letters(ROOM), keys.events(ROOM)],
-                                args=[token, 1, 100, *DRAIN_LIMITS])
-    return int(moved)
-
-
-def open_turn(scripts: Scripts, keys: Keys, token: str) -> list:
-    return scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
-                                   keys.events(ROOM)],
-                             args=[token, "2000000000.0", "1000.0", 1000])
-
-
-def commit(scripts: Scripts, keys: Keys, token: str, turn: int, expected_seq: int,
-           sender: str = "A") -> int:
-    payload = {
-        "message": {"sender": sender, "content": "hello", "score": "0.9", "turn": str(turn)},
-        "fields": {"recent": orjson.dumps([sender]).decode()},
-        "usage": {"prompt_tokens": "10", f"agent:{sender}:prompt_tokens": "10"},
-        "record": {"turn": str(turn), "winner": sender},
-        "turns_maxlen": "1000",
-        "log_maxlen": "0",
-        "events_maxlen": "1000",
-    }
-    return int(scripts.commit(keys=[keys.lease(ROOM), keys.state(ROOM), keys.log(ROOM),
-                                    keys.turns(ROOM), keys.events(ROOM)],
-                              args=[token, turn, expected_seq, orjson.dumps(payload)]))
+from tests.support.script_calls import DRAIN_LIMITS, ROOM, TTL_MS, acquire, commit, drain, open_turn
 
 
 def test_acquire_takes_a_free_lease_and_bumps_the_epoch(store, scripts, keys):

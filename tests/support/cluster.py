@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
 from parley import processes
+from tests.support.polling import wait_until
 
 NODES = 3
 
@@ -53,14 +53,13 @@ class LocalCluster:
 
     def wait_until_ok(self, timeout_s: float = 30) -> None:
         """Until every node says the cluster is ok (the slots are known everywhere)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+
+        def every_node_ok() -> bool:
             infos = [redis.Redis(port=port).execute_command("CLUSTER", "INFO")
                      for port in self.ports]
-            if all(b"cluster_state:ok" in info for info in infos):
-                return
-            time.sleep(0.1)
-        raise RuntimeError(f"the cluster on ports {self.ports} did not become ok")
+            return all(b"cluster_state:ok" in info for info in infos)
+
+        wait_until(every_node_ok, timeout_s, f"the cluster on ports {self.ports} to be ok", 0.1)
 
     def __exit__(self, *exc_info: object) -> None:
         for node in self.nodes:

@@ -60,6 +60,23 @@ def test_a_spec_with_a_bad_field_is_422_naming_the_field(api):
     assert reply.json()["error"].startswith("invalid room spec: policy.threshold:")
 
 
+def test_a_spec_with_more_agents_than_a_room_may_have_is_422_naming_the_bound(api):
+    spec = spec_json()
+    spec["agents"] = [{**spec["agents"][0], "name": f"agent{i}"} for i in range(257)]
+    reply = api.post("/rooms", json=spec)
+    assert reply.status_code == 422
+    assert reply.json()["error"] == ("invalid room spec: agents: a room may have at most 256 "
+                                     "agents (PARLEY_MAX_AGENTS), this spec has 257")
+
+
+def test_a_spec_with_an_unknown_field_is_422_naming_the_nearest_field(api):
+    spec = {**spec_json(), "limits": {"max_tokens": 100}}
+    reply = api.post("/rooms", json=spec)
+    assert (reply.status_code, reply.json()["error"]) == (
+        422, "invalid room spec: limits.max_tokens: Extra inputs are not permitted: did you "
+             "mean max_tokens_per_run or max_tokens_per_room?")
+
+
 @pytest.mark.parametrize(("body", "status", "says"), [
     (b"{not json", 400, "the body is not valid JSON"),
     (b"[" * 100_000, 413, "nested too deeply"),

@@ -11,7 +11,6 @@ import fakeredis
 import pytest
 
 from parley.shared.archive import ArchiveError, archive_room, check_archive, import_room
-from parley.shared.keys import Keys
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomExists, RoomHeld, RoomStore
 from tests.support.local_worker import LocalWorkerTransport
@@ -19,11 +18,6 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_lifecycle_rooms import serve_once
 
 ROOM = "room-1"
-
-
-@pytest.fixture
-def store(server) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
 
 
 @pytest.fixture

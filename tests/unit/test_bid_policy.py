@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, TurnView, bid
 from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
@@ -59,11 +61,13 @@ def test_recent_speaker_wins_again_only_above_threshold_plus_penalty():
     assert decision.winner == "A"
 
 
-def test_recency_window_zero_behaves_as_one():
-    decision = policies.decide(spec(recency_window=0), view(recent=("A",)),
+@pytest.mark.parametrize("window", [0, -1, -(2**63 - 1)])
+def test_a_recency_window_of_zero_or_below_behaves_as_one(window):
+    decision = policies.decide(spec(recency_window=window), view(recent=("B", "A")),
                                bids(("A", 0.7, "a"), ("B", 0.6, "b")))
-    assert decision.winner == "B"
-    assert bid.recent_window(spec(recency_window=0).policy) == 1
+    assert decision.winner == "B"  # only A, the last speaker, is penalised
+    assert decision.recent == ("B",)
+    assert bid.recent_window(spec(recency_window=window).policy) == 1
 
 
 def test_recency_window_penalises_only_the_last_speakers():

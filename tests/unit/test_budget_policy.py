@@ -126,7 +126,8 @@ def test_the_budget_is_checked_before_the_policys_own_cap():
     ({"max_cost_usd_per_run": 0}, "limits.max_cost_usd_per_run: Input should be greater than 0"),
     ({"max_cost_usd_per_room": float("inf")}, "limits.max_cost_usd_per_room: Input should be a finite"),
     ({"max_cost_usd_per_room": 2e9}, "limits.max_cost_usd_per_room: Input should be less than or equal to"),
-    ({"max_tokens": 100}, "limits.max_tokens: Extra inputs are not permitted"),
+    ({"max_tokens": 100}, "limits.max_tokens: Extra inputs are not permitted: did you mean "
+                          "max_tokens_per_run or max_tokens_per_room?"),
 ])
 def test_a_limit_must_be_a_positive_finite_bounded_number(limits, says):
     with pytest.raises(ValidationError) as raised:

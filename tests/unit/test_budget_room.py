@@ -17,7 +17,6 @@ from parley.client import Client
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.keys import Keys
 from parley.shared.models import CallKind, RoomSpec, StopReason, Usage
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
@@ -28,11 +27,6 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 ROOM = "room-1"
 # Every answer of these tests reports 110 tokens: 3 bids make a turn of 330.
 PER_CALL = {"prompt_tokens": 100, "completion_tokens": 10}
-
-
-@pytest.fixture
-def store(server) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
 
 
 def serve(server, store: RoomStore, transport: LocalWorkerTransport) -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import ssl
-from pathlib import Path
 
 import pytest
 import redis
-import yaml
 from typer.testing import CliRunner
 
 from parley.cli import app
@@ -18,6 +16,7 @@ from parley.shared.keys import Keys
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings
 from parley.shared.store import RoomStore
+from tests.support.commands import run_spec_in_process
 from tests.support.rooms import scripted_spec
 
 GOOD = {
@@ -28,13 +27,6 @@ GOOD = {
         {"name": "B", "model": "scripted", "script": []},
     ],
 }
-
-
-def run_cli(tmp_path: Path, spec: object, raw: str | None = None) -> tuple[int, str]:
-    path = tmp_path / "room.yaml"
-    path.write_text(raw if raw is not None else yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["run", str(path), "--task", "t"])
-    return result.exit_code, result.output
 
 
 def with_policy(**policy: object) -> dict:
@@ -63,7 +55,7 @@ def with_policy(**policy: object) -> dict:
     ],
 )
 def test_an_invalid_spec_is_one_line_naming_the_field(tmp_path, spec, expected):
-    code, output = run_cli(tmp_path, spec)
+    code, output = run_spec_in_process(tmp_path, spec)
     assert code == 2
     assert expected in output
     assert "Traceback" not in output
@@ -71,7 +63,7 @@ def test_an_invalid_spec_is_one_line_naming_the_field(tmp_path, spec, expected):
 
 
 def test_a_spec_that_is_not_yaml_is_named(tmp_path):
-    code, output = run_cli(tmp_path, None, raw="agents: [unclosed")
+    code, output = run_spec_in_process(tmp_path, None, raw="agents: [unclosed")
     assert code == 2 and "is not valid YAML" in output
 
 
@@ -85,7 +77,7 @@ def test_unreachable_redis_is_one_line_with_the_url(tmp_path, monkeypatch):
     monkeypatch.setenv("PARLEY_REDIS_URL", url)
     get_settings.cache_clear()
     try:
-        code, output = run_cli(tmp_path, GOOD)
+        code, output = run_spec_in_process(tmp_path, GOOD)
     finally:
         get_settings.cache_clear()
     assert code == 2

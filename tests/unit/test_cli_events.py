@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 import fakeredis
 import pytest
@@ -17,14 +16,11 @@ from parley.client import Client
 from parley.client.turn_report import open_turn_progress, read_turn_report
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
-from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.events import Event, MessageCommitted, RunStarted
-from parley.shared.keys import Keys
 from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind
 from parley.shared.scripts import Scripts
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
-from tests.support.local_worker import LocalWorkerTransport
+from tests.support.fake_turns import serve_until_idle
+from tests.support.reads import BlockingReads
 from tests.support.rooms import rotating_scripts, scripted_spec
 from tests.unit.test_selector_room import selector_spec
 
@@ -32,42 +28,10 @@ ROOM = "room-1"
 
 
 @pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
-
-
-@pytest.fixture
-def store(server, keys) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), keys)
-
-
-@pytest.fixture
-def client(store, monkeypatch) -> Client:
-    client = Client(Settings(key_prefix="t"))
-    client.redis = store.redis
-    client.store = store
+def client(client, monkeypatch) -> Client:
+    """The test's Client, as the CLI's."""
     monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
-
-
-def serve_once(server, keys, transport=None) -> None:
-    """One coordinator's take of the room: turns until it goes idle."""
-
-    async def serve() -> None:
-        async_redis = fakeredis.FakeAsyncRedis(server=server)
-        scripts = Scripts(async_redis)
-        leases = Leases(async_redis, keys, scripts, "c1", 5.0)
-        lease = await leases.acquire(ROOM)
-        assert lease is not None
-        try:
-            await RoomRunner(lease, RoomIO(async_redis, keys, scripts),
-                             transport or LocalWorkerTransport(fakeredis.FakeRedis(server=server),
-                                                               keys),
-                             TurnOptions("t", 8, 1000)).run()
-        finally:
-            await leases.release(lease)
-
-    asyncio.run(serve())
 
 
 def open_a_turn(server, keys) -> None:
@@ -91,7 +55,7 @@ def ran_room(client, store, server, keys) -> None:
         "agent1": [{"score": 0.7, "message": "me too"}, {"error": "provider down"}],
     }))
     client.post(ROOM, "go")
-    serve_once(server, keys)
+    serve_until_idle(server, keys)
 
 
 def invoke(*args: str):
@@ -177,10 +141,12 @@ def test_following_events_gives_each_new_one_as_it_is_written(client, store, ser
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2)))
     followed = client.events(ROOM)
 
+    reads = BlockingReads(store)
+
     def post_later() -> None:
-        time.sleep(0.2)
+        reads.wait_until_reading()
         client.post(ROOM, "go")
-        serve_once(server, keys)
+        serve_until_idle(server, keys)
 
     thread = threading.Thread(target=post_later)
     thread.start()
@@ -320,7 +286,7 @@ def test_pause_resume_and_cancel_through_the_cli_are_events(client, store, serve
 def test_follow_prints_each_runs_end_between_the_messages(client, store, server, keys):
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2), max_messages=2))
     client.post(ROOM, "go")
-    serve_once(server, keys)
+    serve_until_idle(server, keys)
     timeline = client.timeline
 
     def until_ctrl_c(room, after_seq):

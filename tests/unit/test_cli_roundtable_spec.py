@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from parley.cli import app
 from parley.shared.models import RoomSpec, RoundtablePolicy
+from tests.support.commands import run_spec_in_process
 
 
 def agent(name: str) -> dict[str, Any]:
@@ -25,13 +22,6 @@ def roundtable(agents: list[dict[str, Any]] | None = None, **policy: Any) -> dic
     fields = {"kind": "roundtable", "moderator": "Moderator", **policy}
     return {"name": "headphones", "policy": {k: v for k, v in fields.items() if v is not None},
             "agents": agents if agents is not None else PANEL}
-
-
-def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
-    path = tmp_path / "room.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["run", str(path), "--task", "t"])
-    return result.exit_code, result.output
 
 
 @pytest.mark.parametrize(
@@ -77,7 +67,7 @@ def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
          "a misspelt kind"],
 )
 def test_a_bad_roundtable_spec_is_one_line_naming_what_is_wrong(tmp_path, spec, expected):
-    code, output = run_cli(tmp_path, spec)
+    code, output = run_spec_in_process(tmp_path, spec)
     assert code == 2
     assert output.startswith("parley: invalid room spec")
     assert expected in output, output

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from typer.testing import CliRunner
 
-from parley.cli import app
 from parley.shared.models import RoomSpec
+from tests.support.commands import run_spec_in_process
 
 SELECTOR = {"model": "scripted", "script": [{"content": "planner"}]}
 AGENTS = [{"name": name, "role": f"the {name}", "model": "scripted", "script": []}
@@ -22,13 +19,6 @@ def selector_room(agents: list[dict[str, Any]] | None = None, **policy: Any) -> 
     fields = {"kind": "selector", "selector": SELECTOR, **policy}
     return {"name": "tokyo", "policy": {k: v for k, v in fields.items() if v is not None},
             "agents": agents if agents is not None else AGENTS}
-
-
-def run_cli(tmp_path: Path, spec: dict[str, Any]) -> tuple[int, str]:
-    path = tmp_path / "room.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["run", str(path), "--task", "t"])
-    return result.exit_code, result.output
 
 
 def participant(name: str) -> dict[str, Any]:
@@ -75,7 +65,7 @@ def participant(name: str) -> dict[str, Any]:
          "participants told apart only by case", "a selector without kind: selector"],
 )
 def test_a_bad_selector_spec_is_one_line_naming_what_is_wrong(tmp_path, spec, expected):
-    code, output = run_cli(tmp_path, spec)
+    code, output = run_spec_in_process(tmp_path, spec)
     assert code == 2
     assert output.startswith("parley: invalid room spec")
     assert expected in output, output

@@ -68,3 +68,24 @@ def test_the_stats_of_a_room_that_is_not_there_is_a_json_404(secured) -> None:
     answer = secured.get("/dashboard/rooms/nope/stats", headers=AUTH)
     assert answer.status_code == 404
     assert "nope" in answer.json()["error"]
+
+
+def test_a_rooms_turns_mark_each_silent_answer_and_its_stats_list_the_agents(server, secured
+                                                                           ) -> None:
+    spec = spec_json()
+    spec["agents"][0].update(role="Planner", description="Proposes the plan")
+    spec["agents"][1]["script"] = [{"score": 0.9, "message": ""}] * 3  # never says anything
+    room = secured.post("/rooms", json=spec, headers=AUTH).json()["room"]
+    secured.post(f"/rooms/{room}/messages", json={"sender": "Ann", "content": "go"}, headers=AUTH)
+    run_room(server, room)
+
+    turns = secured.get(f"/dashboard/rooms/{room}/turns", headers=AUTH).json()
+    plain = secured.get(f"/rooms/{room}/turns", headers=AUTH).json()
+    assert [[{k: v for k, v in a.items() if k != "silent"} for a in t["answers"]]
+            for t in turns["turns"]] == [t["answers"] for t in plain["turns"]]
+    assert {(a["agent"], a["silent"]) for t in turns["turns"] for a in t["answers"]} == {
+        ("agent0", False), ("agent1", True)}
+    stats = secured.get(f"/dashboard/rooms/{room}/stats", headers=AUTH).json()
+    assert stats["agents"] == [
+        {"name": "agent0", "role": "Planner", "description": "Proposes the plan", "model": "scripted"},
+        {"name": "agent1", "role": "", "description": "", "model": "scripted"}]

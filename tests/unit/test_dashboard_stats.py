@@ -5,14 +5,26 @@ from __future__ import annotations
 import pytest
 
 from parley.api.dashboard import (
+    agent_cards,
     failures,
     floor_share,
     gini,
+    is_silent_answer,
     lease_age,
     panel_position,
     usage_series,
 )
-from parley.shared.models import Bid, BidStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
+from parley.shared.models import (
+    Bid,
+    BidStatus,
+    CallKind,
+    ErrorKind,
+    Message,
+    RoomSpec,
+    StopReason,
+    TurnRecord,
+    Usage,
+)
 
 
 def agent_message(seq: int, sender: str) -> Message:
@@ -116,3 +128,41 @@ def test_panel_position_of_a_bid_room_is_none() -> None:
     spec = RoomSpec.model_validate(
         {"agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
     assert panel_position(spec, {}) is None
+
+
+def test_panel_position_after_the_verdict_names_nobody_next() -> None:
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "roundtable", "moderator": "m", "rounds": 1},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
+    over = panel_position(spec, {"spoken": "2"}, StopReason.VERDICT)
+    assert (over["next"], over["ended"], over["spoken"]) == (None, "verdict", 2)
+    assert panel_position(spec, {"spoken": "2"})["ended"] is None
+
+
+def test_an_answer_is_silent_when_its_agent_chose_to_say_nothing() -> None:
+    mention = RoomSpec.model_validate({
+        "policy": {"kind": "mention", "silent_token": "(pass)"},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+    bid_room = RoomSpec.model_validate(
+        {"agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+
+    def answer(kind: CallKind, message: str, status: BidStatus = BidStatus.OK) -> Bid:
+        return Bid(agent="a", turn=1, kind=kind, message=message, status=status)
+
+    assert is_silent_answer(mention, answer(CallKind.DISCUSS, "[Pass.]"))
+    assert not is_silent_answer(mention, answer(CallKind.DISCUSS, "pass it on"))
+    assert is_silent_answer(bid_room, answer(CallKind.BID, ""))
+    assert is_silent_answer(bid_room, answer(CallKind.INTENT, ""))
+    assert not is_silent_answer(bid_room, answer(CallKind.BID, "", BidStatus.ERROR))
+    assert not is_silent_answer(bid_room, answer(CallKind.REPLY, ""))  # a failed reply, not silence
+    assert not is_silent_answer(bid_room, answer(CallKind.BID, "go"))
+
+
+def test_agent_cards_are_in_spec_order_with_role_and_description() -> None:
+    spec = RoomSpec.model_validate({"agents": [
+        {"name": "dev", "role": "Developer", "description": "Knows the code", "model": "scripted",
+         "script": []},
+        {"name": "sre", "model": "openai/gpt-4o-mini"}]})
+    assert agent_cards(spec) == [
+        {"name": "dev", "role": "Developer", "description": "Knows the code", "model": "scripted"},
+        {"name": "sre", "role": "", "description": "", "model": "openai/gpt-4o-mini"}]

@@ -27,7 +27,6 @@ from parley.shared.events import (
     answer_event_fields,
     event_from_entry,
 )
-from parley.shared.keys import Keys
 from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
@@ -40,11 +39,6 @@ from tests.unit.test_selector_room import selector_spec
 
 ROOM = "room-1"
 LUA = Path(__file__).parents[2] / "shared" / "lua"
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 def kinds(events: list[Event]) -> list[str]:

@@ -6,17 +6,26 @@ on real processes is in tests/e2e/test_groupchat.py.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from structlog.testing import capture_logs
 
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
-from parley.shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+from parley.coordinator.policies.bid import recent_window
+from parley.shared.models import (
+    Bid,
+    BidStatus,
+    ErrorKind,
+    Message,
+    RoomStatus,
+    StopReason,
+    TurnRecord,
+)
 from parley.swarms.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
 
 AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
@@ -41,7 +50,8 @@ def first_turn(*bids: tuple[str, float, str]) -> list[TurnRecord]:
 
 class FinishedRuns:
     """A client whose runs are already over: each task's result, its messages passed to
-    ``on_message`` (all but the last ``unseen``, as a wait that ended early would)."""
+    ``on_message`` (all but the last ``unseen``, as a wait that ended early would), its
+    turn records read back from ``store``."""
 
     def __init__(self, *results: RunResult, turns: list[TurnRecord] | None = None,
                  unseen: int = 0, before_last: Callable[[str], None] | None = None) -> None:
@@ -49,10 +59,19 @@ class FinishedRuns:
         self.turn_records = turns or []
         self.unseen = unseen
         self.before_last = before_last
+        self.tasks: dict[str, str] = {}  # room -> the task posted there
+        self.store = self
 
-    def run(self, spec: Any, task: str, timeout_s: float | None = None,
-            on_message: Callable[[Message], None] | None = None,
-            on_chunk: Callable[[Any], None] | None = None) -> RunResult:
+    def create_room(self, spec: Any) -> str:
+        return f"new-{len(self.tasks)}-{threading.get_ident()}"
+
+    def post(self, room: str, task: str) -> str:
+        self.tasks[room] = task
+        return "1-0"
+
+    def wait(self, room: str, inbox_id: str, on_message: Callable[[Message], None] | None = None,
+             on_chunk: Callable[[Any], None] | None = None) -> RunResult:
+        task = self.tasks[room]
         run = self.results[task]
         shown = run.messages[: len(run.messages) - self.unseen]
         for index, message in enumerate(shown):
@@ -62,16 +81,20 @@ class FinishedRuns:
                 on_message(message)
         return run
 
-    def turns(self, room: str) -> list[TurnRecord]:
-        return self.turn_records
+    def read_turn_entries(self, room: str, after: str = "0-0") -> list[tuple[str, TurnRecord]]:
+        entries = [(f"{index}-0", record) for index, record in enumerate(self.turn_records, 1)]
+        return [(entry_id, record) for entry_id, record in entries
+                if int(entry_id.split("-")[0]) > int(after.split("-")[0])]
 
 
 def chat(client: Any, **options: Any) -> GroupChat:
     return GroupChat(agents=AGENTS, client=client, **options)
 
 
-def warnings(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [entry for entry in logs if entry["log_level"] == "warning"]
+def warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The warnings GroupChat logged, as a swarms user's logging sees them."""
+    return [record for record in caplog.records
+            if record.name == "parley.groupchat" and record.levelno == logging.WARNING]
 
 
 def test_conversation_history_holds_role_content_and_the_raw_score_on_replies():
@@ -91,11 +114,11 @@ def test_conversation_history_holds_role_content_and_the_raw_score_on_replies():
     assert scores == [None, 0.9, 0.7000000000000001]
 
 
-def test_a_failed_run_warns_as_swarms_and_raises_run_failed_with_reason_and_detail():
+def test_a_failed_run_warns_as_swarms_and_raises_run_failed_with_reason_and_detail(caplog):
     run = result("plan", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "A: boom; B: boom")
     group = chat(FinishedRuns(run), output_type="dict")
 
-    with capture_logs() as logs, pytest.raises(RunFailed) as raised:
+    with pytest.raises(RunFailed) as raised:
         group.run("plan")
 
     assert raised.value.stop_reason is StopReason.ALL_FAILED
@@ -103,53 +126,49 @@ def test_a_failed_run_warns_as_swarms_and_raises_run_failed_with_reason_and_deta
     assert raised.value.room == "room-plan"
     assert str(raised.value) == "run in room room-plan failed (all_agents_failed): A: boom; B: boom"
     assert raised.value.output == [{"role": "User", "content": "plan"}]
-    [warning] = warnings(logs)
-    assert warning["event"] == f"[dynamic-groupchat] {FIRST_TURN_SILENT}"
-    assert warning["stop_detail"] == "A: boom; B: boom"
+    [warning] = warnings(caplog)
+    assert warning.getMessage() == f"[dynamic-groupchat] {FIRST_TURN_SILENT}"
+    assert warning.stop_detail == "A: boom; B: boom"
     assert group.conversation.conversation_history == [{"role": "User", "content": "plan"}]
 
 
-def test_raise_on_failure_false_returns_what_swarms_returns_and_still_warns():
+def test_raise_on_failure_false_returns_what_swarms_returns_and_still_warns(caplog):
     run = result("plan", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "A: boom")
     group = chat(FinishedRuns(run), output_type="dict-final", raise_on_failure=False)
 
-    with capture_logs() as logs:
-        output = group.run("plan")
+    output = group.run("plan")
 
     assert output == ("plan", "plan")
-    assert len(warnings(logs)) == 1
+    assert len(warnings(caplog)) == 1
 
 
-def test_a_run_failing_after_replies_warns_that_it_failed():
+def test_a_run_failing_after_replies_warns_that_it_failed(caplog):
     run = result("plan", [("A", "first", 0.9)], RoomStatus.FAILED, StopReason.NO_BIDS, "no worker")
     group = chat(FinishedRuns(run), raise_on_failure=False)
 
-    with capture_logs() as logs:
-        assert group.run("plan") == "first"
+    assert group.run("plan") == "first"
 
-    [warning] = warnings(logs)
-    assert warning["event"] == f"[dynamic-groupchat] {RUN_FAILED}"
-    assert warning["stop_reason"] is StopReason.NO_BIDS
+    [warning] = warnings(caplog)
+    assert warning.getMessage() == f"[dynamic-groupchat] {RUN_FAILED}"
+    assert warning.stop_reason is StopReason.NO_BIDS
 
 
-def test_a_first_turn_without_any_reply_warns_as_swarms_does():
+def test_a_first_turn_without_any_reply_warns_as_swarms_does(caplog):
     run = result("plan", [])
     group = chat(FinishedRuns(run, turns=first_turn(("A", 0.0, ""), ("B", 0.9, ""))))
 
-    with capture_logs() as logs:
-        assert group.run("plan") == ""
+    assert group.run("plan") == ""
 
-    assert [w["event"] for w in warnings(logs)] == [f"[dynamic-groupchat] {FIRST_TURN_SILENT}"]
+    assert [w.getMessage() for w in warnings(caplog)] == [f"[dynamic-groupchat] {FIRST_TURN_SILENT}"]
 
 
-def test_a_lull_of_replies_under_the_threshold_is_no_warning():
+def test_a_lull_of_replies_under_the_threshold_is_no_warning(caplog):
     run = result("plan", [])
     group = chat(FinishedRuns(run, turns=first_turn(("A", 0.2, "maybe"), ("B", 0.0, ""))))
 
-    with capture_logs() as logs:
-        group.run("plan")
+    group.run("plan")
 
-    assert warnings(logs) == []
+    assert warnings(caplog) == []
 
 
 def test_every_message_is_streamed_even_one_the_wait_did_not_pass_on():
@@ -171,11 +190,38 @@ def test_swarms_agent_objects_carry_every_field_into_the_spec():
     group = GroupChat(agents=[critic, builder], client=FinishedRuns())
 
     first, second = group.spec.agents
-    assert first.model_dump(include={"name", "system_prompt", "model", "role", "temperature",
-                                     "max_tokens"}) == {
+    assert first.model_dump(include={"name", "system_prompt", "model", "description",
+                                     "temperature", "max_tokens"}) == {
         "name": "Critic", "system_prompt": "Find flaws.", "model": "openai/gpt-4o",
-        "role": "stress-tests claims", "temperature": 0.2, "max_tokens": 512}
-    assert (second.role, second.temperature, second.max_tokens) == ("", None, None)
+        "description": "stress-tests claims", "temperature": 0.2, "max_tokens": 512}
+    assert (second.description, second.temperature, second.max_tokens) == ("", None, None)
+
+
+def test_a_swarms_agents_llm_base_url_is_its_api_base():
+    local = SimpleNamespace(agent_name="Local", system_prompt="", model_name="openai/llama",
+                            llm_base_url="http://127.0.0.1:8000/v1", llm_api_key=None)
+    other = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o",
+                            llm_base_url=None, api_key_env="TEAM_OPENAI_KEY")
+
+    group = GroupChat(agents=[local, other], client=FinishedRuns())
+
+    assert [(a.api_base, a.api_key_env) for a in group.spec.agents] == [
+        ("http://127.0.0.1:8000/v1", None), (None, "TEAM_OPENAI_KEY")]
+
+
+def test_a_swarms_agent_with_an_api_key_is_refused_in_one_line_naming_api_key_env():
+    keyed = SimpleNamespace(agent_name="Keyed", system_prompt="", model_name="openai/gpt-4o",
+                            llm_api_key="sk-live-secret")
+    other = SimpleNamespace(agent_name="Builder", system_prompt="", model_name="openai/gpt-4o")
+
+    with pytest.raises(ValueError) as refused:
+        GroupChat(agents=[keyed, other], client=FinishedRuns())
+
+    message = str(refused.value)
+    assert message.startswith("agent 'Keyed': llm_api_key: parley takes no API keys: keys "
+                              "stay on the workers.")
+    assert "api_key_env" in message and "\n" not in message
+    assert "sk-live-secret" not in message
 
 
 @pytest.mark.parametrize(("name", "rule"), [
@@ -237,15 +283,15 @@ def test_run_batch_keeps_task_order_and_never_interleaves_callbacks():
             assert later_done.wait(10)
 
     client = FinishedRuns(*runs, before_last=hold_the_first_task)
-    original_run = client.run
+    original_wait = client.wait
 
-    def run_then_mark(spec: Any, task: str, **kwargs: Any) -> RunResult:
-        outcome = original_run(spec, task, **kwargs)
-        if task == "three":
+    def wait_then_mark(room: str, inbox_id: str, **kwargs: Any) -> RunResult:
+        outcome = original_wait(room, inbox_id, **kwargs)
+        if client.tasks[room] == "three":
             later_done.set()
         return outcome
 
-    client.run = run_then_mark  # type: ignore[method-assign]
+    client.wait = wait_then_mark  # type: ignore[method-assign]
     group = chat(client, output_type="final")
     messages: list[str] = []
     words: list[str] = []
@@ -271,10 +317,79 @@ def test_run_batch_raises_the_first_failed_run_in_task_order():
             result("three", [], RoomStatus.FAILED, StopReason.ALL_FAILED, "B: boom")]
     group = chat(FinishedRuns(*runs))
 
-    with capture_logs(), pytest.raises(RunFailed) as raised:
+    with pytest.raises(RunFailed) as raised:
         group.run_batch(["one", "two", "three"])
 
     assert raised.value.room == "room-two"
     assert group.conversation.conversation_history == [{"role": "User", "content": "two"}]
     # Every task's room ran side by side and is kept, the ones after the failure too.
     assert group.rooms == ["room-one", "room-two", "room-three"]
+
+
+def test_a_recency_window_below_one_is_kept_and_penalises_the_last_speaker_as_swarms():
+    group = chat(FinishedRuns(), recency_window=-1)
+
+    assert group.spec.policy.recency_window == -1  # type: ignore[union-attr]
+    assert recent_window(group.spec.policy) == 1  # type: ignore[arg-type]
+
+
+def failed_turns() -> list[TurnRecord]:
+    """Two turns in which A failed (no key, then prose instead of the respond call)."""
+    no_key = Bid(agent="A", turn=1, status=BidStatus.ERROR, error_kind=ErrorKind.MISSING_KEY,
+                 error="AuthenticationError: OPENAI_API_KEY is not set")
+    prose = Bid(agent="A", turn=2, status=BidStatus.UNPARSED, error_kind=ErrorKind.NO_TOOL_CALL,
+                error="no respond tool call")
+    return [TurnRecord(turn=turn, run=1, run_turns=turn, epoch=1, snapshot_seq=turn,
+                       messages_in_run=turn, recent=[],
+                       bids=[failed, Bid(agent="B", turn=turn, score=0.9, message=f"b{turn}")])
+            for turn, failed in ((1, no_key), (2, prose))]
+
+
+def test_each_failed_or_unparsed_bid_is_warned_as_swarms_warns_a_failed_bid(caplog):
+    run = result("plan", [("B", "b1", 0.9), ("B", "b2", 0.9)])
+    run.messages[1].turn, run.messages[2].turn = 1, 2
+    group = chat(FinishedRuns(run, turns=failed_turns()))
+
+    group.run("plan")
+
+    assert [w.getMessage() for w in warnings(caplog)] == [
+        "[dynamic-groupchat] A failed to bid on turn 1: AuthenticationError: OPENAI_API_KEY is "
+        "not set (likely fix: set OPENAI_API_KEY on the workers, or name the key's variable in "
+        "the agent's api_key_env)",
+        "[dynamic-groupchat] A's bid on turn 2 could not be parsed: no respond tool call "
+        "(likely fix: use a model that supports function calling (tool calls))"]
+    assert [(w.agent, w.turn, w.status) for w in warnings(caplog)] == [
+        ("A", 1, "error"), ("A", 2, "unparsed")]
+
+
+def test_verbose_prints_text_as_text_and_each_failure_before_its_turns_message(capsys):
+    run = result("plan", [("B", "[/] closes nothing; [bold]x[/bold] and [red] stay", 0.9),
+                          ("B", "b2", 0.9)])
+    run.messages[1].turn, run.messages[2].turn = 1, 2
+    group = chat(FinishedRuns(run, turns=failed_turns()), verbose=True)
+
+    group.run("plan")
+
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "[/] closes nothing; [bold]x[/bold] and [red] stay" in printed
+    first_failure = printed.index("A failed to bid on turn 1")
+    assert printed.index("[/] closes nothing") > first_failure
+    assert printed.index("b2") > printed.index("A's bid on turn 2 could not be parsed")
+
+
+def test_a_warning_no_handler_would_show_is_printed_to_stderr_as_swarms_leaves_logging(
+        capsys, monkeypatch):
+    # What importing swarms does: the root logger and its handlers at ERROR.
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [logging.StreamHandler()])
+    root.handlers[0].setLevel(logging.ERROR)
+    monkeypatch.setattr(root, "level", logging.ERROR)
+    run = result("plan", [("B", "b1", 0.9), ("B", "b2", 0.9)])
+    run.messages[1].turn, run.messages[2].turn = 1, 2
+    group = chat(FinishedRuns(run, turns=failed_turns()))
+
+    group.run("plan")
+
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("[dynamic-groupchat] A failed to bid on turn 1: ")
+    assert said[1].startswith("[dynamic-groupchat] A's bid on turn 2 could not be parsed: ")

@@ -10,6 +10,7 @@ from parley.coordinator.policies import TurnView
 from parley.coordinator.policies.impersonation import cut_reply
 from parley.shared.models import Bid, RoomSpec, StopReason, TurnRecord
 from parley.shared.records import turn_record_fields, turn_record_from_fields
+from parley.shared.speakers import speaker_lines
 
 AGENTS = ("A", "B", "Budget Checker")
 
@@ -68,7 +69,7 @@ def test_names_match_case_insensitively_with_emphasis_and_spaces(line):
 
 
 def test_the_cut_names_the_participant_as_the_room_spells_it():
-    assert cut_reply("x\n**budget_checker:** ok", ["B", "Budget Checker", "User"]) == (
+    assert cut_reply("x\n**budget_checker:** ok", speaker_lines(["B", "Budget Checker", "User"])) == (
         "x", "Budget Checker")
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from parley.coordinator import policies
 from parley.shared.events import MessageChunk
-from parley.shared.keys import Keys
 from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
@@ -37,11 +36,6 @@ def intent_spec() -> RoomSpec:
             {"name": "C", "model": "scripted", "script": []},
         ],
     })
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 def start(sync_redis, keys) -> RoomStore:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import cast
 
 import fakeredis
 import pytest
@@ -17,16 +18,11 @@ from parley.shared.keys import Keys
 from parley.shared.models import BidStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.polling import wait_until_async
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
-
-
-@pytest.fixture
-def store(server) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), Keys("t"))
 
 
 def lease_with(seconds_left: float, margin_s: float = 1.0) -> Lease:
@@ -90,14 +86,22 @@ def serving(server, store, ttl_s: float, transport=None) -> Coordinator:
                        client=fakeredis.FakeAsyncRedis(server=server))
 
 
+async def waiting_for_bids(coordinator: Coordinator) -> None:
+    """Until the coordinator's room has sent its turn's calls (it then waits for bids)."""
+    sent = cast(InMemoryTransport, coordinator.transport).sent
+    await wait_until_async(lambda: sent, 5, "the room to wait for bids")
+
+
 def test_a_room_whose_renewals_fail_is_dropped_before_its_lease_expires(server, store):
     coordinator = serving(server, store, ttl_s=1.5)
 
     async def lose_redis() -> None:
         await coordinator.scan()
-        _, task = coordinator.rooms[ROOM]
+        lease, task = coordinator.rooms[ROOM]
+        acquired_until = lease.valid_until
         keeper = asyncio.create_task(coordinator.keeper.keep_leases(coordinator.leases))
-        await asyncio.sleep(0.6)  # one renewal went through
+        await wait_until_async(lambda: lease.valid_until > acquired_until, 5,
+                               "one renewal to go through")
         server.connected = False
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 1.5)
         keeper.cancel()
@@ -118,7 +122,7 @@ def test_a_room_whose_lease_was_taken_is_dropped_at_the_next_renewal(server, sto
     async def steal() -> None:
         await coordinator.scan()
         _, task = coordinator.rooms[ROOM]
-        await asyncio.sleep(0.05)  # the room is waiting for bids now
+        await waiting_for_bids(coordinator)
         store.redis.set(Keys("t").lease(ROOM), "thief:9")
         keeper = asyncio.create_task(coordinator.keeper.keep_leases(coordinator.leases))
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 2)
@@ -136,7 +140,7 @@ def test_shutdown_releases_the_lease_and_makes_the_room_due_now(server, store):
 
     async def serve_then_stop() -> None:
         await coordinator.scan()
-        await asyncio.sleep(0.05)
+        await waiting_for_bids(coordinator)
         await coordinator.shutdown()
 
     asyncio.run(serve_then_stop())

@@ -14,7 +14,6 @@ from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.retention import SWEEP_BATCH, IdleRooms, sweep_period_s
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
-from parley.shared.keys import Keys
 from parley.shared.models import Bid, BidRequest, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
@@ -26,11 +25,6 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 ROOM = "room-1"
 # agent1, agent2, agent0, agent1 speak, then a lull: the run of an undisturbed room.
 UNDISTURBED = ["User", "agent1", "agent2", "agent0", "agent1"]
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 @pytest.fixture

@@ -174,13 +174,15 @@ def test_the_agent_that_just_spoke_takes_it_when_nobody_else_can() -> None:
 def test_silence_is_recorded_not_posted_not_read() -> None:
     room = Room(spec())
     room.post("oncall", "@dev @sre anything?")
-    for token in ("(silent)", "(SILENT).", "silent", "[silent]"):
+    for token in ("(silent)", "(SILENT).", "silent", "[silent]", "(Silent.)", "Silent.",
+                  " {silent} ", "<Silent>."):
         assert m.is_silent(m.settings(room.spec), token)
-    decision = room.answer("(Silent).")
+    decision = room.answer("(Silent.)")
     assert decision.winner is None and decision.message == "" and decision.stop is None
     assert room.posted == []
     assert room.next() == "sre"
-    assert not m.is_silent(m.settings(room.spec), "silent here")
+    for message in ("silent here", "(silent) ok", "(silent.) (silent)", "...", ""):
+        assert not m.is_silent(m.settings(room.spec), message)
 
 
 def test_failed_call_is_posted_as_a_note() -> None:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from parley.shared.models import AgentSpec, Message
-from parley.workers.prompts import askers_of, build_dispatch_prompt
+from parley.workers.prompts import (
+    askers_of,
+    build_discuss_prompt,
+    build_dispatch_prompt,
+    build_select_prompt,
+)
 
 AGENTS = [AgentSpec(name="dev", role="reads the code", model="scripted", script=[]),
           AgentSpec(name="sre", role="runs production", model="scripted", script=[])]
@@ -29,7 +34,6 @@ def test_an_earlier_question_answered_before_is_not_marked():
 
 def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_work():
     from parley.shared.models import BidRequest, CallKind, RoomSpec
-    from parley.workers.prompts import build_discuss_prompt
     from parley.workers.tasks import caller
 
     spec = RoomSpec.model_validate({
@@ -51,3 +55,39 @@ def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_wo
     assert prompt[0]["content"] == agent.system_prompt
     assert "@name (for example @sre)" in prompt[-1]["content"]
     assert "TERMINATE" not in prompt[-1]["content"]
+
+
+# Seed 003's agents: a role and, beside it, a description.
+TEAM = [AgentSpec(name="investigator", role="Investigator", description="Reads logs and metrics first",
+                  model="scripted", script=[]),
+        AgentSpec(name="dev", role="Developer", description="Knows the code and the releases",
+                  model="scripted", script=[]),
+        AgentSpec(name="comms", description="owns the public status page", model="scripted",
+                  script=[])]
+
+
+def test_an_agent_takes_a_description_beside_its_role():
+    agent = AgentSpec.model_validate({"name": "dev", "role": "Developer", "model": "scripted",
+                                      "description": "Knows the code and the releases",
+                                      "script": []})
+    assert (agent.role, agent.description) == ("Developer", "Knows the code and the releases")
+
+
+def test_the_dispatch_classifier_reads_each_agents_name_role_and_description():
+    text = build_dispatch_prompt(CLASSIFIER, TEAM, THREAD, None, len).messages[-1]["content"]
+    assert "- investigator: Investigator — Reads logs and metrics first\n" in text
+    assert "- dev: Developer — Knows the code and the releases\n" in text
+    assert "- comms: owns the public status page\n" in text
+
+
+def test_the_selector_reads_each_participants_role_and_description():
+    selector = AgentSpec(name="selector", model="scripted", script=[])
+    text = build_select_prompt(selector, TEAM, THREAD, None, len).messages[-1]["content"]
+    assert "- dev: Developer — Knows the code and the releases\n" in text
+    assert "- comms: owns the public status page\n" in text
+
+
+def test_a_turns_notes_give_the_others_names_roles_and_descriptions():
+    prompt = build_discuss_prompt(TEAM[1], TEAM, THREAD, None, len).messages[-1]["content"]
+    assert ("The other agents are: investigator (Investigator — Reads logs and metrics first), "
+            "comms (owns the public status page).") in prompt

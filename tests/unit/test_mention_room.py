@@ -13,7 +13,6 @@ from parley.client import speak_queue
 from parley.coordinator import policies
 from parley.coordinator.policies import mention
 from parley.shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
-from parley.shared.keys import Keys
 from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
@@ -33,11 +32,6 @@ def mention_spec(replies: dict[str, list[str]], **policy: Any) -> RoomSpec:
                     or [{"content": "(silent)"}] * 10}
                    for name in AGENTS],
     })
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 class Room:

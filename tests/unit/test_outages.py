@@ -19,26 +19,17 @@ from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import InMemoryTransport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.keys import Keys
 from parley.shared.models import BidStatus
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from tests.support.clock import FakeClock
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.polling import wait_until_async
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
 OPENED = 1000.0
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
-
-
-@pytest.fixture
-def store(server, keys) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), keys)
 
 
 def test_a_failure_before_the_turn_opened_gives_no_grace():
@@ -61,13 +52,14 @@ def test_a_turn_is_given_its_time_again_at_most_max_graces_times():
 
 
 def test_the_clock_counts_graces_per_turn_and_forgets_a_decided_one():
-    clock = OutageClock(max_graces=2)
-    assert not clock.give_time_again(ROOM, 1, time.time())
-    opened = time.time() - 1
+    now = FakeClock(OPENED)
+    clock = OutageClock(max_graces=2, clock=now)
+    assert not clock.give_time_again(ROOM, 1, now())
+    opened = now() - 1
     clock.failed()
     assert clock.give_time_again(ROOM, 1, opened)
     assert not clock.give_time_again(ROOM, 1, opened), "the same outage counted twice"
-    time.sleep(0.001)
+    now.advance(0.001)
     clock.failed()
     assert clock.give_time_again(ROOM, 1, opened)
     clock.failed()
@@ -251,13 +243,14 @@ def test_a_scan_that_cannot_reach_redis_starts_the_outage_clock(server):
 def test_a_renewal_that_cannot_reach_redis_starts_the_outage_clock(server, store):
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1), bid_timeout_s=60))
     store.post(ROOM, "User", "go")
-    coordinator = Coordinator(Settings(key_prefix="t"), InMemoryTransport(), "c1",
+    transport = InMemoryTransport()
+    coordinator = Coordinator(Settings(key_prefix="t"), transport, "c1",
                               client=fakeredis.FakeAsyncRedis(server=server))
 
     async def renew_without_redis() -> None:
         await coordinator.scan()
         _, task = coordinator.rooms[ROOM]
-        await asyncio.sleep(0.05)  # the room is waiting for bids now
+        await wait_until_async(lambda: transport.sent, 5, "the room to wait for bids")
         server.connected = False
         await coordinator.keeper.renew_held(coordinator.leases)
         task.cancel()

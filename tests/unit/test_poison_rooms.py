@@ -10,7 +10,7 @@ import pytest
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from parley.client import Client, RunTimeout
+from parley.client import RunTimeout
 from parley.coordinator.lease import LeaseLost
 from parley.coordinator.service import Coordinator, error_line
 from parley.coordinator.transport import InMemoryTransport, Transport
@@ -23,11 +23,6 @@ from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 @pytest.fixture
@@ -172,14 +167,6 @@ def test_an_error_is_one_line_with_its_class():
 
 
 # --- how a waiting client sees it
-
-
-@pytest.fixture
-def client(sync_redis, keys, store) -> Client:
-    client = Client(Settings(key_prefix="t"))
-    client.redis = sync_redis
-    client.store = store
-    return client
 
 
 def fail_room(sync_redis, keys: Keys, takes: int, error: str = "ValidationError: bad spec"):

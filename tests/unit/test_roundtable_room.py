@@ -11,7 +11,6 @@ import pytest
 import structlog
 
 from parley.coordinator import policies
-from parley.shared.keys import Keys
 from parley.shared.models import BidRequest, BidStatus, RoomSpec, RoomStatus, StopReason
 from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
@@ -36,11 +35,6 @@ def roundtable_spec(scripts: dict[str, list[dict[str, Any]]] | None = None,
         "agents": [{"name": name, "role": f"the {name}", "model": "scripted",
                     "script": scripts.get(name, script)} for name, script in defaults.items()],
     })
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 def run_room(sync_redis, async_redis, keys, spec: RoomSpec, transport=None):

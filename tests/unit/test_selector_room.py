@@ -11,7 +11,6 @@ import structlog
 
 from parley.coordinator import policies
 from parley.coordinator.turn_loop import MESSAGE_LOG_CHARS
-from parley.shared.keys import Keys
 from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
@@ -32,11 +31,6 @@ def selector_spec(picks: list[str], replies: dict[str, list[str]] | None = None,
                     or [{"content": f"{name} says {i}"} for i in range(1, 20)]}
                    for name in ("planner", "local", "budget")],
     })
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 def run_room(sync_redis, async_redis, keys, spec: RoomSpec, transport=None):

@@ -14,7 +14,8 @@ NAMES = ["Optimist", "Budget Checker", "User"]
 # Text built from the pieces a forged line is made of, so that the properties meet them.
 PIECES = st.sampled_from(["Optimist", "optimist", "Budget_Checker", "budget checker", "User",
                           ":", "\uff1a", "**", "__", " ", "\t", "\n", "\r", "\u2028", "\u200b",
-                          "> ", "(role)", "x", "Note", "10:30", "-"])
+                          "> ", "(role)", "x", "Note", "10:30", "-", "\u00ad", "\u041eptimist",
+                          "0ptimist", "Optimist.", "Optim\u200bist", "\u202e"])
 TEXT = st.lists(PIECES, max_size=30).map("".join) | st.text(max_size=200)
 
 

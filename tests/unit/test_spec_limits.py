@@ -126,9 +126,14 @@ def test_an_integer_beyond_64_bits_in_free_form_values_is_refused():
     assert "fit in 64 bits" in refusal(room(entry={"message": [2**70]}))
 
 
-def test_a_negative_recency_window_is_refused_and_zero_still_means_the_last_speaker():
-    assert "recency_window" in refusal(room(policy={"recency_window": -1}))
-    assert RoomSpec.model_validate(room(policy={"recency_window": 0})).policy.recency_window == 0
+@pytest.mark.parametrize("window", [0, -1, -(2**63 - 1)])
+def test_a_recency_window_of_zero_or_below_is_kept_as_given(window):
+    spec = round_trip(RoomSpec.model_validate(room(policy={"recency_window": window})))
+    assert spec.policy.recency_window == window  # type: ignore[union-attr]
+
+
+def test_a_recency_window_beyond_64_bits_is_refused():
+    assert "recency_window" in refusal(room(policy={"recency_window": -(2**64)}))
 
 
 # --- sizes -------------------------------------------------------------------------------

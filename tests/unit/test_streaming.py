@@ -24,21 +24,14 @@ from parley.workers.prompts import (
 )
 from parley.workers.scripted import stream_words
 from parley.workers.streaming import CHUNK_S, ChunkWriter
+from tests.support.clock import FakeClock
 
 ROOM = "room-1"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def writer(hold: str = "") -> tuple[ChunkWriter, list[tuple[int, str]], Clock]:
+def writer(hold: str = "") -> tuple[ChunkWriter, list[tuple[int, str]], FakeClock]:
     written: list[tuple[int, str]] = []
-    clock = Clock()
+    clock = FakeClock()
     return ChunkWriter(lambda i, t: written.append((i, t)) or True, hold, clock), written, clock
 
 
@@ -52,8 +45,8 @@ def test_the_first_delta_goes_out_at_once_then_deltas_are_coalesced():
     chunks.write("ld")
     assert written == [(0, "Hel"), (1, "lo, world")]
     chunks.write("!")
-    chunks.flush()
-    chunks.flush()
+    chunks.finish()
+    chunks.finish()
     assert written[-1] == (2, "!")
     assert "".join(text for _, text in written) == "Hello, world!"
 
@@ -69,17 +62,32 @@ def test_a_reply_costs_at_most_ten_events_a_second_however_fast_it_comes(token_s
     assert "".join(text for _, text in written) == "word" * 1000
 
 
-def test_the_silent_token_is_never_shown():
+@pytest.mark.parametrize("pieces", [["(sil", "ent", ")"], ["(Sil", "ent.", ")"], ["Silent", "."],
+                                    ["[SIL", "ENT]"], ["  (silent", ")."]])
+def test_the_silent_token_is_never_shown_however_it_is_written(pieces):
     chunks, written, _ = writer(hold="(silent)")
-    for piece in ["(sil", "ent", ")"]:
+    for piece in pieces:
         chunks.write(piece)
+    chunks.finish()
+    assert written == []
+
+
+@pytest.mark.parametrize("pieces", [["(si", "gh) fine"], ["(Silent", ".) but"], ["Sil", "ly"]])
+def test_a_reply_that_only_starts_like_the_silent_token_is_shown_whole(pieces):
+    chunks, written, _ = writer(hold="(silent)")
+    for piece in pieces:
+        chunks.write(piece)
+    chunks.finish()
+    assert "".join(text for _, text in written) == "".join(pieces)
+
+
+def test_a_reply_held_to_its_end_is_shown_when_it_is_not_the_token():
+    chunks, written, _ = writer(hold="(silent)")
+    chunks.write("(sil")
     chunks.flush()
     assert written == []
-    chunks, written, _ = writer(hold="(silent)")
-    chunks.write("(si")
-    chunks.write("gh) fine")
-    chunks.flush()
-    assert "".join(text for _, text in written) == "(sigh) fine"
+    chunks.finish()
+    assert written == [(0, "(sil")]
 
 
 @pytest.mark.parametrize("text", ["one", "one two  three ", "", "a\nb c"])

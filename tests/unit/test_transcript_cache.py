@@ -1,7 +1,10 @@
 """The worker's transcript and spec caches: each task reads only what was committed since,
-and never a spec or transcript of another room that had the same id."""
+never a spec or transcript of another room that had the same id, and a room's spec once
+however many of its tasks want it at the same time."""
 
 from __future__ import annotations
+
+import threading
 
 import fakeredis
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from parley.shared.keys import Keys
 from parley.shared.store import RoomStore
 from parley.workers.tasks import SpecCache, TranscriptCache
+from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
 
 ROOM = "room-1"
@@ -108,3 +112,34 @@ def test_a_room_deleted_and_created_again_under_its_id_is_not_served_its_old_spe
 
     assert new_version != old_version
     assert [a.name for a in specs.get(store, "t", ROOM, new_version).agents] == ["New", "Newer"]
+
+
+def test_a_big_rooms_chunks_arriving_together_read_its_spec_once(store):
+    store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
+    version, _ = store.read_spec(ROOM)
+    specs = SpecCache()
+    reads, looked, release = [], [], threading.Event()
+    read_spec, cached = store.read_spec, specs.cached
+
+    def slow_read(room):
+        reads.append(room)
+        release.wait(10)
+        return read_spec(room)
+
+    def look(key, at):
+        looked.append(key)
+        return cached(key, at)
+
+    store.read_spec = slow_read
+    specs.cached = look
+    chunks = [threading.Thread(target=specs.get, args=(store, "t", ROOM, version))
+              for _ in range(8)]
+    for chunk in chunks:
+        chunk.start()
+    # Every chunk has missed the cache (the first has also looked again, holding the read).
+    wait_until(lambda: len(looked) >= len(chunks) + 1, 10, "every chunk looking for the spec")
+    release.set()
+    for chunk in chunks:
+        chunk.join(10)
+
+    assert reads == [ROOM]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from parley.client import load_spec
-from parley.shared.keys import Keys
 from parley.shared.models import RoomSpec, StopReason, TurnRecord
 from parley.shared.store import RoomStore
 from parley.views.explain import (
@@ -29,11 +28,6 @@ from tests.unit.test_selector_room import selector_spec
 
 ROOM = "room-1"
 DEMO = Path(__file__).parents[2] / "examples" / "rooms" / "demo.yaml"
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
 
 
 def recorded(sync_redis, async_redis, keys, spec: RoomSpec, task: str = "go",

@@ -12,34 +12,21 @@ from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.keys import Keys
 from parley.shared.models import Bid, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.polling import wait_until_async
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
 
 
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
-
-
 def runner_parts(async_redis, keys, owner="c1"):
     scripts = Scripts(async_redis)
     return RoomIO(async_redis, keys, scripts), Leases(async_redis, keys, scripts, owner, 5.0)
-
-
-async def serve_once(async_redis, keys, transport, owner="c1", agents_per_task=8):
-    io, leases = runner_parts(async_redis, keys, owner)
-    lease = await leases.acquire(ROOM)
-    assert lease is not None
-    runner = RoomRunner(lease, io, transport, TurnOptions("t", agents_per_task, 1000))
-    await runner.run()
-    return lease
 
 
 def test_a_room_runs_to_its_lull_and_goes_idle(sync_redis, async_redis, keys):
@@ -137,10 +124,14 @@ def test_the_scheduler_takes_rooms_up_to_its_capacity(sync_redis, async_redis, k
     coordinator = Coordinator(Settings(key_prefix="t", coordinator_capacity=2), silent, "c1",
                               client=async_redis)
 
+    def every_held_room_waits_for_bids() -> bool:
+        return set(coordinator.rooms) <= {request.room for _, request in silent.sent}
+
     async def scan_three_times() -> list[str]:
         for _ in range(3):
             await coordinator.scan()
-            await asyncio.sleep(0.01)
+            await wait_until_async(every_held_room_waits_for_bids, 5,
+                                   "the rooms taken to wait for bids")
         held = sorted(coordinator.rooms)
         assert {store.lease_holder(room) for room in held} == {"c1:1"}
         for _, task in coordinator.rooms.values():

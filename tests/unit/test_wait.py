@@ -6,65 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 import fakeredis
 import orjson
 import pytest
 
-from parley.client import Client, RunTimeout
+from parley.client import RunTimeout
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
-from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.events import RunEnded
-from parley.shared.keys import Keys
 from parley.shared.models import Message, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
 from parley.swarms.groupchat import GroupChat
+from tests.support.fake_turns import serve_until_idle
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.polling import wait_until
+from tests.support.reads import BlockingReads
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
-
-
-@pytest.fixture
-def keys() -> Keys:
-    return Keys("t")
-
-
-@pytest.fixture
-def store(server, keys) -> RoomStore:
-    return RoomStore(fakeredis.FakeRedis(server=server), keys)
-
-
-@pytest.fixture
-def client(store) -> Client:
-    client = Client(Settings(key_prefix="t"))
-    client.redis = store.redis
-    client.store = store
-    return client
-
-
-def serve_once(server, keys, owner: str = "c1", transport=None, room: str = ROOM) -> None:
-    """One coordinator's take of the room: turns until it goes idle."""
-
-    async def serve() -> None:
-        async_redis = fakeredis.FakeAsyncRedis(server=server)
-        scripts = Scripts(async_redis)
-        leases = Leases(async_redis, keys, scripts, owner, 5.0)
-        lease = await leases.acquire(room)
-        assert lease is not None
-        try:
-            await RoomRunner(lease, RoomIO(async_redis, keys, scripts),
-                             transport or LocalWorkerTransport(fakeredis.FakeRedis(server=server), keys),
-                             TurnOptions("t", 8, 1000)).run()
-        finally:
-            await leases.release(lease)
-
-    asyncio.run(serve())
 
 
 def drain_once(server, keys, owner: str) -> None:
@@ -94,7 +54,7 @@ def test_the_last_message_reaches_on_message_when_it_lands_with_the_runs_end(
     def on_message(message: Message) -> None:
         delivered.append(message)
         if message.seq == 1:
-            serve_once(server, keys)
+            serve_until_idle(server, keys)
 
     result = client.wait(ROOM, inbox_id, timeout_s=5, start_timeout_s=5, on_message=on_message)
 
@@ -119,9 +79,11 @@ def test_a_post_during_the_last_turn_starts_a_run_the_waiter_does_not_wait_for(
                 store.post(ROOM, "Ann", "and now?")
             # Run 2's turn is never answered: it runs until its deadline, and fails.
 
+    reads = BlockingReads(store)
+
     def coordinator() -> None:
-        time.sleep(0.2)  # the waiter is blocked on the streams by then
-        serve_once(server, keys, transport=PostDuringTheLastTurn(store.redis, keys))
+        reads.wait_until_reading()
+        serve_until_idle(server, keys, transport=PostDuringTheLastTurn(store.redis, keys))
 
     thread = threading.Thread(target=coordinator)
     thread.start()
@@ -152,8 +114,10 @@ def test_wait_reports_its_runs_end_even_when_the_next_run_started_before_it_look
                  "stop": {"status": "idle", "reason": "lull", "detail": ""},
                  "turns_maxlen": "1000", "log_maxlen": "0", "events_maxlen": "1000"}
 
+    reads = BlockingReads(store)
+
     def coordinator() -> None:
-        time.sleep(0.2)  # the waiter is blocked on the streams by then
+        reads.wait_until_reading()
         scripts.acquire(keys=lease, args=["c1", 5000, 1000])
         scripts.drain(**drain)
         scripts.open_turn(keys=[keys.lease(ROOM), keys.state(ROOM), keys.bids(ROOM),
@@ -188,8 +152,10 @@ def test_a_cancelled_run_ends_the_wait_even_when_the_next_run_started_before_it_
     drain_once(server, keys, "c1")  # run 1 started with the post; nobody takes its turns
     scripts = Scripts(store.redis)
 
+    reads = BlockingReads(store)
+
     def cancel_then_start_the_next_run() -> None:
-        time.sleep(0.2)  # the waiter is blocked on the streams by then
+        reads.wait_until_reading()
         at_once = store.redis.pipeline(transaction=True)
         scripts.cancel(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),
                              keys.events(ROOM)], args=["stopped by Ann", 1000], client=at_once)
@@ -230,11 +196,14 @@ def test_a_post_waiting_while_a_run_is_cancelled_waits_for_its_own_run(
                             keys.events(ROOM)], args=["c1:1", "2000000000.0", "1.0", 1000])
     inbox_id = client.post(ROOM, "second")
 
+    reads = BlockingReads(store)
+
     def cancel_then_serve() -> None:
-        time.sleep(0.2)
+        reads.wait_until_reading()
         store.cancel(ROOM)
-        time.sleep(0.2)  # the waiter has seen the cancel by then
-        serve_once(server, keys, owner="c2")
+        reads.wait_until_handed(lambda event: isinstance(event, RunEnded)
+                                and event.stop_reason is StopReason.CANCELLED, "the cancel")
+        serve_until_idle(server, keys, owner="c2")
 
     thread = threading.Thread(target=cancel_then_serve)
     thread.start()
@@ -253,8 +222,10 @@ def test_a_room_that_fails_while_the_post_waits_ends_the_wait(client, store, ser
     inbox_id = client.post(ROOM, "go")
     scripts = Scripts(store.redis)
 
+    reads = BlockingReads(store)
+
     def failing_coordinator() -> None:
-        time.sleep(0.2)
+        reads.wait_until_reading()
         for take in range(1, 4):
             store.redis.delete(keys.lease(ROOM))
             scripts.acquire(keys=[keys.lease(ROOM), keys.state(ROOM), keys.events(ROOM)],
@@ -307,9 +278,9 @@ def test_the_timeline_gives_each_message_then_its_runs_end(client, store, server
     timeline = client.timeline(ROOM, after_seq=0)
     assert next(timeline).content == "before"  # what was there when it started
 
-    serve_once(server, keys)
+    serve_until_idle(server, keys)
     client.post(ROOM, "again")
-    serve_once(server, keys)
+    serve_until_idle(server, keys)
 
     items = [next(timeline) for _ in range(5)]
     assert [(type(i).__name__, getattr(i, "seq", None) or getattr(i, "run", None))
@@ -329,7 +300,7 @@ def test_groupchat_streams_every_message_before_run_returns(client, store, serve
     def coordinator() -> None:
         room = wait_until(lambda: store.list_rooms(), 5, "GroupChat's room")[0]
         wait_until(lambda: store.redis.xlen(keys.inbox(room)), 5, "the task")
-        serve_once(server, keys, room=room)
+        serve_until_idle(server, keys, room=room)
 
     thread = threading.Thread(target=coordinator)
     thread.start()

@@ -8,7 +8,7 @@ const POLL_MS = 2000;
 const STATS_EVERY = 5;  // polls
 const STATS_MIN_MS = 2000;
 const EVENTS_KEPT = 200;
-const SCORED_KINDS = ["bid", "dispatch"];
+const SCORED_KINDS = ["bid", "intent", "dispatch"];
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
   "queue_changed", "message_chunk", "room_deleted"];
@@ -61,6 +61,16 @@ function age(seconds) {
   return Math.floor(s / 86400) + "d";
 }
 
+// A unix time as local wall-clock time to the millisecond, as `parley events` shows it.
+function clock(ts) {
+  const t = new Date(Number(ts) * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${two(t.getHours())}:${two(t.getMinutes())}:${two(t.getSeconds())}.${String(t.getMilliseconds()).padStart(3, "0")}`;
+}
+
+// "1 message", "2 messages".
+const counted = (n, word) => `${n} ${word}${Number(n) === 1 ? "" : "s"}`;
+
 const num = (v, digits = 2) => (v === null || v === undefined || v === "" ? "-" : Number(v).toFixed(digits));
 const usd = (v) => "$" + Number(v || 0).toFixed(4);
 const tokens = (r) => Number(r.prompt_tokens || 0) + Number(r.completion_tokens || 0);
@@ -101,9 +111,12 @@ function setConn(ok, text) {
 function showError(error) {
   const box = $("error");
   if (!error) { box.hidden = true; return; }
+  const refused = error.status === 401 || error.status === 403;
+  if (refused) $("token-form").hidden = false;  // only an API that asks for a token shows its box
   box.hidden = false;
-  box.textContent = error.status === 401 || error.status === 403
-    ? "The API refused the token: enter one of PARLEY_API_TOKENS above." : String(error.message || error);
+  box.textContent = !refused ? String(error.message || error)
+    : token() ? "The API refused the token: enter one of PARLEY_API_TOKENS above."
+    : "This API needs a token: enter one of PARLEY_API_TOKENS above.";
   setConn(false, error.status === 401 ? "token needed" : "error");
 }
 
@@ -253,7 +266,7 @@ function openRoom(room) {
 // turn records) every STATS_EVERY polls, and soon after a turn is decided or a run ends.
 async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY === 0) {
   const [details, turns, stats] = await Promise.all([
-    api(roomPath(current, "")), api(roomPath(current, "/turns?last=1")),
+    api(roomPath(current, "")), api(`/dashboard/rooms/${encodeURIComponent(current.room)}/turns?last=1`),
     withStats ? api(`/dashboard/rooms/${encodeURIComponent(current.room)}/stats`) : null]);
   if (view !== current) return;
   renderDetails(details);
@@ -261,6 +274,8 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
     current.statsAt = Date.now();
     current.policy = stats.policy || {};
     current.panel = stats.panel;
+    current.agents = stats.agents || [];
+    renderAgents(current.agents);
     renderFloor(stats.floor);
     renderUsage(stats.usage);
     renderFailures(stats.failures || []);
@@ -276,11 +291,11 @@ const roomPath = (current, tail) => `/rooms/${encodeURIComponent(current.room)}$
 function renderDetails(d) {
   const status = $("room-status");
   status.replaceChildren(statusBadge(d.status, d.paused, d.stop_reason));
-  const facts = [`${d.policy}`, `run ${d.run}`, `turn ${d.turn}`, `${d.messages} messages`,
+  const facts = [`${d.policy}`, `run ${d.run}`, `turn ${d.turn}`, counted(d.messages, "message"),
     `holder ${d.holder || "-"}` + (d.lease_ttl_left_s != null ? ` (lease ${num(d.lease_ttl_left_s, 1)}s left)` : ""),
     `last activity ${ago(d.last_activity)}`,
-    `${tokens(d)} tokens`, usd(d.cost_usd)];
-  if (d.posts_waiting) facts.push(`${d.posts_waiting} posts waiting`);
+    counted(tokens(d), "token"), usd(d.cost_usd)];
+  if (d.posts_waiting) facts.push(`${counted(d.posts_waiting, "post")} waiting`);
   if (d.last_error) facts.push(`last error: ${d.last_error}`);
   $("room-facts").textContent = facts.join(" · ");
   $("pause").disabled = !!d.paused;
@@ -409,10 +424,12 @@ function refreshSoon(current) {
 }
 
 function logEvent(type, e, id) {
+  const shown = (k, v) => (k === "deadline" && v !== "" && !isNaN(Number(v)) ? clock(v)
+    : typeof v === "object" ? JSON.stringify(v) : v);
   const fields = Object.entries(e).filter(([k]) => !["type", "id", "ts"].includes(k))
-    .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ");
+    .map(([k, v]) => `${k}=${shown(k, v)}`).join(" ");
   const list = $("events");
-  list.prepend(el("li", {title: id || ""}, el("span", {class: "muted"}, e.ts ? new Date(e.ts * 1000).toLocaleTimeString() + " " : ""),
+  list.prepend(el("li", {title: id || ""}, el("span", {class: "muted"}, e.ts ? clock(e.ts) + " " : ""),
     el("b", {}, type), " ", fields.length > 200 ? fields.slice(0, 200) + "…" : fields));
   while (list.children.length > EVENTS_KEPT) list.lastChild.remove();
 }
@@ -473,27 +490,52 @@ function renderAnswers(current) {
   } else if (current.pending && current.pending.length) {
     notes.push(`waiting on ${current.pending.join(", ")}`);
   }
-  if (current.panel) notes.push(`panel: ${current.panel.spoken} of ${current.panel.rounds * current.panel.panel.length} spoken, next ${current.panel.next}`);
+  if (current.panel) {
+    const p = current.panel;
+    const after = p.next ? `next ${p.next}` : p.ended === "verdict" ? `${p.moderator} gave the verdict` : "run over";
+    notes.push(`panel: ${p.spoken} of ${p.rounds * p.panel.length} spoken, ${after}`);
+  }
   $("turn-note").textContent = notes.join(" · ");
   const winner = current.decided && current.decided.winner;
-  const rows = [...current.answers.values()].sort((a, b) => (a.phase || 0) - (b.phase || 0)).map((a) => {
+  const rows = [...current.answers.values()].sort((a, b) => (a.phase || 0) - (b.phase || 0)
+    || specPlace(current, a.agent) - specPlace(current, b.agent)).map((a) => {
     const failed = a.status && a.status !== "ok";
     const scored = !a.kind || SCORED_KINDS.includes(a.kind);  // other calls carry no score
     const picked = a.kind === "select" && winner ? `picked ${winner}` : null;
-    return el("tr", {class: `${failed ? "failed" : ""} ${winner === a.agent ? "winner" : ""}`, "data-agent": a.agent},
-      el("td", {}, a.agent), el("td", {class: "muted"}, a.kind || "bid"),
+    const status = failed ? `${a.status}${a.error_kind ? " · " + a.error_kind : ""}` : a.silent ? "silent" : (picked || a.status || "ok");
+    return el("tr", {class: `${failed ? "failed" : ""} ${a.silent ? "silent" : ""} ${winner === a.agent ? "winner" : ""}`, "data-agent": a.agent},
+      el("td", {title: profile(current, a.agent)}, a.agent), el("td", {class: "muted"}, a.kind || "bid"),
       el("td", {class: "num score"}, failed || !scored ? "-" : num(a.score)),
       el("td", {class: "num adjusted"}, scored && a.adjusted !== null && a.adjusted !== undefined ? num(a.adjusted) : "-"),
       el("td", {}, scored ? scoreBar(a.adjusted ?? a.score, threshold, failed) : ""),
-      el("td", {}, failed ? `${a.status}${a.error_kind ? " · " + a.error_kind : ""}` : (picked || a.status || "ok")),
+      el("td", {class: "status"}, status),
       el("td", {class: "num"}, a.latency_ms ? Math.round(a.latency_ms) : "-"));
   });
-  for (const agent of current.pending || []) {
+  for (const agent of [...(current.pending || [])].sort((a, b) => specPlace(current, a) - specPlace(current, b))) {
     if (![...current.answers.values()].some((a) => a.agent === agent)) {
       rows.push(el("tr", {class: "pending"}, el("td", {}, agent), el("td", {colspan: 6, class: "muted"}, "pending…")));
     }
   }
   fill($("answers").tBodies[0], rows, "no turn yet");
+}
+
+// An agent's place in the spec (the order ties go by); callers that are no agent (the
+// selector, the dispatch classifier) come first.
+function specPlace(current, agent) {
+  return (current.agents || []).findIndex((a) => a.name === agent);
+}
+
+// "Developer — Knows the code and the releases", as the other agents read it.
+function profile(current, agent) {
+  const card = (current.agents || []).find((a) => a.name === agent);
+  return card ? [card.role, card.description].filter(Boolean).join(" — ") : "";
+}
+
+function renderAgents(agents) {
+  $("agents").replaceChildren(...agents.map((a) => el("li", {"data-agent": a.name},
+    el("b", {}, a.name), a.role ? el("span", {class: "role"}, ` ${a.role}`) : null,
+    el("span", {class: "muted"}, ` · ${a.model}`),
+    a.description ? el("div", {class: "description"}, a.description) : null)));
 }
 
 // A bar for a score in [0, 1] with a tick at the threshold.
@@ -523,7 +565,7 @@ function renderSpeakQueue(q) {
 // ---- floor share, usage, failures -------------------------------------------------------------
 
 function renderFloor(floor) {
-  $("gini").textContent = `Gini ${num(floor.gini)} over ${floor.total} messages`;
+  $("gini").textContent = `Gini ${num(floor.gini)} over ${counted(floor.total, "message")}`;
   $("floor").replaceChildren(...floor.agents.map((a) => el("div", {class: "share", "data-agent": a.agent},
     el("span", {class: "who"}, a.agent),
     el("span", {class: "track"}, el("span", {class: "fill", style: `width:${(a.share * 100).toFixed(1)}%`})),
@@ -533,12 +575,12 @@ function renderFloor(floor) {
 // Tokens (left scale) and cost (right scale) after each decided turn, as two polylines.
 function renderUsage(usage) {
   const t = usage.totals;
-  $("usage-total").textContent = `${tokens(t)} tokens · ${usd(t.cost_usd)}`;
+  $("usage-total").textContent = `${counted(tokens(t), "token")} · ${usd(t.cost_usd)}`;
   const points = usage.points || [];
   const box = $("usage-chart");
   if (points.length < 1) { box.replaceChildren(el("p", {class: "muted"}, "no decided turn yet")); return; }
   if (!tokens(t) && !Number(t.cost_usd)) {
-    box.replaceChildren(el("p", {class: "muted"}, `no tokens or cost recorded over ${points.length} turns`));
+    box.replaceChildren(el("p", {class: "muted"}, `no tokens or cost recorded over ${counted(points.length, "turn")}`));
     return;
   }
   const W = 320, H = 110, P = 24;
@@ -551,7 +593,7 @@ function renderUsage(usage) {
     svg("line", {x1: P, x2: W - P, y1: H - P, y2: H - P, class: "axis"}),
     svg("polyline", {points: line(tokens, maxTokens), class: "tokens"}),
     svg("polyline", {points: line((p) => p.cost_usd, maxCost), class: "cost"}),
-    svg("text", {x: 2, y: P - 8, class: "tokens"}, `${topTokens} tokens`),
+    svg("text", {x: 2, y: P - 8, class: "tokens"}, counted(topTokens, "token")),
     svg("text", {x: W - 2, y: P - 8, class: "cost", "text-anchor": "end"}, usd(topCost)),
     svg("text", {x: P, y: H - 6, class: "muted"}, `turn ${points[0].turn}`),
     svg("text", {x: W - P, y: H - 6, class: "muted", "text-anchor": "end"}, `turn ${points[points.length - 1].turn}`)));
@@ -577,6 +619,7 @@ function action(name) {
 
 function setup() {
   $("token").value = token();
+  $("token-form").hidden = !token();  // shown once the API asks for one
   $("token-form").addEventListener("submit", (event) => {
     event.preventDefault();
     localStorage.setItem(TOKEN_KEY, $("token").value.trim());
