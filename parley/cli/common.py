@@ -16,8 +16,8 @@ from parley.client.spec_file import load_spec
 from parley.shared.models import RoomSpec
 from parley.shared.settings import get_settings
 from parley.shared.spec_limits import SpecTooLarge
-from parley.terminal_text import terminal_json
 from parley.views.terminal import make_console
+from parley.views.terminal_text import terminal_json
 
 console = make_console()
 QuietFlag = Annotated[bool, typer.Option("--quiet", "-q", help="The transcript only: no "

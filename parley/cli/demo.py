@@ -20,9 +20,9 @@ from parley.cli.errors import friendly
 from parley.client.client import Client
 from parley.shared.models import SEED_SENDER, MentionPolicy, RoomSpec
 from parley.shared.settings import Settings, get_settings, redact_url
-from parley.terminal_text import terminal_text
 from parley.views import explain
 from parley.views.run_printer import RunPrinter
+from parley.views.terminal_text import terminal_text
 
 # The dashboard is looked for this long: a demo never waits on one that is not there.
 DASHBOARD_PROBE_S = 0.3

@@ -22,8 +22,8 @@ from parley.client.results import RunTimeout
 from parley.shared.logs import one_line
 from parley.shared.settings import get_settings, redact_url
 from parley.shared.store import RoomExists, RoomNotFound
-from parley.terminal_text import terminal_text
 from parley.views.problems import describe_invalid, describe_validation
+from parley.views.terminal_text import terminal_text
 
 # Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
 # its stop reason), 1 a run ended failed, 2 bad input or a Redis that cannot be used,

@@ -11,8 +11,8 @@ from parley.cli import common
 from parley.cli.errors import bad_event_id, friendly
 from parley.shared.events import MessageChunk
 from parley.shared.models import Message
-from parley.terminal_text import CONTINUATION, terminal_json, terminal_text
 from parley.views import documents, terminal
+from parley.views.terminal_text import CONTINUATION, terminal_json, terminal_text
 
 app = typer.Typer()
 

@@ -13,8 +13,8 @@ from parley.cli.errors import EXIT_RUN_FAILED, friendly
 from parley.client.client import Client
 from parley.shared.logs import configure_logging
 from parley.shared.models import RoomSpec, RoomStatus
-from parley.terminal_text import terminal_json
 from parley.views import run_printer, terminal
+from parley.views.terminal_text import terminal_json
 
 app = typer.Typer()
 

@@ -15,8 +15,8 @@ from parley.client.client import Client
 from parley.shared.models import RoomStatus, StopReason
 from parley.shared.records import ZERO_TOTALS
 from parley.shared.store import RoomNotFound
-from parley.terminal_text import terminal_json, terminal_text
 from parley.views import documents, terminal
+from parley.views.terminal_text import terminal_json, terminal_text
 
 app = typer.Typer()
 

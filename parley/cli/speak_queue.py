@@ -9,7 +9,7 @@ import typer
 
 from parley.cli import common
 from parley.cli.errors import friendly
-from parley.terminal_text import terminal_json, terminal_text
+from parley.views.terminal_text import terminal_json, terminal_text
 
 app = typer.Typer()
 

@@ -60,8 +60,8 @@ from parley.shared.models import (
     TurnRecord,
 )
 from parley.swarms.history import HISTORY_OUTPUT_TYPES, conversation_rows, format_history, format_rows
-from parley.terminal_text import terminal_text
 from parley.views.problems import describe_fields
+from parley.views.terminal_text import terminal_text
 
 __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_spec",
            "format_history", "stream_message"]

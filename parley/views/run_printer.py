@@ -14,8 +14,8 @@ from rich.markup import escape
 from parley.client.results import RunResult
 from parley.shared.models import Message, RoomSpec, TurnRecord
 from parley.shared.store import RoomStore
-from parley.terminal_text import terminal_text
 from parley.views import documents, explain, terminal
+from parley.views.terminal_text import terminal_text
 
 INDENT = "    "
 

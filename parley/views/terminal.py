@@ -20,9 +20,9 @@ from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
 from parley.shared.models import Bid, Message, RoomStatus
 from parley.shared.store import RoomSummary
-from parley.terminal_text import CONTINUATION, terminal_text
 from parley.views import explain
 from parley.views.documents import event_fields
+from parley.views.terminal_text import CONTINUATION, terminal_text
 
 # An event's field shows at most this much of its value in the human output.
 EVENT_VALUE_CHARS = 120

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from parley.shared.models import Message
-from parley.terminal_text import CONTINUATION, terminal_text
+from parley.views.terminal_text import CONTINUATION, terminal_text
 
 
 def transcript_text(messages: list[Message]) -> str:

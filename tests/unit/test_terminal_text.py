@@ -21,8 +21,8 @@ from parley.shared.models import Message
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
-from parley.terminal_text import CONTINUATION, terminal_json, terminal_text
 from parley.views import terminal as output
+from parley.views.terminal_text import CONTINUATION, terminal_json, terminal_text
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
