@@ -31,7 +31,8 @@ def connect() -> Client:
 
 
 def read_spec(path: Path) -> RoomSpec:
-    """Load a spec file, with load errors as CliError naming the file and field."""
+    """Load a spec file for a room of this process's settings (its most agents), with load
+    errors as CliError naming the file and field."""
     try:
         return load_spec(path, get_settings().max_agents)
     except (OSError, yaml.YAMLError, SpecTooLarge, ValidationError) as error:

@@ -59,8 +59,8 @@ class LiveText:
             common.console.print(f"... {terminal_text(chunk.agent)}: ", end="", style="dim",
                                  highlight=False, markup=False)
             self.open = key
-        common.console.print(terminal_text(chunk.text, CONTINUATION), end="", style="dim", highlight=False,
-                             markup=False, soft_wrap=True)
+        common.console.print(terminal_text(chunk.text, CONTINUATION), end="", style="dim",
+                             highlight=False, markup=False, soft_wrap=True)
 
     def end(self) -> None:
         """End the line of the text being shown, if any."""

@@ -22,7 +22,7 @@ from parley.shared.spec_limits import (
 
 def load_spec(path: str | Path, max_agents: int = DEFAULT_MAX_AGENTS) -> RoomSpec:
     """Read and validate a room spec from a YAML (or JSON) file, for a room of at most
-    ``max_agents`` agents (the CLI passes the process's ``PARLEY_MAX_AGENTS``).
+    ``max_agents`` agents (the CLI passes its process's ``PARLEY_MAX_AGENTS``).
 
     Raises OSError, yaml.YAMLError, SpecTooLarge or pydantic's ValidationError.
     """

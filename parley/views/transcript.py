@@ -1,4 +1,4 @@
-"""A conversation as plain text, one message a line."""
+"""A conversation as plain text, as ``parley follow`` prints it."""
 
 from __future__ import annotations
 

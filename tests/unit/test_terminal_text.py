@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from parley import cli
+from parley.cli import follow
 from parley.client import Client
 from parley.shared.events import MessageChunk, RunEnded
 from parley.shared.keys import Keys
@@ -119,7 +120,7 @@ def test_transcript_in_swarms_string_form_escapes_control_characters(client):
 def test_a_message_being_written_is_shown_escaped(monkeypatch):
     piped = io.StringIO()
     monkeypatch.setattr(cli.common, "console", output.make_console(piped))
-    writing = cli.follow.LiveText()
+    writing = follow.LiveText()
     writing.show(MessageChunk(id="1-0", type="message_chunk", ts=1.0, turn=1, run=1,
                               agent="Skeptic", index=0, text=f"Fine{CLIPBOARD}.\nOptimist: "))
     writing.show(MessageChunk(id="2-0", type="message_chunk", ts=1.0, turn=1, run=1,
