@@ -46,9 +46,6 @@ class RunPrinter:
             self.flush(lambda record: record.snapshot_seq < message.seq)
         else:
             self.flush(lambda record: record.turn < turn)
-        if self.spec.policy.kind != "bid":
-            # Only bids have scores: another policy's messages are stored with 0.
-            message = message.model_copy(update={"score": None})
         terminal.print_message(self.console, message)
         if turn is not None:
             self.flush(lambda record: record.turn == turn)
