@@ -44,11 +44,17 @@ def turns(
 @app.command()
 @friendly
 def status(room: Annotated[str | None, typer.Argument(help="One room's details")] = None,
-           limit: Annotated[int, typer.Option(help="Most rooms to list")] = 20) -> None:
-    """Rooms and coordinators, as operators see them."""
+           limit: Annotated[int, typer.Option(help="Most rooms to list")] = 20,
+           raw: Annotated[bool, typer.Option("--raw", help="With ROOM: its state fields as "
+                                             "stored, as one JSON object")] = False) -> None:
+    """Rooms and coordinators, as operators see them; with ROOM, what `parley rooms show`
+    shows of it."""
     client = common.connect()
     store = client.store
     ttl = client.settings.lease_ttl_s
+    if room is not None and not raw:
+        terminal.print_room(common.console, client.show(room))
+        return
     if room is not None:
         state = client.state(room)
         # The totals are shown from zero, also for rooms stored before they were kept.
