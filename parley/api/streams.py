@@ -23,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from parley.api import metrics
 from parley.api.errors import ApiError
 from parley.client.following import stream_id
-from parley.shared.events import EventType, event_from_entry
+from parley.shared.events import EventType, event_from_entry, event_type_named
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.records import decode
@@ -114,25 +114,31 @@ async def room_events(
     last_event_id: Annotated[str | None, Header()] = None,
     access_token: Annotated[str | None, Query(description="The bearer token, for browsers' "
                                               "EventSource")] = None,
+    until: Annotated[str | None, Query(description="Close the stream after the first event "
+                                       "of this type (e.g. run_ended)")] = None,
 ) -> StreamingResponse:
     """The room's events as server-sent events, from the oldest kept (or after
     Last-Event-ID / ``after``), then each as it is written. A room that goes away ends
-    the stream with a ``room_deleted`` event."""
+    the stream with a ``room_deleted`` event; ``until`` ends it after that event."""
     redis, keys = aredis_of(request), keys_of(request)
     after_id = start_id(last_event_id, after, "0-0")
+    try:
+        last_type = event_type_named(until) if until else None
+    except ValueError as error:
+        raise ApiError(400, f"until {error}") from None
     if not await redis.exists(keys.state(room)):
         raise ApiError(404, f"no room {room!r}")
     if after_id == "$":
         last = await redis.xrevrange(keys.events(room), "+", "-", count=1)
         after_id = decode(last[0][0]) if last else "0-0"
     return event_stream(request, "/rooms/{room}/events",
-                        follow_room(redis, keys, room, after_id, request))
+                        follow_room(redis, keys, room, after_id, request, last_type))
 
 
-async def follow_room(redis: AsyncRedis, keys: Keys, room: str, after: str, request: Request
-                      ) -> AsyncIterator[bytes]:
+async def follow_room(redis: AsyncRedis, keys: Keys, room: str, after: str, request: Request,
+                      until: str | None = None) -> AsyncIterator[bytes]:
     """The room's events after ``after`` as SSE messages, keep-alives between, until the
-    room is gone or its follower leaves."""
+    room is gone, its follower leaves, or an event of type ``until`` was sent."""
     quiet_since = time.monotonic()
     while not await request.is_disconnected():
         reply = await redis.xread({keys.events(room): after}, count=READ_COUNT, block=BLOCK_MS)
@@ -141,6 +147,8 @@ async def follow_room(redis: AsyncRedis, keys: Keys, room: str, after: str, requ
                 event = event_from_entry(entry_id, fields)
                 after = event.id
                 yield sse(event.type, event_json(event), event.id)
+                if event.type == until:
+                    return
         if reply:
             quiet_since = time.monotonic()
             continue

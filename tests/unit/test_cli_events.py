@@ -118,6 +118,26 @@ def test_events_after_something_that_is_not_an_id_is_one_line(client, store, aft
     assert result.output == f"parley: --after {after!r} is not an event id (like 1764500000123-0)\n"
 
 
+def test_events_until_a_type_stops_after_the_first_event_of_it(client, store, server, keys):
+    ran_room(client, store, server, keys)
+    events = [e.type for e in store.read_events(ROOM)]
+
+    result = invoke("events", ROOM, "--json", "--until", "run_ended")
+
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["type"] for line in result.output.splitlines()] == events[
+        :events.index("run_ended") + 1]
+
+
+def test_events_until_something_that_is_not_an_event_type_is_one_line(client, store):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    result = invoke("events", ROOM, "--until", "run_end")
+    assert result.exit_code == 2
+    assert result.output.startswith("parley: --until 'run_end' is not an event type (one of: "
+                                    "lease_taken, run_started, ")
+    assert result.output.count("\n") == 1
+
+
 def test_events_of_an_unknown_room_is_one_line(client):
     result = invoke("events", "nowhere", "--no-follow")
     assert (result.exit_code, result.output) == (2, "parley: no room 'nowhere'\n")
