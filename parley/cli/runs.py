@@ -13,7 +13,7 @@ from parley.cli.errors import EXIT_RUN_FAILED, friendly
 from parley.client.client import Client
 from parley.shared.logs import configure_logging
 from parley.shared.models import RoomSpec, RoomStatus
-from parley.views import run_printer, terminal
+from parley.views import explain, run_printer, terminal
 from parley.views.terminal_text import terminal_json, terminal_text
 
 app = typer.Typer()
@@ -61,7 +61,8 @@ def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
     if how.as_json:
         result = client.wait(room, inbox_id, timeout)
         records = run_printer.turns_after(client.store, room, how.after_turn)
-        print(terminal_json(run_printer.explained_json(how.spec, result, records)))
+        asked = explain.people_asked(how.spec, client.state(room).floor_state)
+        print(terminal_json(run_printer.explained_json(how.spec, result, records, asked)))
     elif how.quiet:
         result = client.wait(room, inbox_id, timeout, on_message=lambda message:
                              terminal.print_message(common.console, message))

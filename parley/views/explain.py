@@ -23,6 +23,7 @@ mention         why the speaker had the turn (named by a person, the classifier,
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -449,16 +450,29 @@ NEXT_STEPS: dict[StopReason, tuple[str, ...]] = {
 }
 
 
-def next_steps(spec: RoomSpec, reason: StopReason | None, room: str) -> list[str]:
-    """What to do after a run that ended for ``reason``, in room ``room``."""
+def next_steps(spec: RoomSpec, reason: StopReason | None, room: str,
+               asked: Sequence[str] = ()) -> list[str]:
+    """What to do after a run that ended for ``reason``, in room ``room`` (``asked``: the
+    people a waiting room owes an answer, in the order asked)."""
     if reason is None:
         return []
+    if reason is StopReason.WAITING_FOR_PERSON and asked:
+        also = f" (also asked: {', '.join(asked[1:])})" if asked[1:] else ""
+        return [f'answer: parley post {room} --as {shlex.quote(asked[0])} "..."{also}']
     if reason is StopReason.MAX_TURNS:
         steps: tuple[str, ...] = ((NEW_RUN, DETAILS) if isinstance(spec.policy, SelectorPolicy)
                                   else ("the discussion is over: start a new room",))
     else:
         steps = NEXT_STEPS[reason]
     return [step.format(room=room) for step in steps]
+
+
+def people_asked(spec: RoomSpec, floor_state: dict[str, str]) -> list[str]:
+    """The people a mention room with these floor fields owes an answer, in the order
+    asked (none for another policy's room)."""
+    if not isinstance(spec.policy, MentionPolicy):
+        return []
+    return list(dict.fromkeys(person for _agent, person in mention.Floor.read(floor_state).asked))
 
 
 # -- a turn's heading, a call's outcome, a stop's code ----------------------------------

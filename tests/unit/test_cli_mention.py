@@ -64,6 +64,16 @@ def test_post_wait_prints_the_run_with_its_stop_reason(client, server, monkeypat
     result = json.loads(out)
     assert result["stop_reason"] == "waiting_for_person"
     assert [m["sender"] for m in result["messages"]] == ["oncall", "dev"]
+    assert result["next"] == ['answer: parley post room-1 --as oncall "..."']
+
+
+def test_a_waiting_rooms_end_line_names_who_was_asked(client, server, monkeypatch):
+    serving(client, server, monkeypatch)
+    code, out = invoke("post", ROOM, "@dev deploy broke?", "--as", "oncall", "--wait")
+    assert code == 0, out
+    assert out.splitlines()[-1] == (
+        "room room-1 · idle · stopped by waiting_for_person: waiting for a person's answer: "
+        'dev asked oncall · next: answer: parley post room-1 --as oncall "..."')
 
 
 def test_queue_json_and_text(client, server, monkeypatch):

@@ -262,6 +262,9 @@ def test_what_to_do_next_names_the_room():
     assert next_steps(spec, StopReason.CANCELLED, "r1") == []
     assert next_steps(mention_spec({}), StopReason.WAITING_FOR_PERSON, "r1") == [
         'answer: parley post r1 --as NAME "..."']
+    assert next_steps(mention_spec({}), StopReason.WAITING_FOR_PERSON, "r1",
+                      ["oncall", "Ann Lee"]) == [
+        'answer: parley post r1 --as oncall "..." (also asked: Ann Lee)']
     assert all(next_steps(spec, reason, "r1") is not None for reason in StopReason)
 
 
