@@ -365,8 +365,9 @@ def queued_earlier(spec: RoomSpec, earlier: Sequence[TurnRecord], agent: str) ->
         planned = mention.plan(spec, policies.record_view(record), record.bids)
         if planned.speaker == agent:
             return None
-        if (record.winner and agent in record.addressed.get(POSTED, [])
-                and agent not in planned.floor.queue):
+        # The newest naming is the reason, also of an agent already queued for an
+        # earlier one (a message naming nobody queues everyone).
+        if record.winner and agent in record.addressed.get(POSTED, []):
             return f"named by {record.winner}"
         reason = why_queued(spec, record, planned, agent)
         if reason:
