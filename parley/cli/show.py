@@ -34,11 +34,12 @@ def turns(
     # The open turn is replayed by the coordinator's own code, which loads Celery's client.
     from parley.client.turn_report import read_turn_report
 
-    report = read_turn_report(common.connect().store, room, last)
+    store = common.connect().store
+    report = read_turn_report(store, room, last)
     if as_json:
         print(terminal_json(documents.turns_json(report)))
     else:
-        terminal.print_turns(common.console, report)
+        terminal.print_turns(common.console, report, store.read_spec(room)[1])
 
 
 @app.command()

@@ -121,6 +121,15 @@ def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] 
     return build(spec, record)
 
 
+def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
+    """True when the call worked and its agent chose to say nothing: a bid or intent with
+    no message, or a discussion turn answering the room's silent token."""
+    if answer.kind is CallKind.DISCUSS:
+        return is_silence(spec, answer)
+    bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
+    return bid_like and answer_of(answer).outcome == "silent"
+
+
 def answer_of(bid: Bid, adjusted: float | None = None) -> Answer:
     """A call's answer for the line; ``adjusted`` is shown only where it differs."""
     kind = bid.error_kind.value or None

@@ -212,6 +212,20 @@ def test_turns_shows_each_turns_outcome_and_answers(client, store, server, keys)
     assert "scripted" in result.output and "0.50" in result.output
 
 
+def test_turns_marks_a_silent_bid_as_run_does(client, store, server, keys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    store.create_room(ROOM, scripted_spec({
+        "agent0": [{"score": 0.9, "message": "first"}],
+        "agent1": [{"score": 0.3, "message": ""}]}))
+    client.post(ROOM, "go")
+    serve_until_idle(server, keys)
+
+    rows = [line.split() for line in invoke("turns", ROOM).output.splitlines()]
+
+    first_turn = [row for row in rows if row[:1] in (["agent0"], ["agent1"])][:2]
+    assert [(row[0], row[5]) for row in first_turn] == [("agent0", "ok"), ("agent1", "silent")]
+
+
 def test_turns_last_keeps_the_newest(client, store, server, keys):
     ran_room(client, store, server, keys)
     report = json.loads(invoke("turns", ROOM, "--json", "--last", "1").output)
