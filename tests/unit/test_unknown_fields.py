@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from parley.views.problems import describe_validation
 from parley.shared.models import AgentSpec, RoomSpec
 from parley.shared.unknown_fields import nearest
+from parley.views.problems import describe_validation
 
 SCRIPTED = {"model": "scripted", "script": []}
 AGENTS = [{"name": "A", **SCRIPTED}, {"name": "B", **SCRIPTED}]
