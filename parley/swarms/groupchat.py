@@ -68,7 +68,8 @@ __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_s
 
 # The standard library's: a swarms user sees its warnings on stderr with no set-up, as
 # swarms' own; a parley process renders them with its other logs.
-log = logging.getLogger(__name__)
+# The documented logger name, whatever the module is called.
+log = logging.getLogger("parley.groupchat")
 
 
 def warn(message: str, **fields: Any) -> None:
