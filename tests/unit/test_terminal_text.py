@@ -43,8 +43,8 @@ def client(monkeypatch) -> Client:
     client.store.create_room(ROOM, scripted_spec({"Optimist": [], "Skeptic": []}))
     client.post(ROOM, POST, "Mallory")
     commit_posts(client)
-    monkeypatch.setattr(cli, "Client", lambda: client)
-    monkeypatch.setattr(cli, "console", output.make_console())
+    monkeypatch.setattr(cli.common, "Client", lambda: client)
+    monkeypatch.setattr(cli.common, "console", output.make_console())
     return client
 
 
@@ -117,8 +117,8 @@ def test_transcript_in_swarms_string_form_escapes_control_characters(client):
 
 def test_a_message_being_written_is_shown_escaped(monkeypatch):
     piped = io.StringIO()
-    monkeypatch.setattr(cli, "console", output.make_console(piped))
-    writing = cli.LiveText()
+    monkeypatch.setattr(cli.common, "console", output.make_console(piped))
+    writing = cli.follow.LiveText()
     writing.show(MessageChunk(id="1-0", type="message_chunk", ts=1.0, turn=1, run=1,
                               agent="Skeptic", index=0, text=f"Fine{CLIPBOARD}.\nOptimist: "))
     writing.show(MessageChunk(id="2-0", type="message_chunk", ts=1.0, turn=1, run=1,
