@@ -297,7 +297,7 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, lo
     }
     if decision.winner is not None:
         payload["message"] = agent_message_fields(
-            decision.winner, decision.message, decision.score or 0.0, record.turn, record.run,
+            decision.winner, decision.message, decision.score, record.turn, record.run,
             record.epoch, record.decided_at)
         if POSTED in decision.addressed:
             payload["message"]["addressed"] = orjson.dumps(decision.addressed[POSTED]).decode()

@@ -179,7 +179,7 @@ def archive_room(store: RoomStore, room: str, path: str | Path, keep: bool = Fal
     target = Path(path)
     if target.exists():
         raise FileExistsError(f"{target} exists: archives are never overwritten; choose "
-                              "another --out")
+                              "another file")
     head = store.read_head(room)
     if head.holder and not keep:
         raise RoomHeld(f"room {room} is held by coordinator {head.holder} (a run is going "

@@ -269,6 +269,15 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
 }
 
 
+def event_type_named(name: str) -> EventType:
+    """The event type called ``name``; ValueError, listing the types, for any other name."""
+    try:
+        return EventType(name)
+    except ValueError:
+        raise ValueError(f"{name!r} is not an event type (one of: "
+                         f"{', '.join(EventType)})") from None
+
+
 def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
     """An events-stream entry as its typed event (a plain ``Event`` for a type this version
     does not know). An empty field reads as an absent one."""

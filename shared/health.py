@@ -48,6 +48,10 @@ ANY_ADDRESS = {"", "0.0.0.0", "::"}
 Check = Callable[[], object]
 
 
+# What to change when the health port is taken, said with the error.
+PORT_FIX = "choose another port with --health-port or PARLEY_HEALTH_PORT (0: no health server)"
+
+
 class HealthPortError(OSError):
     """The health port that was asked for cannot be served (in use, not allowed)."""
 
@@ -241,9 +245,10 @@ def start_health_server(probes: Probes, settings: Settings, default_port: int,
     except OSError as error:
         if asked is not None:
             raise HealthPortError(f"cannot serve health checks on {settings.health_host}:"
-                                  f"{chosen}: {error.strerror or error}") from error
+                                  f"{chosen}: {error.strerror or error}; {PORT_FIX}"
+                                  ) from error
         log.warning("health_port_unavailable", host=settings.health_host, port=chosen,
-                    error=error.strerror or str(error))
+                    error=error.strerror or str(error), fix=PORT_FIX)
         return None
     log.info("health_serving", host=settings.health_host, port=server.server_address[1])
     return server

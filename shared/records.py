@@ -47,18 +47,21 @@ def message_from_fields(fields: dict[Any, Any]) -> Message:
 
 
 def agent_message_fields(
-    sender: str, content: str, score: float, turn: int, run: int, epoch: int, ts: float
+    sender: str, content: str, score: float | None, turn: int, run: int, epoch: int, ts: float
 ) -> dict[str, str]:
-    """Log fields of an agent's message (the commit script adds the seq)."""
-    return {
+    """Log fields of an agent's message (the commit script adds the seq). Only a bid has a
+    score: a message without one has no score field, and reads back with ``score=None``."""
+    fields = {
         "sender": sender,
         "content": content,
-        "score": repr(score),
         "turn": str(turn),
         "run": str(run),
         "epoch": str(epoch),
         "ts": f"{ts:.6f}",
     }
+    if score is not None:
+        fields["score"] = repr(score)
+    return fields
 
 
 def check_post(sender: str, content: str, max_bytes: int) -> None:

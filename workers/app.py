@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -19,6 +20,7 @@ from celery.signals import setup_logging, worker_ready, worker_shutdown, worker_
 from parley.shared.connections import broker_use_ssl
 from parley.shared.health import (
     WORKER_PORT,
+    HealthPortError,
     HealthServer,
     Liveness,
     Probes,
@@ -31,6 +33,8 @@ from parley.shared.settings import Settings, get_settings
 from parley.workers.deadlines import STOPPING
 
 log = structlog.get_logger("parley.worker")
+# The exit code of a worker whose health port cannot be served: bad input, as the CLI's.
+EXIT_BAD_HEALTH_PORT = 2
 
 # The consumer's loop ticks the worker's liveness this often; it is not live once a tick
 # is this late (a live consumer loop never blocks that long).
@@ -199,8 +203,15 @@ class WorkerHealth(bootsteps.StartStopStep):
 
     def start(self, worker: Any) -> None:
         """Start serving; a prefork pool counts its answers where /metrics cannot see."""
-        self.server = start_health_server(Probes(consumer_liveness, readiness_checks(settings)),
-                                          settings, WORKER_PORT, self.port)
+        try:
+            self.server = start_health_server(
+                Probes(consumer_liveness, readiness_checks(settings)), settings, WORKER_PORT,
+                self.port)
+        except HealthPortError as error:
+            # One line, as the coordinator says it, not Celery's "Unrecoverable error" trace;
+            # on the real stderr, which Celery has redirected into its logger.
+            print(f"parley: {error}", file=sys.__stderr__, flush=True)
+            raise SystemExit(EXIT_BAD_HEALTH_PORT) from None
         if self.server is not None and "prefork" in getattr(worker.pool_cls, "__module__", ""):
             log.warning("metrics_need_threads_pool",
                         detail="answers, tokens and cost are counted in the pool's child "

@@ -1,8 +1,9 @@
 """Stops every policy shares: when no agent could bid at all, the room cannot work.
 
-The all-failed stop lists each agent's recorded error with a likely fix, chosen by the
-kind of failure the answer carries (``ErrorKind``, set where the call failed: the worker,
-or the coordinator for an answer that never came):
+The all-failed stop lists the agents' recorded errors with a likely fix (each distinct
+error and fix said once, with the agents it applies to), chosen by the kind of failure the
+answer carries (``ErrorKind``, set where the call failed: the worker, or the coordinator
+for an answer that never came):
 
 ==========================  ================================================================
 kind (shared.models)        likely fix
@@ -136,8 +137,28 @@ def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str)
 
 
 def all_failed_detail(bids: list[Bid]) -> str:
-    """One ``agent: error (likely fix: ...)`` entry per agent, joined by semicolons."""
-    return "; ".join(failure_line(bid) for bid in bids)
+    """Each distinct error once, after the agents it failed (``A, C: error``), and each
+    distinct likely fix once, after the entries it applies to; entries joined by
+    semicolons, in the order the agents first appear."""
+    by_fix: dict[str, dict[str, list[str]]] = {}
+    for bid in bids:
+        fix = likely_fix(bid.error_kind, bid.error)
+        by_fix.setdefault(fix, {}).setdefault(failure_reason(bid), []).append(bid.agent)
+    return "; ".join(fixed_entries(fix, agents_by_reason)
+                     for fix, agents_by_reason in by_fix.items())
+
+
+def fixed_entries(fix: str, agents_by_reason: dict[str, list[str]]) -> str:
+    """The entries one fix applies to, the fix said once after the last of them (naming
+    its agents when they failed with different errors)."""
+    entries = "; ".join(f"{', '.join(agents)}: {reason}"
+                        for reason, agents in agents_by_reason.items())
+    if not fix:
+        return entries
+    if len(agents_by_reason) == 1:
+        return f"{entries} (likely fix: {fix})"
+    agents = ", ".join(agent for group in agents_by_reason.values() for agent in group)
+    return f"{entries} (likely fix for {agents}: {fix})"
 
 
 def failure_line(answer: Bid) -> str:

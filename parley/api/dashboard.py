@@ -21,7 +21,6 @@ from parley.coordinator.policies import roundtable
 from parley.shared.models import (
     Bid,
     BidStatus,
-    CallKind,
     Message,
     RoomSpec,
     RoomStatus,
@@ -130,21 +129,12 @@ def agent_cards(spec: RoomSpec) -> list[dict[str, str]]:
              "model": agent.model} for agent in spec.agents]
 
 
-def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
-    """True when the call worked and its agent chose to say nothing: a bid or intent with
-    no message, or a discussion turn answering the room's silent token."""
-    if answer.kind is CallKind.DISCUSS:
-        return explain.is_silence(spec, answer)
-    bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
-    return bid_like and explain.answer_of(answer).outcome == "silent"
-
-
 def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Bid]]
                   ) -> dict[str, Any]:
     """``parley turns --json``'s document with each answer marked ``silent`` or not."""
     for turn in [*turns["turns"], *([turns["open_turn"]] if turns["open_turn"] else [])]:
         for shown, answer in zip(turn["answers"], answers[turn["turn"]], strict=True):
-            shown["silent"] = is_silent_answer(spec, answer)
+            shown["silent"] = explain.is_silent_answer(spec, answer)
     return turns
 
 

@@ -80,13 +80,14 @@ def sse(event: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
 
 @dataclass(frozen=True)
 class Frame:
-    """One message a reader hands its followers: the event's room and stream id, its SSE
-    bytes, and whether it ends the stream."""
+    """One message a reader hands its followers: the event's room, stream id and type, its
+    SSE bytes, and whether it ends the stream."""
 
     room: str
     id: str
     data: bytes
     last: bool = False
+    type: str = ""
 
 
 def end_frame(event: str, data: dict[str, Any]) -> Frame:
@@ -227,7 +228,8 @@ class RoomReader(Reader):
 
 def room_frame(room: str, event: Event) -> Frame:
     """A room's event as its followers send it."""
-    return Frame(room=room, id=event.id, data=sse(event.type, event_json(event), event.id))
+    return Frame(room=room, id=event.id, data=sse(event.type, event_json(event), event.id),
+                 type=event.type)
 
 
 def run_frame(room: str, event: Event) -> Frame:
@@ -305,11 +307,12 @@ class Hub:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def follow_room(hub: Hub, redis_: AsyncRedis, room: str, after: str | None
-                      ) -> AsyncIterator[bytes]:
+async def follow_room(hub: Hub, redis_: AsyncRedis, room: str, after: str | None,
+                      until: str | None = None) -> AsyncIterator[bytes]:
     """The room's events after ``after`` (None: only those to come) as SSE messages,
-    keep-alives between, until the room is gone or the follower falls too far behind.
-    ``redis_`` serves the catch-up reads, for a follower that starts before its reader."""
+    keep-alives between, until the room is gone, the follower falls too far behind, or an
+    event of type ``until`` was sent. ``redis_`` serves the catch-up reads, for a follower
+    that starts before its reader."""
     reader = hub.room_reader(room)
     follower = reader.join()
     try:
@@ -322,6 +325,8 @@ async def follow_room(hub: Hub, redis_: AsyncRedis, room: str, after: str | None
                 async for entry_id, event in history(redis_, reader.key, str(after), since):
                     sent = stream_id(entry_id)
                     yield room_frame(room, event).data
+                    if event.type == until:
+                        return
             except (redis.ConnectionError, redis.TimeoutError) as error:
                 log.warning("event stream catch-up failed", room=room, error=one_line(str(error)))
                 yield FAILED.data
@@ -332,6 +337,8 @@ async def follow_room(hub: Hub, redis_: AsyncRedis, room: str, after: str | None
             elif handed.last or stream_id(handed.id) > sent:
                 sent = stream_id(handed.id) if handed.id else sent
                 yield handed.data
+                if until and handed.type == until:
+                    return
     finally:
         reader.leave(follower)
 

@@ -28,6 +28,7 @@ from parley.api.fanout import (
     follow_room,
     follow_runs,
 )
+from parley.shared.events import event_type_named
 from parley.shared.keys import Keys
 
 router = APIRouter(tags=["events"])
@@ -99,17 +100,24 @@ async def room_events(
     last_event_id: Annotated[str | None, Header()] = None,
     access_token: Annotated[str | None, Query(description="The bearer token, for browsers' "
                                               "EventSource")] = None,
+    until: Annotated[str | None, Query(description="Close the stream after the first event "
+                                       "of this type (e.g. run_ended)")] = None,
 ) -> StreamingResponse:
     """The room's events as server-sent events, from the oldest kept (or after
     Last-Event-ID / ``after``), then each as it is written. A room that goes away ends
     the stream with a ``room_deleted`` event; a follower that falls 1,000 events behind,
-    with ``follower_dropped`` (reconnect with Last-Event-ID to resume)."""
+    with ``follower_dropped`` (reconnect with Last-Event-ID to resume); ``until`` ends it
+    after the first event of that type."""
     redis, keys = aredis_of(request), keys_of(request)
     after_id = start_id(last_event_id, after, "0-0")
+    try:
+        last_type = event_type_named(until) if until else None
+    except ValueError as error:
+        raise ApiError(400, f"until {error}") from None
     if not await redis.exists(keys.state(room)):
         raise ApiError(404, f"no room {room!r}")
     return event_stream("/rooms/{room}/events", follow_room(
-        hub_of(request), redis, room, None if after_id == "$" else after_id))
+        hub_of(request), redis, room, None if after_id == "$" else after_id, last_type))
 
 
 @router.get("/events", response_class=StreamingResponse,

@@ -23,7 +23,9 @@ import typer
 from parley.cli import demo, follow, rooms, runs, services, show, speak_queue
 from parley.version import package_version
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Click's plain help: it rewraps each paragraph to the terminal (Rich's keeps the
+# docstrings' line breaks after the first) and labels no flag with a <bool> type.
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 # In this order in --help; the groups' commands are the app's own (no group name), but rooms.
 for group in (runs, speak_queue, follow, show, services, demo):

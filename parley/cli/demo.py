@@ -56,6 +56,17 @@ def dashboard_url(settings: Settings, timeout_s: float = DASHBOARD_PROBE_S) -> s
         return None
 
 
+def shared_redis_line(url: str) -> str:
+    """The demo's Redis when one answers at the settings' URL: its rooms stay there."""
+    return f"using Redis at {redact_url(url)} (PARLEY_REDIS_URL)"
+
+
+def private_redis_line(url: str, port: int) -> str:
+    """The demo's Redis when none answers at the settings' URL: its own, gone at the end."""
+    return (f"no Redis answers at {redact_url(url)} (PARLEY_REDIS_URL): started a private "
+            f"redis-server on 127.0.0.1:{port}, stopped at the end")
+
+
 def task_sender(spec: RoomSpec) -> str:
     """Who posts the demo's task: the default poster, or the room's first person where its
     roster of people leaves the default out (a discussion room with ``people``)."""
@@ -83,8 +94,11 @@ def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
                     "not installed: install it (apt-get install redis-server) or set "
                     "PARLEY_REDIS_URL"
                 ) from None
+            console.print(f"[dim]{escape(private_redis_line(redis_url, port))}[/dim]",
+                          highlight=False)
             redis_url, private_redis = f"redis://127.0.0.1:{port}/0", True
-            console.print(f"[dim]started a private redis-server on port {port}[/dim]")
+        else:
+            console.print(f"[dim]{escape(shared_redis_line(redis_url))}[/dim]", highlight=False)
         env = {"PARLEY_REDIS_URL": redis_url, "PARLEY_BROKER_URL": "",
                "PARLEY_WORKER_PRELOAD_LITELLM": "false", "PARLEY_LOG_FORMAT": "json"}
         started.append(processes.start_worker(workdir / "worker.log", env, "-c", "16"))

@@ -141,6 +141,11 @@ def file_error(doing: str, path: Path, error: OSError) -> CliError:
     return CliError(f"cannot {doing} {path}: {error.strerror or error}")
 
 
+def bad_event_type(error: ValueError) -> CliError:
+    """``--until`` given something that is not an event type (``error`` lists them)."""
+    return CliError(f"--until {error}")
+
+
 def bad_event_id(value: str) -> CliError:
     """``--after`` given something that is not a stream entry id."""
     return CliError(f"--after {value!r} is not an event id (like 1764500000123-0)")

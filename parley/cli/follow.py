@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from parley.cli import common
-from parley.cli.errors import bad_event_id, friendly
-from parley.shared.events import MessageChunk
+from parley.cli.errors import bad_event_id, bad_event_type, friendly
+from parley.shared.events import MessageChunk, event_type_named
 from parley.shared.models import Message
 from parley.views import documents, terminal
 from parley.views.terminal_text import CONTINUATION, terminal_json, terminal_text
@@ -81,11 +81,17 @@ def events(
     after: Annotated[str, typer.Option(help="Start after this event id")] = "0-0",
     keep_following: Annotated[bool, typer.Option(
         "--follow/--no-follow", help="Wait for new events (Ctrl-C to stop)")] = True,
+    until: Annotated[str | None, typer.Option(help="Stop after the first event of this type "
+                                              "(e.g. run_ended)")] = None,
 ) -> None:
     """Print a room's events (runs, messages, turns, answers, leases) as they are written,
     from the oldest kept or after --after ID."""
     if not _STREAM_ID.fullmatch(after):
         raise bad_event_id(after)
+    try:
+        last_type = event_type_named(until) if until else None
+    except ValueError as error:
+        raise bad_event_type(error) from None
     client = common.connect()
     try:
         for event in client.events(room, after, follow=keep_following):
@@ -94,5 +100,7 @@ def events(
             else:
                 common.console.print(terminal.event_line(event), highlight=False,
                                      markup=False, soft_wrap=True)
+            if event.type == last_type:
+                break
     except KeyboardInterrupt:
         pass

@@ -129,14 +129,18 @@ def rooms_delete(
 @friendly
 def rooms_archive(
     room: Annotated[str, typer.Argument(help="Room id")],
-    out: Annotated[Path, typer.Option("--out", help="The archive to write (a new file)")],
+    file: Annotated[Path | None, typer.Argument(help="The archive to write (a new file)",
+                                                show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="The archive to write, as FILE",
+                                             show_default=False)] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the room in Redis")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a room to a file as JSON lines, then remove it from Redis (unless --keep).
+    """Write a room to FILE as JSON lines, then remove it from Redis (unless --keep).
 
     The file holds the spec, the state, the log, the turn records, the posts waiting and
     the dead letters; `parley rooms import FILE` brings the same room back."""
+    out = archive_file(file, out)
     try:
         result = common.connect().archive(room, out, keep)
     except FileExistsError as error:
@@ -151,6 +155,17 @@ def rooms_archive(
     where = "removed from Redis" if result.removed else "kept in Redis"
     print(f"room {room} archived to {result.path}: {counts['log']} messages, "
           f"{counts['turn']} turn records, {counts['inbox']} posts waiting; {where}")
+
+
+def archive_file(file: Path | None, out: Path | None) -> Path:
+    """The one file ``rooms archive`` writes, given as FILE or (as before) ``--out``."""
+    if file is not None and out is not None and file != out:
+        raise CliError(f"rooms archive was given two files ({file} and --out {out}): "
+                       "give one")
+    chosen = file or out
+    if chosen is None:
+        raise CliError("rooms archive needs the file to write: parley rooms archive ROOM FILE")
+    return chosen
 
 
 @app.command("import")

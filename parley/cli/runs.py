@@ -8,13 +8,13 @@ from typing import Annotated, NamedTuple
 import typer
 
 from parley.cli import common
-from parley.cli.common import QuietFlag, read_spec
+from parley.cli.common import JsonFlag, QuietFlag, print_json, read_spec
 from parley.cli.errors import EXIT_RUN_FAILED, friendly
 from parley.client.client import Client
 from parley.shared.logs import configure_logging
 from parley.shared.models import RoomSpec, RoomStatus
-from parley.views import run_printer, terminal
-from parley.views.terminal_text import terminal_json
+from parley.views import explain, run_printer, terminal
+from parley.views.terminal_text import terminal_json, terminal_text
 
 app = typer.Typer()
 
@@ -61,7 +61,8 @@ def print_run_of(client: Client, room: str, inbox_id: str, how: RunOutput,
     if how.as_json:
         result = client.wait(room, inbox_id, timeout)
         records = run_printer.turns_after(client.store, room, how.after_turn)
-        print(terminal_json(run_printer.explained_json(how.spec, result, records)))
+        asked = explain.people_asked(how.spec, client.state(room).floor_state)
+        print(terminal_json(run_printer.explained_json(how.spec, result, records, asked)))
     elif how.quiet:
         result = client.wait(room, inbox_id, timeout, on_message=lambda message:
                              terminal.print_message(common.console, message))
@@ -83,8 +84,7 @@ def post(
     sender: Annotated[str, typer.Option("--as", help="Who says it")] = "User",
     wait: Annotated[bool, typer.Option("--wait", help="Wait for the run the post joined "
                                        "to end, and print it as parley run does")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="With --wait: one JSON object")
-                       ] = False,
+    as_json: JsonFlag = False,
     timeout: Annotated[float | None, typer.Option(help="With --wait: give up after this "
                                                   "many seconds")] = None,
     quiet: QuietFlag = False,
@@ -94,7 +94,11 @@ def post(
     With --wait, exits as parley run does: 1 when the run ends failed, 3 on --timeout."""
     client = common.connect()
     if not wait:
-        client.post(room, content, sender)
+        inbox_id = client.post(room, content, sender)
+        if as_json:
+            print_json({"room": room, "sender": sender, "inbox_id": inbox_id})
+        else:
+            print(terminal_text(f"posted to room {room} as {sender} (inbox entry {inbox_id})"))
         return
     configure_logging("console", "WARNING")
     state = client.state(room)

@@ -34,21 +34,28 @@ def turns(
     # The open turn is replayed by the coordinator's own code, which loads Celery's client.
     from parley.client.turn_report import read_turn_report
 
-    report = read_turn_report(common.connect().store, room, last)
+    store = common.connect().store
+    report = read_turn_report(store, room, last)
     if as_json:
         print(terminal_json(documents.turns_json(report)))
     else:
-        terminal.print_turns(common.console, report)
+        terminal.print_turns(common.console, report, store.read_spec(room)[1])
 
 
 @app.command()
 @friendly
 def status(room: Annotated[str | None, typer.Argument(help="One room's details")] = None,
-           limit: Annotated[int, typer.Option(help="Most rooms to list")] = 20) -> None:
-    """Rooms and coordinators, as operators see them."""
+           limit: Annotated[int, typer.Option(help="Most rooms to list")] = 20,
+           raw: Annotated[bool, typer.Option("--raw", help="With ROOM: its state fields as "
+                                             "stored, as one JSON object")] = False) -> None:
+    """Rooms and coordinators, as operators see them; with ROOM, what `parley rooms show`
+    shows of it."""
     client = common.connect()
     store = client.store
     ttl = client.settings.lease_ttl_s
+    if room is not None and not raw:
+        terminal.print_room(common.console, client.show(room))
+        return
     if room is not None:
         state = client.state(room)
         # The totals are shown from zero, also for rooms stored before they were kept.

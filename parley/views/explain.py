@@ -23,6 +23,7 @@ mention         why the speaker had the turn (named by a person, the classifier,
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -118,6 +119,15 @@ def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] 
     build = {"bid": bid_line, "selector": selector_line,
              "roundtable": roundtable_line}[spec.policy.kind]
     return build(spec, record)
+
+
+def is_silent_answer(spec: RoomSpec, answer: Bid) -> bool:
+    """True when the call worked and its agent chose to say nothing: a bid or intent with
+    no message, or a discussion turn answering the room's silent token."""
+    if answer.kind is CallKind.DISCUSS:
+        return is_silence(spec, answer)
+    bid_like = answer.kind in (CallKind.BID, CallKind.INTENT)
+    return bid_like and answer_of(answer).outcome == "silent"
 
 
 def answer_of(bid: Bid, adjusted: float | None = None) -> Answer:
@@ -364,8 +374,9 @@ def queued_earlier(spec: RoomSpec, earlier: Sequence[TurnRecord], agent: str) ->
         planned = mention.plan(spec, policies.record_view(record), record.bids)
         if planned.speaker == agent:
             return None
-        if (record.winner and agent in record.addressed.get(POSTED, [])
-                and agent not in planned.floor.queue):
+        # The newest naming is the reason, also of an agent already queued for an
+        # earlier one (a message naming nobody queues everyone).
+        if record.winner and agent in record.addressed.get(POSTED, []):
             return f"named by {record.winner}"
         reason = why_queued(spec, record, planned, agent)
         if reason:
@@ -449,16 +460,29 @@ NEXT_STEPS: dict[StopReason, tuple[str, ...]] = {
 }
 
 
-def next_steps(spec: RoomSpec, reason: StopReason | None, room: str) -> list[str]:
-    """What to do after a run that ended for ``reason``, in room ``room``."""
+def next_steps(spec: RoomSpec, reason: StopReason | None, room: str,
+               asked: Sequence[str] = ()) -> list[str]:
+    """What to do after a run that ended for ``reason``, in room ``room`` (``asked``: the
+    people a waiting room owes an answer, in the order asked)."""
     if reason is None:
         return []
+    if reason is StopReason.WAITING_FOR_PERSON and asked:
+        also = f" (also asked: {', '.join(asked[1:])})" if asked[1:] else ""
+        return [f'answer: parley post {room} --as {shlex.quote(asked[0])} "..."{also}']
     if reason is StopReason.MAX_TURNS:
         steps: tuple[str, ...] = ((NEW_RUN, DETAILS) if isinstance(spec.policy, SelectorPolicy)
                                   else ("the discussion is over: start a new room",))
     else:
         steps = NEXT_STEPS[reason]
     return [step.format(room=room) for step in steps]
+
+
+def people_asked(spec: RoomSpec, floor_state: dict[str, str]) -> list[str]:
+    """The people a mention room with these floor fields owes an answer, in the order
+    asked (none for another policy's room)."""
+    if not isinstance(spec.policy, MentionPolicy):
+        return []
+    return list(dict.fromkeys(person for _agent, person in mention.Floor.read(floor_state).asked))
 
 
 # -- a turn's heading, a call's outcome, a stop's code ----------------------------------

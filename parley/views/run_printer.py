@@ -5,7 +5,7 @@ line where they fell."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -46,9 +46,6 @@ class RunPrinter:
             self.flush(lambda record: record.snapshot_seq < message.seq)
         else:
             self.flush(lambda record: record.turn < turn)
-        if self.spec.policy.kind != "bid":
-            # Only bids have scores: another policy's messages are stored with 0.
-            message = message.model_copy(update={"score": None})
         terminal.print_message(self.console, message)
         if turn is not None:
             self.flush(lambda record: record.turn == turn)
@@ -57,7 +54,8 @@ class RunPrinter:
         """The lines not printed yet (the turn that ended the run), then the end line."""
         self.read()
         self.flush(lambda record: True)
-        line = end_line(self.spec, result, self.records, self.hints)
+        asked = explain.people_asked(self.spec, self.store.read_state(self.room).floor_state)
+        line = end_line(self.spec, result, self.records, self.hints, asked)
         self.console.print(f"[dim]{escape(terminal_text(line))}[/dim]", highlight=False,
                            soft_wrap=True)
 
@@ -81,24 +79,25 @@ class RunPrinter:
                                markup=False, soft_wrap=True)
 
 
-def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord], hints: bool = True
-             ) -> str:
-    """``room R · idle · stopped by lull: no bid cleared the 0.5 threshold · next: ...``."""
+def end_line(spec: RoomSpec, result: RunResult, records: list[TurnRecord], hints: bool = True,
+             asked: Sequence[str] = ()) -> str:
+    """``room R · idle · stopped by lull: no bid cleared the 0.5 threshold · next: ...``
+    (``asked``: the people a waiting room owes an answer, named in its next step)."""
     last = records[-1] if records else None
     stop = explain.stop_line(spec, result.stop_reason, result.stop_detail, last)
-    steps = explain.next_steps(spec, result.stop_reason, result.room) if hints else []
+    steps = explain.next_steps(spec, result.stop_reason, result.room, asked) if hints else []
     line = f"room {result.room} · {result.status.value} · stopped by {stop}"
     return line + (f" · next: {'; '.join(steps)}" if steps else "")
 
 
-def explained_json(spec: RoomSpec, result: RunResult, records: list[TurnRecord]
-                   ) -> dict[str, Any]:
+def explained_json(spec: RoomSpec, result: RunResult, records: list[TurnRecord],
+                   asked: Sequence[str] = ()) -> dict[str, Any]:
     """``parley run --json``'s object with the turns' facts and the stop in words."""
     last = records[-1] if records else None
     return {**documents.run_json(result),
             "stop_text": explain.stop_line(spec, result.stop_reason, result.stop_detail,
                                               last),
-            "next": explain.next_steps(spec, result.stop_reason, result.room),
+            "next": explain.next_steps(spec, result.stop_reason, result.room, asked),
             "turns": [explain.turn_line(spec, record, records[:index]).as_json()
                       for index, record in enumerate(records)]}
 

@@ -18,7 +18,7 @@ from rich.text import Text
 from parley.client.results import RoomDetails, RunResult, TurnReport
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
-from parley.shared.models import Bid, Message, RoomStatus
+from parley.shared.models import Bid, Message, RoomSpec, RoomStatus
 from parley.shared.store import RoomSummary
 from parley.views import explain
 from parley.views.documents import event_fields
@@ -177,31 +177,33 @@ def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts).strftime("%H:%M:%S.%f")[:-3]
 
 
-def print_turns(console: Console, report: TurnReport) -> None:
+def print_turns(console: Console, report: TurnReport, spec: RoomSpec) -> None:
     """Each decided turn's outcome line and its answers, then the open turn's progress."""
     for turn in report.turns:
         console.print(terminal_text(explain.decided_turn_line(turn)), highlight=False,
                       markup=False, soft_wrap=True)
-        console.print(answers_table(turn.bids, turn.adjusted))
+        console.print(answers_table(spec, turn.bids, turn.adjusted))
     in_flight = report.open_turn
     if in_flight is not None:
         console.print(terminal_text(explain.open_turn_line(in_flight)), highlight=False,
                       markup=False, soft_wrap=True)
-        console.print(answers_table(in_flight.answers, {}))
+        console.print(answers_table(spec, in_flight.answers, {}))
     if not report.turns and report.open_turn is None:
         console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)
 
 
-def answers_table(answers: list[Bid], adjusted: dict[str, float]) -> Table:
-    """A turn's answers: agent, kind, phase, raw and adjusted score, status, error kind,
-    latency and tokens (prompt + completion)."""
+def answers_table(spec: RoomSpec, answers: list[Bid], adjusted: dict[str, float]) -> Table:
+    """A turn's answers: agent, kind, phase, raw and adjusted score, status (``silent``
+    where the agent chose to say nothing, as ``parley run`` marks it), error kind, latency
+    and tokens (prompt + completion)."""
     table = Table("agent", "kind", "phase", "score", "adjusted", "status", "error", "ms",
                   "tokens", box=box.SIMPLE, pad_edge=False, show_edge=False)
     for bid in answers:
         adjusted_score = adjusted.get(bid.agent)
         table.add_row(
             Text(bid.agent), bid.kind.value, str(bid.phase), f"{bid.score:.2f}",
-            "-" if adjusted_score is None else f"{adjusted_score:.2f}", bid.status.value,
+            "-" if adjusted_score is None else f"{adjusted_score:.2f}",
+            "silent" if explain.is_silent_answer(spec, bid) else bid.status.value,
             bid.error_kind.value or "-", f"{bid.latency_ms:.1f}",
             f"{bid.prompt_tokens}+{bid.completion_tokens}")
     return table

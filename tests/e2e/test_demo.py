@@ -38,6 +38,9 @@ def test_the_demo_names_the_bids_and_the_stop_and_leaves_no_folder(tmp_path):
 
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout
+    assert re.search(r"^no Redis answers at redis://127\.0\.0\.1:\d+/0 \(PARLEY_REDIS_URL\): "
+                     r"started a private redis-server on 127\.0\.0\.1:\d+, stopped at the end$",
+                     out, re.MULTILINE), out
     assert "bids: Optimist 0.60, Skeptic 0.80, Economist silent, Ethicist failed (scripted)" in out
     assert "Skeptic 0.75→0.45 (recency)" in out
     assert "tie at 0.80: Skeptic is listed before Ethicist" in out

@@ -56,6 +56,11 @@ def test_a_followed_room_tells_its_runs_in_the_logs_order(processes, settings, q
     dumped = run_parley(processes.env, "events", room, "--json", "--no-follow")
     assert dumped.returncode == 0, dumped.stderr
     assert dumped.stdout.splitlines() == (tmp_path / "events.jsonl").read_text().splitlines()
+    # Following with --until ends at the first run's end, though the stream goes on.
+    first_run = run_parley(processes.env, "events", room, "--json", "--until", "run_ended")
+    assert first_run.returncode == 0, first_run.stderr
+    assert [json.loads(line)["type"] for line in first_run.stdout.splitlines()] == [
+        e.type for e in events[:[e.type for e in events].index("run_ended") + 1]]
     turns = run_parley(processes.env, "turns", room, "--json")
     assert turns.returncode == 0, turns.stderr
     report = json.loads(turns.stdout)

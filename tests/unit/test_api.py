@@ -18,6 +18,7 @@ from parley.api.app import make_app
 from parley.api.server import RedactTokens, check_bind, is_loopback
 from parley.shared.keys import Keys
 from parley.shared.settings import Settings
+from parley.shared.store import RoomStore
 from tests.support.api import AUTH, BASE_URL, PREFIX, TOKEN, app_client, run_room, spec_json
 
 
@@ -279,6 +280,28 @@ def test_a_room_stream_resumes_after_an_id_without_repeating_and_ends_when_the_r
     api.delete(f"/rooms/{room}")
     gone = follow(whole[-1]["id"], "room_deleted")
     assert [frame["event"] for frame in gone] == ["room_deleted"]
+
+
+def test_a_room_stream_until_a_type_closes_after_the_first_event_of_it(api, server):
+    room = ran_room(api, server)
+    api.post(f"/rooms/{room}/messages", json={"sender": "Ann", "content": "more"})
+    run_room(server, room)  # a second run: the stream closes at the first one's end
+    store = RoomStore(fakeredis.FakeRedis(server=server), Keys(PREFIX))
+    types = [event.type for event in store.read_events(room)]
+    assert types.count("run_ended") == 2
+
+    reply = api.get(f"/rooms/{room}/events", params={"until": "run_ended"})
+
+    assert reply.status_code == 200
+    sent = [line.removeprefix("event: ") for line in reply.text.splitlines()
+            if line.startswith("event: ")]
+    assert sent == types[:types.index("run_ended") + 1]
+
+
+def test_a_room_stream_until_something_that_is_not_an_event_type_is_400(api):
+    reply = api.get("/rooms/r1/events", params={"until": "end"})
+    assert reply.status_code == 400
+    assert reply.json()["error"].startswith("until 'end' is not an event type (one of: ")
 
 
 def test_the_runs_stream_tells_each_rooms_run_start_and_end(api, server, monkeypatch):

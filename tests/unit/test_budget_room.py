@@ -146,7 +146,7 @@ def test_a_rooms_totals_read_zero_before_any_call(server, store, monkeypatch):
     client.redis, client.store = store.redis, store
     monkeypatch.setattr(cli.common, "Client", lambda: client)
 
-    shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM]).stdout)
+    shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM, "--raw"]).stdout)
 
     assert {name: shown[name] for name in ("prompt_tokens", "completion_tokens", "cost_usd")} == {
         "prompt_tokens": "0", "completion_tokens": "0", "cost_usd": "0"}
@@ -162,7 +162,7 @@ def test_a_room_stored_without_totals_still_shows_them_as_zero(server, store, mo
     client.redis, client.store = store.redis, store
     monkeypatch.setattr(cli.common, "Client", lambda: client)
 
-    shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM]).stdout)
+    shown = json.loads(CliRunner().invoke(cli.app, ["status", ROOM, "--raw"]).stdout)
 
     assert (shown["prompt_tokens"], shown["completion_tokens"], shown["cost_usd"]) == ("0", "0", "0")
     assert client.state(ROOM).usage == Usage()

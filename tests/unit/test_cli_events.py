@@ -118,6 +118,26 @@ def test_events_after_something_that_is_not_an_id_is_one_line(client, store, aft
     assert result.output == f"parley: --after {after!r} is not an event id (like 1764500000123-0)\n"
 
 
+def test_events_until_a_type_stops_after_the_first_event_of_it(client, store, server, keys):
+    ran_room(client, store, server, keys)
+    events = [e.type for e in store.read_events(ROOM)]
+
+    result = invoke("events", ROOM, "--json", "--until", "run_ended")
+
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["type"] for line in result.output.splitlines()] == events[
+        :events.index("run_ended") + 1]
+
+
+def test_events_until_something_that_is_not_an_event_type_is_one_line(client, store):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    result = invoke("events", ROOM, "--until", "run_end")
+    assert result.exit_code == 2
+    assert result.output.startswith("parley: --until 'run_end' is not an event type (one of: "
+                                    "lease_taken, run_started, ")
+    assert result.output.count("\n") == 1
+
+
 def test_events_of_an_unknown_room_is_one_line(client):
     result = invoke("events", "nowhere", "--no-follow")
     assert (result.exit_code, result.output) == (2, "parley: no room 'nowhere'\n")
@@ -190,6 +210,20 @@ def test_turns_shows_each_turns_outcome_and_answers(client, store, server, keys)
     assert "turn 1 · run 1 · agent0 spoke (0.90) · " in result.output
     assert "turn 2 · run 1 · nobody spoke · run ended: lull" in result.output
     assert "scripted" in result.output and "0.50" in result.output
+
+
+def test_turns_marks_a_silent_bid_as_run_does(client, store, server, keys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    store.create_room(ROOM, scripted_spec({
+        "agent0": [{"score": 0.9, "message": "first"}],
+        "agent1": [{"score": 0.3, "message": ""}]}))
+    client.post(ROOM, "go")
+    serve_until_idle(server, keys)
+
+    rows = [line.split() for line in invoke("turns", ROOM).output.splitlines()]
+
+    first_turn = [row for row in rows if row[:1] in (["agent0"], ["agent1"])][:2]
+    assert [(row[0], row[5]) for row in first_turn] == [("agent0", "ok"), ("agent1", "silent")]
 
 
 def test_turns_last_keeps_the_newest(client, store, server, keys):

@@ -64,6 +64,16 @@ def test_post_wait_prints_the_run_with_its_stop_reason(client, server, monkeypat
     result = json.loads(out)
     assert result["stop_reason"] == "waiting_for_person"
     assert [m["sender"] for m in result["messages"]] == ["oncall", "dev"]
+    assert result["next"] == ['answer: parley post room-1 --as oncall "..."']
+
+
+def test_a_waiting_rooms_end_line_names_who_was_asked(client, server, monkeypatch):
+    serving(client, server, monkeypatch)
+    code, out = invoke("post", ROOM, "@dev deploy broke?", "--as", "oncall", "--wait")
+    assert code == 0, out
+    assert out.splitlines()[-1] == (
+        "room room-1 · idle · stopped by waiting_for_person: waiting for a person's answer: "
+        'dev asked oncall · next: answer: parley post room-1 --as oncall "..."')
 
 
 def test_queue_json_and_text(client, server, monkeypatch):
@@ -134,3 +144,35 @@ def test_a_bad_mention_spec_is_one_line(tmp_path, policy, line):
     code, out = invoke("run", str(path), "--task", "x")
     assert code == 2 and out.count("\n") == 1
     assert line in out, out
+
+
+def test_each_speak_queue_change_says_what_it_queued_in_one_line(client):
+    outputs = [invoke(*args) for args in (
+        ("listen", ROOM, "sre"), ("talk", ROOM, "sre"), ("instruct", ROOM, "dev", "summarise"),
+        ("regenerate", ROOM))]
+    ids = [c.id for c in client.store.read_floor_ops(ROOM, "0-0")]
+    assert outputs == [
+        (0, f"room room-1: sre only listens from its next turn (a person naming it gives it "
+            f"one) (change {ids[0]})\n"),
+        (0, f"room room-1: sre talks again (change {ids[1]})\n"),
+        (0, f"room room-1: dev queued at the front for a turn on the instruction "
+            f"(change {ids[2]})\n"),
+        (0, f"room room-1: each agent that answered the last person's message queued at the "
+            f"front (change {ids[3]})\n")]
+
+
+def test_a_speak_queue_change_with_json_is_one_object(client):
+    code, out = invoke("instruct", ROOM, "dev", "summarise", "--json")
+    [change] = client.store.read_floor_ops(ROOM, "0-0")
+    assert (code, json.loads(out)) == (
+        0, {"room": ROOM, "op": "instruct", "agent": "dev", "change": change.id})
+
+
+def test_post_without_wait_says_where_it_posted(client):
+    code, out = invoke("post", ROOM, "@dev hi", "--as", "oncall")
+    [(inbox_id, _)] = client.redis.xrange(Keys("t").inbox(ROOM))
+    assert (code, out) == (0, f"posted to room room-1 as oncall (inbox entry "
+                              f"{inbox_id.decode()})\n")
+    code, out = invoke("post", ROOM, "@sre hi", "--as", "oncall", "--json")
+    assert code == 0 and json.loads(out)["sender"] == "oncall"
+    assert set(json.loads(out)) == {"room", "sender", "inbox_id"}

@@ -97,3 +97,17 @@ def test_parley_status_piped_shows_every_id_whole(monkeypatch, fake_redis):
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.stdout.splitlines() if LONG_ID in line]
     assert "idle" in row
+
+
+def test_help_rewraps_each_paragraph_and_labels_no_flag_with_a_type(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    result = CliRunner().invoke(cli.app, ["run", "--help"], terminal_width=100)
+
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    assert "  --json             Print one JSON object\n" in result.output
+    # The docstring's second paragraph, broken after "first)," in the source, reads on.
+    lines = [line.strip() for line in result.output.splitlines()]
+    assert not [line for line in lines if line.endswith("printed first),")]
+    assert " ".join(lines).count("(the conversation or JSON object is printed first), 2 on "
+                                 "bad input") == 1

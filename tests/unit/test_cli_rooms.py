@@ -148,7 +148,7 @@ def test_archive_then_import_through_the_cli(client, room, tmp_path):
     path = tmp_path / "room.jsonl"
     before = client.transcript(room, "json")
 
-    code, archived = invoke("rooms", "archive", room, "--out", str(path))
+    code, archived = invoke("rooms", "archive", room, str(path))
 
     assert code == 0
     assert archived == (f"room {room} archived to {path}: 3 messages, 0 turn records, 0 posts "
@@ -158,7 +158,23 @@ def test_archive_then_import_through_the_cli(client, room, tmp_path):
     assert client.transcript(room, "json") == before
     code, again = invoke("rooms", "archive", room, "--out", str(path), "--json")
     assert code == 2 and again == f"parley: {path} exists: archives are never overwritten; " \
-                                  "choose another --out\n"
+                                  "choose another file\n"
+
+
+def test_archive_still_takes_its_file_as_out(client, room, tmp_path):
+    path = tmp_path / "room.jsonl"
+    assert invoke("rooms", "archive", room, "--out", str(path), "--keep") == (
+        0, f"room {room} archived to {path}: 3 messages, 0 turn records, 0 posts waiting; "
+           "kept in Redis\n")
+
+
+@pytest.mark.parametrize(("files", "line"), [
+    ((), "rooms archive needs the file to write: parley rooms archive ROOM FILE"),
+    (("a.jsonl", "--out", "b.jsonl"),
+     "rooms archive was given two files (a.jsonl and --out b.jsonl): give one"),
+])
+def test_archive_given_no_file_or_two_is_one_line(client, room, files, line):
+    assert invoke("rooms", "archive", room, *files) == (2, f"parley: {line}\n")
 
 
 def test_importing_a_file_that_is_not_an_archive_is_one_line(client, tmp_path):

@@ -38,7 +38,7 @@ def test_status_of_a_room_shows_each_stream_beside_its_cap(client):
     for turn in range(3):
         client.redis.xadd(keys.bids(ROOM), {"agent": "agent0", "turn": str(turn)})
 
-    result = CliRunner().invoke(cli.app, ["status", ROOM])
+    result = CliRunner().invoke(cli.app, ["status", ROOM, "--raw"])
 
     assert result.exit_code == 0, result.output
     streams = json.loads(result.output)["streams"]
@@ -62,7 +62,7 @@ def test_status_lists_a_failed_room_with_its_error(client):
                               args=["c1:1", 1, error, 1000])
 
     listing = CliRunner().invoke(cli.app, ["status"])
-    detail = CliRunner().invoke(cli.app, ["status", ROOM])
+    detail = CliRunner().invoke(cli.app, ["status", ROOM, "--raw"])
 
     assert listing.exit_code == 0, listing.output
     assert "room_error" in listing.output
@@ -71,3 +71,18 @@ def test_status_lists_a_failed_room_with_its_error(client):
     state = json.loads(detail.output)
     assert (state["status"], state["stop_reason"], state["stop_detail"], state["failed_takes"]) == (
         "failed", "room_error", error, "1")
+
+
+def test_status_of_a_room_shows_what_rooms_show_shows(client):
+    client.post(ROOM, "hello")
+
+    status = CliRunner().invoke(cli.app, ["status", ROOM])
+    shown = CliRunner().invoke(cli.app, ["rooms", "show", ROOM])
+
+    assert status.exit_code == 0, status.output
+    def facts(output: str) -> list[str]:  # "last activity" is relative to each command's now
+        return [line for line in output.splitlines() if not line.startswith("last activity")]
+
+    assert facts(status.output) == facts(shown.output)
+    assert status.output.startswith(f"room: {ROOM}\n")
+    assert "posts waiting: 1\n" in status.output

@@ -9,7 +9,6 @@ from parley.api.dashboard import (
     failures,
     floor_share,
     gini,
-    is_silent_answer,
     lease_age,
     panel_position,
     usage_series,
@@ -25,6 +24,7 @@ from parley.shared.models import (
     TurnRecord,
     Usage,
 )
+from parley.views.explain import is_silent_answer
 
 
 def agent_message(seq: int, sender: str) -> Message:

@@ -1,5 +1,5 @@
-"""The demo points at a dashboard only when one answers its health check, and never waits
-long for one that is not there."""
+"""The demo says which Redis it uses, points at a dashboard only when one answers its
+health check, and never waits long for one that is not there."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from parley.cli.demo import dashboard_url
+from parley.cli.demo import dashboard_url, private_redis_line, shared_redis_line
 from parley.processes import free_port
 
 
@@ -47,3 +47,12 @@ def test_no_dashboard_is_said_nothing_of_at_once():
     started = time.monotonic()
     assert dashboard_url(settings) is None  # type: ignore[arg-type]
     assert time.monotonic() - started < 2
+
+
+def test_the_demo_names_the_redis_it_uses_without_its_password():
+    url = "redis://:hunter2@redis.internal:6380/0"
+    assert shared_redis_line(url) == (
+        "using Redis at redis://:***@redis.internal:6380/0 (PARLEY_REDIS_URL)")
+    assert private_redis_line(url, 41234) == (
+        "no Redis answers at redis://:***@redis.internal:6380/0 (PARLEY_REDIS_URL): started a "
+        "private redis-server on 127.0.0.1:41234, stopped at the end")

@@ -178,5 +178,34 @@ def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():
     decision = policies.decide(spec, FIRST_TURN, bids)
 
     assert decision.stop is StopReason.ALL_FAILED
-    assert decision.detail.count("(likely fix: set OPENAI_API_KEY in the environment") == len(
-        spec.agents)
+    assert decision.detail.count("(likely fix: set OPENAI_API_KEY in the environment") == 1
+    assert decision.detail.startswith(f"{', '.join(spec.agent_names)}: MissingApiKey: ")
+
+
+def failed(agent: str, error: str, kind: ErrorKind) -> Bid:
+    return Bid(agent=agent, turn=1, status=BidStatus.ERROR, error=error, error_kind=kind)
+
+
+def test_the_all_failed_detail_says_each_error_and_fix_once_with_its_agents():
+    unset = "MissingApiKey: environment variable OPENAI_API_KEY is not set"
+    bids = [failed("A", unset, ErrorKind.MISSING_KEY),
+            failed("B", "RateLimitError: slow down", ErrorKind.RATE_LIMIT),
+            failed("C", unset, ErrorKind.MISSING_KEY),
+            failed("D", "RateLimitError: quota", ErrorKind.RATE_LIMIT),
+            failed("E", "scripted failure", ErrorKind.SCRIPTED),
+            timed_out("F", 1)]
+    spec = RoomSpec.model_validate({"agents": [
+        {"name": bid.agent, "model": "scripted", "script": []} for bid in bids]})
+
+    decision = policies.decide(spec, FIRST_TURN, bids)
+
+    assert decision.detail == (
+        "A, C: MissingApiKey: environment variable OPENAI_API_KEY is not set (likely fix: set "
+        "OPENAI_API_KEY in the environment of the workers serving this agent (the variable "
+        "its api_key_env names)); "
+        "B: RateLimitError: slow down; D: RateLimitError: quota (likely fix for B, D: lower "
+        "the request rate or raise the provider's quota); "
+        "E: scripted failure; "
+        "F: no answer before the deadline (likely fix: check that a worker consumes the "
+        "agent's queue, or raise the policy's bid_timeout_s (call_timeout_s in a selector or "
+        "round-table room))")

@@ -124,8 +124,11 @@ def test_the_server_answers_livez_readyz_metrics_and_names_its_paths(serve):
 def test_a_health_port_asked_for_and_taken_stops_the_process(serve):
     port = serve(Probes(Liveness(30), {}))
 
-    with pytest.raises(HealthPortError, match=f"127.0.0.1:{port}"):
+    with pytest.raises(HealthPortError) as raised:
         start_health_server(Probes(Liveness(30), {}), Settings(health_port=port), 1)
+    assert str(raised.value) == (
+        f"cannot serve health checks on 127.0.0.1:{port}: Address already in use; choose "
+        "another port with --health-port or PARLEY_HEALTH_PORT (0: no health server)")
 
 
 def test_the_default_health_port_taken_is_logged_and_the_process_runs_on(serve):

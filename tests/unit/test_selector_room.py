@@ -13,6 +13,7 @@ from parley.coordinator import policies
 from parley.coordinator.turn_loop import MESSAGE_LOG_CHARS
 from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
 from parley.shared.store import RoomStore
+from parley.views.transcript import transcript_text
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 
@@ -60,6 +61,16 @@ def test_seed_002_participants_speak_in_the_selectors_order(sync_redis, async_re
     state = store.read_state(ROOM)
     assert (state.status, state.stop_reason) == ("idle", StopReason.TERMINATE)
     assert state.answer == "cheaper hotel"
+
+
+def test_a_selector_rooms_messages_have_no_score(sync_redis, async_redis, keys):
+    spec = selector_spec(["planner", "TERMINATE"], {"planner": ["day plan"]})
+    store, _ = run_room(sync_redis, async_redis, keys, spec)
+
+    messages = store.read_messages(ROOM)
+    assert [m.score for m in messages] == [None, None]
+    assert transcript_text(messages) == (
+        "  1 User: Plan a 3-day Tokyo trip under $1,500\n  2 planner: day plan")
 
 
 def test_every_selector_turn_replays_to_its_decision(sync_redis, async_redis, keys):

@@ -182,6 +182,17 @@ def test_a_silent_turn_and_everyone_taking_an_unaddressed_message(sync_redis, as
     assert turn_line(spec, room.store.read_turns(ROOM)[1]).as_json()["silent"] is True
 
 
+def test_an_agent_named_by_the_last_speaker_is_said_named_by_it_though_already_queued(
+        sync_redis, async_redis, keys):
+    spec = mention_spec({"investigator": ["5xx since 14:02 @dev"],
+                         "dev": ["flag flipped. @oncall may I roll back?"], "sre": ["(silent)"]})
+    room = Room(sync_redis, async_redis, keys, spec)
+    room.post("checkout is failing")
+    assert mention_lines(room, spec)[:2] == [
+        "investigator's turn: oncall named nobody, so everyone takes it in turn · queue: dev, sre",
+        "dev's turn: named by investigator · dev asked oncall · queue: sre"]
+
+
 def test_a_turn_cut_by_listening_says_so(sync_redis, async_redis, keys):
     spec = mention_spec({"dev": ["never said"], "sre": ["sre here"]})
     room = Room(sync_redis, async_redis, keys, spec)
@@ -262,6 +273,9 @@ def test_what_to_do_next_names_the_room():
     assert next_steps(spec, StopReason.CANCELLED, "r1") == []
     assert next_steps(mention_spec({}), StopReason.WAITING_FOR_PERSON, "r1") == [
         'answer: parley post r1 --as NAME "..."']
+    assert next_steps(mention_spec({}), StopReason.WAITING_FOR_PERSON, "r1",
+                      ["oncall", "Ann Lee"]) == [
+        'answer: parley post r1 --as oncall "..." (also asked: Ann Lee)']
     assert all(next_steps(spec, reason, "r1") is not None for reason in StopReason)
 
 

@@ -186,8 +186,8 @@ def test_a_reply_speaking_for_another_participant_is_committed_cut_and_the_cut_r
     with structlog.testing.capture_logs() as logs:
         asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
 
-    assert [(m.sender, m.content) for m in store.read_messages(ROOM)] == [
-        ("User", "Launch?"), ("Optimist", "Ship it.")]
+    assert [(m.sender, m.content, m.score) for m in store.read_messages(ROOM)] == [
+        ("User", "Launch?", None), ("Optimist", "Ship it.", 0.9)]
     first = store.read_turns(ROOM)[0]
     assert first.cuts == {"Optimist": "Skeptic"}
     assert first.bids[0].message == "Ship it.\n**Skeptic:** I agree.\nUser: great"
