@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 from parley.coordinator.lease import Lease, LeaseLost
 from parley.coordinator.policies.base import POSTED, Decision
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord
+from parley.shared.models import Answer, FloorChange, PostedMessage, RoomSpec, TurnRecord
 from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
@@ -21,7 +21,7 @@ from parley.shared.records import (
     RoomState,
     agent_message_fields,
     agent_total_field,
-    bid_from_fields,
+    answer_from_fields,
     decode,
     floor_change_from_entry,
     run_total_field,
@@ -70,7 +70,7 @@ class OpenTurn:
     bids_from: str
     deadline: float
     opened_at: float
-    resumed: bool = False  # opened by an earlier holder: some bids may already be in
+    resumed: bool = False  # opened by an earlier holder: some answers may already be in
 
 
 def _fence(error: ResponseError) -> Exception:
@@ -157,15 +157,15 @@ class RoomIO:
                                           count=most)
         return [floor_change_from_entry(entry_id, raw) for entry_id, raw in entries]
 
-    async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
+    async def read_answers(self, room: str, after_id: str) -> list[tuple[str, Answer]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""
         entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
-        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+        return [(decode(entry_id), answer_from_fields(fields)) for entry_id, fields in entries]
 
-    async def wait_bids(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Bid]]:
+    async def wait_answers(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Answer]]:
         """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
         reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
-        return [(decode(entry_id), bid_from_fields(fields))
+        return [(decode(entry_id), answer_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
@@ -289,7 +289,7 @@ def floor_fields(decision: Decision) -> dict[str, str]:
     return {f"{FLOOR_FIELD_PREFIX}{name}": value for name, value in decision.floor_state.items()}
 
 
-def usage_increments(bids: list[Bid]) -> dict[str, str]:
+def usage_increments(answers: list[Answer]) -> dict[str, str]:
     """Increments of the room's, the run's and each agent's running totals: every call
     counts, and its tokens and cost."""
     increments: dict[str, float] = {}
@@ -297,12 +297,12 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
     def add(field_name: str, amount: float) -> None:
         increments[field_name] = increments.get(field_name, 0) + amount
 
-    for bid in bids:
-        add(agent_total_field(bid.agent, "calls"), 1)
+    for answer in answers:
+        add(agent_total_field(answer.agent, "calls"), 1)
         for total in CALL_TOTALS:
-            amount = float(getattr(bid, total))
+            amount = float(getattr(answer, total))
             if amount:
                 add(total, amount)
                 add(run_total_field(total), amount)
-                add(agent_total_field(bid.agent, total), amount)
+                add(agent_total_field(answer.agent, total), amount)
     return {field_name: repr(amount) for field_name, amount in increments.items()}

@@ -17,10 +17,10 @@ from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
 from parley.shared.logs import one_line
 from parley.shared.models import (
-    Bid,
-    BidRequest,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
+    CallRequest,
     ErrorKind,
     FloorChange,
     PostedMessage,
@@ -61,10 +61,10 @@ class TurnAnswers:
     cursor: str  # the answers stream id read up to
     committed_calls: dict[str, int]  # each agent's calls in earlier turns
     ops_after: str = "0-0"  # floor changes after this id came while the turn ran
-    answers: list[Bid] = field(default_factory=list)
-    arrived: dict[tuple[int, str], Bid] = field(default_factory=dict)
+    answers: list[Answer] = field(default_factory=list)
+    arrived: dict[tuple[int, str], Answer] = field(default_factory=dict)
 
-    def keep(self, entries: list[tuple[str, Bid]]) -> None:
+    def keep(self, entries: list[tuple[str, Answer]]) -> None:
         """Keep each call's first answer for this turn (late answers of earlier turns and
         redelivered duplicates are ignored) and move the cursor past them."""
         for self.cursor, answer in entries:  # noqa: B007 - the last id read is the cursor
@@ -190,7 +190,7 @@ class RoomRunner:
                             ops_after=last_op_id(state, view))
         if turn.resumed:
             # A fresh turn has no answers yet: only a resumed one reads what already came.
-            inbox.keep(await self.io.read_bids(self.lease.room, inbox.cursor))
+            inbox.keep(await self.io.read_answers(self.lease.room, inbox.cursor))
         phase = 0
         while True:
             await self.collect(turn, phase, calls, inbox)
@@ -238,7 +238,7 @@ class RoomRunner:
                 continue
             if block_ms <= 0:
                 break
-            inbox.keep(await self.io.wait_bids(room, inbox.cursor, block_ms))
+            inbox.keep(await self.io.wait_answers(room, inbox.cursor, block_ms))
         inbox.time_out(phase, calls)
 
     async def cut_listening(self, phase: int, calls: Calls, inbox: TurnAnswers) -> None:
@@ -262,7 +262,7 @@ class RoomRunner:
         by_queue: dict[str, list[str]] = {}
         for name in agents:
             by_queue.setdefault(self.spec.agent(name).queue, []).append(name)
-        template = BidRequest(
+        template = CallRequest(
             prefix=self.options.prefix, room=self.lease.room, turn=turn.number,
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
@@ -273,7 +273,7 @@ class RoomRunner:
         # loop (every other room of this coordinator) keeps moving.
         await asyncio.to_thread(self.transport.send, requests)
 
-    async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
+    async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Answer],
                      decision: Decision) -> Drained | None:
         """Write the decision with the fenced commit script and log the turn (and the
         warnings the decision asks for: logged once, as the turn is committed once);
@@ -324,10 +324,10 @@ def last_op_id(state: RoomState, view: TurnView) -> str:
     return view.ops[-1].id if view.ops else state.floor_state.get(OPS_ID_FIELD) or "0-0"
 
 
-def cancelled(agent: str, turn: int, kind: CallKind, phase: int, call: int) -> Bid:
+def cancelled(agent: str, turn: int, kind: CallKind, phase: int, call: int) -> Answer:
     """The answer of a call cut because its agent was set to only listen."""
-    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.ERROR, error="cut: the agent was set to only listen",
+    return Answer(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=AnswerStatus.ERROR, error="cut: the agent was set to only listen",
                error_kind=ErrorKind.CANCELLED)
 
 
@@ -337,14 +337,14 @@ def committed_calls(state: RoomState) -> dict[str, int]:
 
 
 def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int = 0,
-              call: int = 0) -> Bid:
+              call: int = 0) -> Answer:
     """The silent answer of a call that did not answer in time."""
-    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.TIMEOUT, error="no answer before the deadline",
+    return Answer(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=AnswerStatus.TIMEOUT, error="no answer before the deadline",
                error_kind=ErrorKind.NO_ANSWER)
 
 
-def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
+def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Answer],
                 decision: Decision, epoch: int) -> TurnRecord:
     """The record of a decided turn: all it was decided from, and the decision."""
     return TurnRecord(
@@ -376,7 +376,7 @@ def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
     )
 
 
-def call_usage(bid: Bid) -> dict[str, object]:
+def call_usage(bid: Answer) -> dict[str, object]:
     """One call's line in the per-turn log event."""
     return {"agent": bid.agent, "kind": bid.kind.value, "status": bid.status.value,
             "prompt_tokens": bid.prompt_tokens,

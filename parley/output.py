@@ -20,7 +20,7 @@ from rich.text import Text
 from parley.client import RoomDetails, RunResult
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
-from parley.shared.models import Bid, Message, RoomStatus
+from parley.shared.models import Answer, Message, RoomStatus
 from parley.shared.store import RoomSummary
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def open_turn_json(turn: TurnInFlight) -> dict[str, Any]:
             "answers": [answer_json(bid, None) for bid in turn.answers]}
 
 
-def answer_json(bid: Bid, adjusted: float | None) -> dict[str, Any]:
+def answer_json(bid: Answer, adjusted: float | None) -> dict[str, Any]:
     """One call's answer: raw and adjusted score, status, error, latency, tokens, cost."""
     return {"agent": bid.agent, "kind": bid.kind.value, "phase": bid.phase, "call": bid.call,
             "attempt": bid.attempt, "score": bid.score, "adjusted": adjusted,
@@ -294,7 +294,7 @@ def open_turn_line(turn: TurnInFlight) -> str:
             f"answered {len(turn.answered)} of {len(turn.agents)} · pending: {pending}")
 
 
-def answers_table(answers: list[Bid], adjusted: dict[str, float]) -> Table:
+def answers_table(answers: list[Answer], adjusted: dict[str, float]) -> Table:
     """A turn's answers: agent, kind, phase, raw and adjusted score, status, error kind,
     latency and tokens (prompt + completion)."""
     table = Table("agent", "kind", "phase", "score", "adjusted", "status", "error", "ms",

@@ -32,9 +32,9 @@ from parley.coordinator.policies import mention, roundtable, selector
 from parley.coordinator.policies.base import POSTED, bids_in_order
 from parley.coordinator.policies.common import usable
 from parley.shared.models import (
-    Bid,
+    Answer,
+    AnswerStatus,
     BidPolicy,
-    BidStatus,
     CallKind,
     ErrorKind,
     MentionPolicy,
@@ -47,12 +47,12 @@ from parley.shared.models import (
 )
 
 # What became of a call, as the line says it.
-OUTCOMES = {BidStatus.ERROR: "failed", BidStatus.UNPARSED: "unparsed",
-            BidStatus.TIMEOUT: "timed out"}
+OUTCOMES = {AnswerStatus.ERROR: "failed", AnswerStatus.UNPARSED: "unparsed",
+            AnswerStatus.TIMEOUT: "timed out"}
 
 
 @dataclass(frozen=True)
-class Answer:
+class ShownAnswer:
     """One call's answer as the line shows it: a raw score (and the adjusted one where the
     recency penalty applied), or why there is none."""
 
@@ -84,7 +84,7 @@ class TurnLine:
     run: int
     policy: str
     winner: str | None
-    answers: tuple[Answer, ...] = ()
+    answers: tuple[ShownAnswer, ...] = ()
     notes: tuple[str, ...] = ()
     decision: dict[str, Any] = field(default_factory=dict)
 
@@ -111,21 +111,21 @@ def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] 
     return build(spec, record)
 
 
-def answer_of(bid: Bid, adjusted: float | None = None) -> Answer:
+def answer_of(bid: Answer, adjusted: float | None = None) -> ShownAnswer:
     """A call's answer for the line; ``adjusted`` is shown only where it differs."""
     kind = bid.error_kind.value or None
-    if bid.status is not BidStatus.OK:
-        return Answer(bid.agent, bid.kind.value, OUTCOMES[bid.status], error_kind=kind)
+    if bid.status is not AnswerStatus.OK:
+        return ShownAnswer(bid.agent, bid.kind.value, OUTCOMES[bid.status], error_kind=kind)
     if not bid.message:  # as the policy has it: an empty message never wins
-        return Answer(bid.agent, bid.kind.value, "silent")
+        return ShownAnswer(bid.agent, bid.kind.value, "silent")
     penalised = adjusted is not None and abs(adjusted - bid.score) > 1e-9
-    return Answer(bid.agent, bid.kind.value, "bid", bid.score,
+    return ShownAnswer(bid.agent, bid.kind.value, "bid", bid.score,
                   adjusted if penalised else None)
 
 
-def failure_note(answer: Bid) -> str:
+def failure_note(answer: Answer) -> str:
     """``Skeptic could not respond (timeout)``: a reply that left nothing to post."""
-    kind = answer.error_kind.value or ("empty reply" if answer.status is BidStatus.OK
+    kind = answer.error_kind.value or ("empty reply" if answer.status is AnswerStatus.OK
                                        else answer.status.value)
     return f"{answer.agent} could not respond ({kind})"
 
@@ -182,7 +182,7 @@ def bid_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
                     {"tie_with": tie, "leader_without_penalty": leader})
 
 
-def tied_with(record: TurnRecord, bids: list[Bid]) -> list[str]:
+def tied_with(record: TurnRecord, bids: list[Answer]) -> list[str]:
     """The agents listed after the winner whose adjusted score shows as the winner's: it
     won the tie by being listed first."""
     winner = record.winner
@@ -190,7 +190,7 @@ def tied_with(record: TurnRecord, bids: list[Bid]) -> list[str]:
         return []
     shown = f"{record.adjusted[winner]:.2f}"
     return [b.agent for b in bids if b.agent != winner and b.message
-            and b.status is BidStatus.OK and f"{record.adjusted.get(b.agent, -1):.2f}" == shown]
+            and b.status is AnswerStatus.OK and f"{record.adjusted.get(b.agent, -1):.2f}" == shown]
 
 
 # -- selector -------------------------------------------------------------------------
@@ -220,10 +220,10 @@ def selector_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
                     {"picks": picks, "rotation": rotated})
 
 
-def pick_of(policy: SelectorPolicy, names: tuple[str, ...], answer: Bid,
+def pick_of(policy: SelectorPolicy, names: tuple[str, ...], answer: Answer,
             last: str | None) -> dict[str, Any]:
     """One selector answer: what it said, whether the rules allowed it, and why not."""
-    if answer.status is not BidStatus.OK:
+    if answer.status is not AnswerStatus.OK:
         why = f"{OUTCOMES[answer.status]} ({answer.error_kind.value or answer.status.value})"
         return {"said": None, "allowed": False, "why": why, "text": why}
     said = selector.read_choice(answer.message)
@@ -297,14 +297,14 @@ def mention_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecor
                      "queued": queued, "asked": asked, "queue": queue})
 
 
-def is_silence(spec: RoomSpec, answer: Bid) -> bool:
+def is_silence(spec: RoomSpec, answer: Answer) -> bool:
     """True when a discussion turn's answer is the room's silent token."""
     policy = spec.policy
     assert isinstance(policy, MentionPolicy)
     return usable(answer) and mention.is_silent(policy, answer.message)
 
 
-def discuss_note(answer: Bid, silent: bool) -> str:
+def discuss_note(answer: Answer, silent: bool) -> str:
     """What became of a discussion turn that posted nothing: cut, silent or failed."""
     if answer.error_kind is ErrorKind.CANCELLED:
         return f"{answer.agent} was cut: it was set to only listen"

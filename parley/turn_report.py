@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision
 from parley.coordinator.turn_loop import TurnAnswers, committed_calls, view_of
-from parley.shared.models import Bid, CallKind, RoomSpec, StopReason, TurnRecord
+from parley.shared.models import Answer, CallKind, RoomSpec, StopReason, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.store import RoomStore
 
@@ -25,7 +25,7 @@ class DecidedTurn:
 
     turn: int
     run: int
-    answers: list[Bid]
+    answers: list[Answer]
     adjusted: dict[str, float]
     winner: str | None
     score: float | None
@@ -54,7 +54,7 @@ class TurnInFlight:
     agents: list[str]
     answered: list[str]
     pending: list[str]
-    answers: list[Bid] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     opened_at: float = 0.0
     deadline: float = 0.0
 
@@ -79,7 +79,7 @@ def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> Tu
     return TurnReport(room, [DecidedTurn.of_record(record) for record in records], open_turn)
 
 
-def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Bid]]
+def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Answer]]
                        ) -> TurnInFlight:
     """Where the open turn of ``state`` stands, given the answers stream's entries since the
     turn opened (``turn_bids_from``): late answers of other turns are left out, and each

@@ -21,7 +21,7 @@ type                    written by                          fields
 ``message_committed``   drain.lua (posts), commit.lua       seq, sender, run; turn (agents'
                         (the turn's winner)                 messages); inbox_id (posts)
 ``turn_opened``         open_turn.lua                       turn, run, phase, deadline
-``answer_arrived``      write_bids.lua (the worker), with   turn, agent, kind, phase, score,
+``answer_arrived``      write_answers.lua (the worker), with   turn, agent, kind, phase, score,
                         the answer                          status, error_kind (failed calls),
                                                             latency_ms
 ``message_chunk``       write_chunk.lua (the worker, while      turn, run, phase, agent, index
@@ -108,7 +108,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from parley.shared.records import decode, decode_fields
 
 
@@ -181,7 +181,7 @@ class AnswerArrived(Event):
     kind: CallKind = CallKind.BID
     phase: int = 0
     score: float = 0.0
-    status: BidStatus = BidStatus.OK
+    status: AnswerStatus = AnswerStatus.OK
     error_kind: ErrorKind = ErrorKind.NONE
     latency_ms: float = 0.0
 
@@ -280,9 +280,9 @@ def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
     return model.model_validate(data)
 
 
-def answer_event_fields(bid: Bid) -> dict[str, str]:
+def answer_event_fields(bid: Answer) -> dict[str, str]:
     """The ``answer_arrived`` fields of a worker's answer but ``type`` and ``ts``, which
-    write_bids.lua adds as it writes the event beside the answer."""
+    write_answers.lua adds as it writes the event beside the answer."""
     fields = {"turn": str(bid.turn), "agent": bid.agent, "kind": bid.kind.value,
               "phase": str(bid.phase), "score": repr(bid.score), "status": bid.status.value}
     if bid.error_kind is not ErrorKind.NONE:

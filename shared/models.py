@@ -1,4 +1,4 @@
-"""The public data shapes: room specs (the YAML contract), messages, bids, turn records."""
+"""The public data shapes: room specs (the YAML contract), messages, answers, turn records."""
 
 from __future__ import annotations
 
@@ -626,11 +626,11 @@ STREAMED_KINDS = frozenset({CallKind.REPLY, CallKind.SPEAK, CallKind.PANEL, Call
                             CallKind.DISCUSS})
 
 
-class BidStatus(StrEnum):
-    """What became of one agent's bid in a turn."""
+class AnswerStatus(StrEnum):
+    """What became of one call in a turn (of any kind)."""
 
-    OK = "ok"  # parsed into (score, message); may still be silent by choice
-    UNPARSED = "unparsed"  # the model answered but not with a usable respond call
+    OK = "ok"  # parsed into its answer (a bid's score and message); may be silent by choice
+    UNPARSED = "unparsed"  # the model answered, but not in a shape its kind can read
     ERROR = "error"  # the call raised
     TIMEOUT = "timeout"  # nothing arrived before the deadline
 
@@ -694,9 +694,10 @@ class FloorChange(BaseModel):
     text: str = ""
 
 
-class Bid(BaseModel):
-    """What one call returned (or that it returned nothing): an agent's bid, the
-    selector's pick or a participant's reply, by ``kind``."""
+class Answer(BaseModel):
+    """What one call returned (or that it returned nothing), of every kind: an agent's bid,
+    the selector's pick, a participant's reply, a classifier's judgment, by ``kind``. Kept
+    in the room's answers stream (its key and fields keep their first name, ``bids``)."""
 
     agent: str
     turn: int
@@ -705,7 +706,7 @@ class Bid(BaseModel):
     call: int = 0  # the agent's call number in the room (1 first), for scripted replay
     score: float = 0.0
     message: str = ""
-    status: BidStatus = BidStatus.OK
+    status: AnswerStatus = AnswerStatus.OK
     error: str = ""
     error_kind: ErrorKind = ErrorKind.NONE
     attempt: int = 0
@@ -718,8 +719,8 @@ class Bid(BaseModel):
 
     @property
     def failed(self) -> bool:
-        """True when the agent could not bid at all (as opposed to choosing silence)."""
-        return self.status in (BidStatus.ERROR, BidStatus.UNPARSED)
+        """True when the call could not answer at all (as opposed to choosing silence)."""
+        return self.status in (AnswerStatus.ERROR, AnswerStatus.UNPARSED)
 
 
 class TurnRecord(BaseModel):
@@ -739,7 +740,7 @@ class TurnRecord(BaseModel):
     # Whom each message the turn read or posted addressed, by seq ("posted": the turn's own
     # message, whose seq is given at commit): a mention room's only.
     addressed: dict[str, list[str]] = Field(default_factory=dict)
-    bids: list[Bid]
+    bids: list[Answer]
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None
     score: float | None = None
@@ -777,7 +778,7 @@ class TurnRecord(BaseModel):
         return sum(bid.cost_usd for bid in self.bids)
 
 
-class BidRequest(BaseModel):
+class CallRequest(BaseModel):
     """One Celery task's payload: a chunk of calls of one kind, on the same snapshot."""
 
     prefix: str

@@ -1,4 +1,4 @@
-"""Flat Redis field encodings of messages, bids, state and turn records, both ways.
+"""Flat Redis field encodings of messages, answers, state and turn records, both ways.
 
 Dashboards read these fields directly, so each value is a plain string: numbers as
 decimals, absent values as absent fields, lists as JSON.
@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from parley.shared.models import Bid, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
+from parley.shared.models import Answer, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
@@ -72,14 +72,14 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
                          "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
-def bid_fields(bid: Bid) -> dict[str, str]:
-    """A bid as bids-stream fields."""
-    return {name: _plain(value) for name, value in bid.model_dump().items()}
+def answer_fields(answer: Answer) -> dict[str, str]:
+    """A call's answer as answers (bids) stream fields."""
+    return {name: _plain(value) for name, value in answer.model_dump().items()}
 
 
-def bid_from_fields(fields: dict[Any, Any]) -> Bid:
-    """A bids-stream entry as a Bid."""
-    return Bid.model_validate(decode_fields(fields))
+def answer_from_fields(fields: dict[Any, Any]) -> Answer:
+    """An answers (bids) stream entry as an Answer."""
+    return Answer.model_validate(decode_fields(fields))
 
 
 def _plain(value: Any) -> str:
@@ -197,8 +197,8 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     fields["adjusted"] = orjson.dumps(record.adjusted).decode()
     fields["cuts"] = orjson.dumps(record.cuts).decode()
     # Fields at their defaults are left out of each answer: a turn record is kept per turn.
-    fields["bids"] = orjson.dumps([bid.model_dump(mode="json", exclude_defaults=True)
-                                   for bid in record.bids]).decode()
+    fields["bids"] = orjson.dumps([answer.model_dump(mode="json", exclude_defaults=True)
+                                   for answer in record.bids]).decode()
     return fields
 
 

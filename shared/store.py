@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from parley.shared.events import Event, answer_event_fields, event_from_entry
 from parley.shared.keys import Keys, check_room_id
 from parley.shared.models import (
-    Bid,
+    Answer,
     FloorChange,
     Message,
     RoomSpec,
@@ -39,8 +39,8 @@ from parley.shared.models import (
 from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
-    bid_fields,
-    bid_from_fields,
+    answer_fields,
+    answer_from_fields,
     check_post,
     decode,
     floor_change_from_entry,
@@ -292,11 +292,11 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", "+", count=count)
         return [message_from_fields(fields) for _, fields in entries]
 
-    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Bid]]:
+    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Answer]]:
         """Answers still in the room's answers stream after the id ``after``, oldest first,
         each with its entry id."""
         entries = self.redis.xrange(self.keys.bids(room), f"({after}", "+")
-        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+        return [(decode(entry_id), answer_from_fields(fields)) for entry_id, fields in entries]
 
     def read_events(self, room: str, after: str = "0-0", count: int | None = None
                     ) -> list[Event]:
@@ -352,19 +352,19 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.turns(room), f"({after}", "+")
         return [(decode(entry_id), turn_record_from_fields(f)) for entry_id, f in entries]
 
-    def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
-        """Append a worker's bid to the room's bids stream."""
-        self.write_bids(room, [bid], maxlen)
+    def write_answer(self, room: str, answer: Answer, maxlen: int) -> None:
+        """Append a worker's answer to the room's answers (bids) stream."""
+        self.write_answers(room, [answer], maxlen)
 
-    def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> int:
-        """Append bids to the room's bids stream, each with its ``answer_arrived`` event,
+    def write_answers(self, room: str, answers: list[Answer], maxlen: int) -> int:
+        """Append answers to the room's answers (bids) stream, each with its ``answer_arrived`` event,
         in one round trip; returns how many were written: none when the room is gone
         (deleted, archived or expired meanwhile)."""
         args: list[Any] = [maxlen, self.events_maxlen]
-        for bid in bids:
-            fields, event = bid_fields(bid), answer_event_fields(bid)
+        for answer in answers:
+            fields, event = answer_fields(answer), answer_event_fields(answer)
             args += [len(fields), *_pairs(fields), len(event), *_pairs(event)]
-        return int(self.scripts.write_bids(
+        return int(self.scripts.write_answers(
             keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room)],
             args=args))
 

@@ -1,4 +1,4 @@
-"""The ``parley.bid`` task: bid for a chunk of a room's agents, against one snapshot."""
+"""The ``parley.call`` task: answer a chunk of a room's calls of one kind, against one snapshot."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from parley.shared.models import (
     STREAMED_KINDS,
     AgentSpec,
     BidPolicy,
-    BidRequest,
     CallKind,
+    CallRequest,
     MentionPolicy,
     Message,
     RoomSpec,
@@ -31,7 +31,7 @@ from parley.shared.protocol import CALL_TASK
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.app import app
-from parley.workers.bidding import call_in, make_bid
+from parley.workers.calls import answer_call, call_in
 from parley.workers.prompts import discussion_notes, system_message
 from parley.workers.streaming import ChunkWriter
 
@@ -50,11 +50,11 @@ REDIS_RETRIES = 30
 
 @cache
 def _redis() -> redis.Redis:
-    # Every task thread may write bids at once: past redis-py's default cap of 100
+    # Every task thread may write answers at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
-    # A dropped connection (a Redis restart) is retried: a bid written twice is harmless,
+    # A dropped connection (a Redis restart) is retried: an answer written twice is harmless,
     # the coordinator keeps each agent's first. Retries come at most worker_reconnect_max_s
-    # apart and go on through a long outage: a bid that cost a model call is worth keeping,
+    # apart and go on through a long outage: an answer that cost a model call is worth keeping,
     # and the coordinator gives a turn that overlapped an outage its time again.
     settings = get_settings()
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
@@ -156,7 +156,7 @@ _transcripts = TranscriptCache()
 @app.task(name=CALL_TASK)
 def answer_calls(request: dict) -> None:
     """Answer each call of the chunk concurrently; write each answer as soon as it exists."""
-    req = BidRequest.model_validate(request)
+    req = CallRequest.model_validate(request)
     if time.time() > req.deadline:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
         return
@@ -165,7 +165,7 @@ def answer_calls(request: dict) -> None:
         answer_chunk(req)
 
 
-def answer_chunk(req: BidRequest) -> None:
+def answer_chunk(req: CallRequest) -> None:
     """Run the chunk's calls side by side, each in this task's log context."""
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
@@ -173,7 +173,7 @@ def answer_chunk(req: BidRequest) -> None:
     maxlen = get_settings().bids_stream_maxlen
     callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, make_bid, agent, spec.agents,
+        _calls.submit(contextvars.copy_context().run, answer_call, agent, spec.agents,
                       call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -182,12 +182,12 @@ def answer_chunk(req: BidRequest) -> None:
         # Bids that finish together go out in one round trip and wake the coordinator once.
         done, pending = wait(pending, return_when=FIRST_COMPLETED)
         answers = [future.result() for future in done]
-        store.write_bids(req.room, answers, maxlen)
+        store.write_answers(req.room, answers, maxlen)
         for answer in answers:
             metrics.observe_answer(answer, callers[answer.agent].model)
 
 
-def chunk_writer(store: RoomStore, spec: RoomSpec, req: BidRequest, name: str
+def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str
                  ) -> ChunkWriter | None:
     """Where a call whose answer is posted writes its text as it comes (the room's events
     stream); None for the other calls. A mention room's silent token is never shown."""
@@ -201,7 +201,7 @@ def chunk_writer(store: RoomStore, spec: RoomSpec, req: BidRequest, name: str
     return ChunkWriter(sink, hold)
 
 
-def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
+def caller(spec: RoomSpec, req: CallRequest, name: str) -> AgentSpec:
     """The agent a call goes to; in a mention room's turn, with the room's notes for the
     turn (its people, the silent token, an instruction) after its system prompt; for an
     intent, with the room's intent_max_tokens as its most."""
@@ -218,7 +218,7 @@ def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
     return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
 
 
-def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
+def _transcript_once(store: RoomStore, req: CallRequest):  # noqa: ANN202
     """The snapshot's messages, read at most once per task and only if an agent needs it."""
     lock = Lock()
     cached: list[list[Message]] = []

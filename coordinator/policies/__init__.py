@@ -25,8 +25,8 @@ from parley.coordinator.policies import bid, mention, roundtable, selector
 from parley.coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
 from parley.coordinator.policies.budget import budget_stop
 from parley.coordinator.policies.common import failure_stop, nobody_answered
-from parley.coordinator.policies.impersonation import cut_bids
-from parley.shared.models import Bid, RoomSpec, TurnRecord
+from parley.coordinator.policies.impersonation import cut_answers
+from parley.shared.models import Answer, RoomSpec, TurnRecord
 
 POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable,
                                    "mention": mention}
@@ -49,11 +49,11 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return budget_stop(spec.limits, view) or POLICIES[spec.policy.kind].first_calls(spec, view)
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """The next phase of the turn, or its outcome, given every answer so far (missing
     calls as timeouts), each reply first cut where it starts speaking for another
     participant."""
-    answers, cuts = cut_bids(spec, answers)
+    answers, cuts = cut_answers(spec, answers)
     policy = POLICIES[spec.policy.kind]
     if spec.policy.kind in OWN_FAILURE_RULES:
         return replace(policy.decide(spec, view, answers), cuts=cuts)

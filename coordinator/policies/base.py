@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from parley.shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
+from parley.shared.models import Answer, CallKind, RoomStatus, StopReason, Usage
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,9 @@ def stopped(reason: StopReason, recent: tuple[str, ...], detail: str = "") -> De
     return Decision(recent=recent, stop=reason, detail=detail)
 
 
-def bids_in_order(agents: tuple[str, ...], bids: list[Bid]) -> list[Bid]:
+def bids_in_order(agents: tuple[str, ...], bids: list[Answer]) -> list[Answer]:
     """One bid per agent in spec order (the first bid per agent counts)."""
-    by_agent: dict[str, Bid] = {}
+    by_agent: dict[str, Answer] = {}
     for bid in bids:
         by_agent.setdefault(bid.agent, bid)
     return [by_agent[name] for name in agents if name in by_agent]

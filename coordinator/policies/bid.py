@@ -37,7 +37,7 @@ from typing import cast
 
 from parley.coordinator.policies.base import Calls, Decision, TurnView, bids_in_order, stopped
 from parley.coordinator.policies.common import usable
-from parley.shared.models import Bid, BidPolicy, CallKind, RoomSpec, StopReason
+from parley.shared.models import Answer, BidPolicy, CallKind, RoomSpec, StopReason
 
 
 def recent_window(policy: BidPolicy) -> int:
@@ -45,7 +45,7 @@ def recent_window(policy: BidPolicy) -> int:
     return max(1, policy.recency_window)
 
 
-def adjusted_scores(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...]) -> dict[str, float]:
+def adjusted_scores(policy: BidPolicy, bids: list[Answer], recent: tuple[str, ...]) -> dict[str, float]:
     """Each bid's score after the recency penalty."""
     penalised = set(recent[-recent_window(policy):])
     return {
@@ -54,10 +54,10 @@ def adjusted_scores(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...])
     }
 
 
-def select_speaker(policy: BidPolicy, bids: list[Bid], recent: tuple[str, ...]) -> Bid | None:
+def select_speaker(policy: BidPolicy, bids: list[Answer], recent: tuple[str, ...]) -> Answer | None:
     """The strict, recency-adjusted argmax over non-empty bids, or None for a lull."""
     adjusted = adjusted_scores(policy, bids, recent)
-    best: Bid | None = None
+    best: Answer | None = None
     best_adjusted = policy.threshold
     for bid in bids:
         if not bid.message:
@@ -86,7 +86,7 @@ def first_kind(policy: BidPolicy) -> CallKind:
     return CallKind.INTENT if policy.bid_mode == "intent" else CallKind.BID
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """Pick this turn's speaker from every agent's bid, or end the run on a lull; in intent
     mode, ask the winner for its reply first."""
     policy = settings(spec)

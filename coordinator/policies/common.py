@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 
 from parley.coordinator.policies.base import Decision, TurnView, stopped
-from parley.shared.models import Bid, BidStatus, ErrorKind, StopReason
+from parley.shared.models import Answer, AnswerStatus, ErrorKind, StopReason
 
 FUNCTION_CALLING_FIX = "use a model that supports function calling (tool calls)"
 
@@ -109,12 +109,12 @@ def likely_fix(kind: ErrorKind, error: str = "") -> str:
     return (refine(error) if refine else "") or FIXES.get(kind, "")
 
 
-def nobody_answered(answers: list[Bid]) -> bool:
+def nobody_answered(answers: list[Answer]) -> bool:
     """True when every call of the turn so far timed out."""
-    return bool(answers) and all(answer.status is BidStatus.TIMEOUT for answer in answers)
+    return bool(answers) and all(answer.status is AnswerStatus.TIMEOUT for answer in answers)
 
 
-def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str) -> Decision | None:
+def failure_stop(view: TurnView, bids: list[Answer], timeout_s: float, queues: str) -> Decision | None:
     """Stop the run when no bid arrived at all, or when every agent failed on turn one.
 
     A failing agent is silent, as in swarms; but a room where nobody can bid is broken, and
@@ -126,36 +126,36 @@ def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str)
             f"consuming queue {queues}?"
         )
         return stopped(StopReason.NO_BIDS, view.recent, detail)
-    if view.run_turns == 1 and bids and all(bid.failed or bid.status is BidStatus.TIMEOUT
+    if view.run_turns == 1 and bids and all(bid.failed or bid.status is AnswerStatus.TIMEOUT
                                             for bid in bids):
         return stopped(StopReason.ALL_FAILED, view.recent, all_failed_detail(bids))
     return None
 
 
-def all_failed_detail(bids: list[Bid]) -> str:
+def all_failed_detail(bids: list[Answer]) -> str:
     """One ``agent: error (likely fix: ...)`` entry per agent, joined by semicolons."""
     return "; ".join(failure_line(bid) for bid in bids)
 
 
-def failure_line(answer: Bid) -> str:
+def failure_line(answer: Answer) -> str:
     """``agent: error (likely fix: ...)``: what failed, and what to do about it."""
     fix = likely_fix(answer.error_kind, answer.error)
     return f"{answer.agent}: {failure_reason(answer)}" + (f" (likely fix: {fix})" if fix else "")
 
 
-def usable(answer: Bid) -> bool:
+def usable(answer: Answer) -> bool:
     """True when the answer holds text to post: the call worked and said something."""
-    return answer.status is BidStatus.OK and bool(answer.message.strip())
+    return answer.status is AnswerStatus.OK and bool(answer.message.strip())
 
 
-def failure_reason(answer: Bid) -> str:
+def failure_reason(answer: Answer) -> str:
     """Why an answer that is not usable has nothing to post: its error, or that it was
     empty (a reply cut to nothing, or only whitespace)."""
     if answer.error:
         return answer.error
-    return "an empty reply" if answer.status is BidStatus.OK else answer.status.value
+    return "an empty reply" if answer.status is AnswerStatus.OK else answer.status.value
 
 
-def could_not_respond(answer: Bid) -> str:
+def could_not_respond(answer: Answer) -> str:
     """The note posted for an agent whose call failed or said nothing."""
     return f"({answer.agent} could not respond: {failure_reason(answer)})"

@@ -75,7 +75,7 @@ from parley.coordinator.policies.common import could_not_respond, usable
 from parley.shared.mentions import addressed
 from parley.shared.models import (
     DISPATCH_NAME,
-    Bid,
+    Answer,
     CallKind,
     ErrorKind,
     MentionPolicy,
@@ -200,7 +200,7 @@ class Dispatch:
     (0: none), its answer once it came, and what was decided from it."""
 
     seq: int = 0
-    answer: Bid | None = None
+    answer: Answer | None = None
     agents: list[str] = field(default_factory=list)
     reason: str = ""  # classifier, none or fallback, once decided
 
@@ -337,7 +337,7 @@ def dispatched_seq(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...]) -> 
 
 
 def read_all(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...],
-             answer: Bid | None = None) -> tuple[Floor, Dispatch]:
+             answer: Answer | None = None) -> tuple[Floor, Dispatch]:
     """The floor once every unread posted message is applied (a new floor), and the
     classifier's part (``answer``: its call's answer, when it came)."""
     dispatch = Dispatch(seq=dispatched_seq(spec, floor, unread), answer=answer)
@@ -398,7 +398,7 @@ class Plan:
     end: Decision | None = None
 
 
-def plan(spec: RoomSpec, view: TurnView, answers: list[Bid] | tuple[Bid, ...] = ()) -> Plan:
+def plan(spec: RoomSpec, view: TurnView, answers: list[Answer] | tuple[Answer, ...] = ()) -> Plan:
     """The floor once the unread messages are read (with the classifier's answer among
     ``answers``), and who takes the turn, or why no one does."""
     judgment = next((a for a in answers if a.kind is CallKind.DISPATCH), None)
@@ -455,7 +455,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return planned.calls
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """Post the agent's answer (unless silent) and queue whom it names; after the
     classifier's call, the agent it gives the turn to is asked (or the run ends)."""
     planned = plan(spec, view, answers)
@@ -507,7 +507,7 @@ def _bare(text: str) -> str:
     return word.strip("()[]{}<> \t").strip().casefold()
 
 
-def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Bid) -> Decision:
+def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Answer) -> Decision:
     """The floor once ``answer``'s turn has ended, and what it posts."""
     policy = settings(spec)
     speaker = answer.agent

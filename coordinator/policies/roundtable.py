@@ -37,8 +37,8 @@ from parley.coordinator.policies.common import (
     usable,
 )
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     ErrorKind,
     RoomSpec,
@@ -81,7 +81,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return turn_calls(spec, view)
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """Post the panelist's turn, or the moderator's verdict; a failed moderator ends the
     run failed."""
     calls = turn_calls(spec, view)
@@ -94,7 +94,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     return panel_turn(answer, view)
 
 
-def panel_turn(answer: Bid, view: TurnView) -> Decision:
+def panel_turn(answer: Answer, view: TurnView) -> Decision:
     """The panelist's turn as posted: its reply, or a note saying why it has none."""
     state = {SPOKEN: str(spoken(view) + 1)}
     if usable(answer):
@@ -106,7 +106,7 @@ def panel_turn(answer: Bid, view: TurnView) -> Decision:
                     recent=(answer.agent,), policy_state=state, log_lines=(failed,))
 
 
-def verdict(answer: Bid, view: TurnView) -> Decision:
+def verdict(answer: Answer, view: TurnView) -> Decision:
     """The moderator's verdict ends the run; without one the run ends failed."""
     if not usable(answer):
         return Decision(recent=view.recent, stop=StopReason.MODERATOR_FAILED,
@@ -115,9 +115,9 @@ def verdict(answer: Bid, view: TurnView) -> Decision:
                     stop=StopReason.VERDICT, answer=answer.message)
 
 
-def failure_kind(answer: Bid) -> str:
+def failure_kind(answer: Answer) -> str:
     """The failure's kind as logged: the answer's ``ErrorKind``, or ``empty_reply`` for a
     call that worked but left nothing to post."""
     if answer.error_kind is not ErrorKind.NONE:
         return answer.error_kind.value
-    return EMPTY_REPLY if answer.status is BidStatus.OK else ErrorKind.OTHER.value
+    return EMPTY_REPLY if answer.status is AnswerStatus.OK else ErrorKind.OTHER.value

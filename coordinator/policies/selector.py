@@ -30,8 +30,8 @@ from parley.coordinator.policies.base import Calls, Decision, TurnView, stopped
 from parley.coordinator.policies.common import could_not_respond, usable
 from parley.shared.models import (
     SELECTOR_NAME,
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     RoomSpec,
     SelectorPolicy,
@@ -54,11 +54,11 @@ def read_choice(text: str) -> str:
     return word
 
 
-def valid_choice(policy: SelectorPolicy, names: tuple[str, ...], answer: Bid,
+def valid_choice(policy: SelectorPolicy, names: tuple[str, ...], answer: Answer,
                  last: str | None) -> str | None:
     """The participant (or TERMINATE) the answer names, or None when it names nobody the
     rules allow."""
-    if answer.status is not BidStatus.OK:
+    if answer.status is not AnswerStatus.OK:
         return None
     word = name_key(read_choice(answer.message))
     if word == TERMINATE.casefold():
@@ -98,7 +98,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return Calls(CallKind.SELECT, (SELECTOR_NAME,))
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """The next phase (a retry, the participant's reply) or the turn's outcome."""
     policy = settings(spec)
     names = spec.agent_names
@@ -119,7 +119,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     return post(spec, view, reply)
 
 
-def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
+def post(spec: RoomSpec, view: TurnView, reply: Answer) -> Decision:
     """Post the participant's reply and check the stop rules."""
     worked = usable(reply)
     message = reply.message if worked else could_not_respond(reply)

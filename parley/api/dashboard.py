@@ -17,7 +17,7 @@ from fastapi import APIRouter, Query
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
 from parley.coordinator.policies import roundtable
-from parley.shared.models import BidStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from parley.shared.models import AnswerStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
 from parley.shared.records import message_from_fields, usage_from
 
 # Failed calls listed per room: the newest, enough for a screen.
@@ -85,7 +85,7 @@ def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list
     failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
                "kind": bid.kind.value, "status": bid.status.value,
                "error_kind": bid.error_kind.value or None, "error": bid.error or None}
-              for record in records for bid in record.bids if bid.status is not BidStatus.OK]
+              for record in records for bid in record.bids if bid.status is not AnswerStatus.OK]
     return failed[::-1][:limit]
 
 

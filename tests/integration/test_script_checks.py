@@ -405,7 +405,7 @@ def test_cancel_pause_resume_and_answers_with_a_bad_events_cap_write_nothing(
         scripts.resume(keys=[keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)], args=[cap])
     store.redis.hdel(keys.state(ROOM), "paused")
     with pytest.raises(redis.ResponseError, match="BADARG the caps"):
-        scripts.write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+        scripts.write_answers(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
                            args=[100, cap, 1, "agent", "A", 1, "agent", "A"])
     assert (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
             store.redis.xrange(keys.bids(ROOM))) == before
@@ -418,6 +418,6 @@ def test_cancel_pause_resume_and_answers_with_a_bad_events_cap_write_nothing(
 ])
 def test_answers_that_are_not_counted_pairs_write_nothing(store, keys, any_redis, args):
     with pytest.raises(redis.ResponseError, match="BADARG an answer needs"):
-        Scripts(any_redis).write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
+        Scripts(any_redis).write_answers(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM)],
                                       args=args)
     assert any_redis.xlen(keys.bids(ROOM)) == any_redis.xlen(keys.events(ROOM)) == 0

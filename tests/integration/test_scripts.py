@@ -8,7 +8,7 @@ import redis
 
 from parley.coordinator.room_io import usage_increments
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, RoomSpec, Usage
+from parley.shared.models import Answer, RoomSpec, Usage
 from parley.shared.records import RoomState
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
@@ -180,7 +180,7 @@ def test_a_new_run_starts_its_totals_from_zero_and_the_rooms_carry_on(store, scr
     store.post(ROOM, "User", "task")
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
-    usage = usage_increments([Bid(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
+    usage = usage_increments([Answer(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
                                   cost_usd=0.25)])
     payload = {"fields": {}, "usage": usage, "record": {"turn": "1"}, "turns_maxlen": "1000",
                "log_maxlen": "0", "events_maxlen": "1000",

@@ -12,7 +12,7 @@ from parley.api.dashboard import (
     panel_position,
     usage_series,
 )
-from parley.shared.models import Bid, BidStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
+from parley.shared.models import Answer, AnswerStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
 
 
 def agent_message(seq: int, sender: str) -> Message:
@@ -23,7 +23,7 @@ def post(seq: int, sender: str) -> Message:
     return Message(seq=seq, sender=sender, content="x", run=1)
 
 
-def record(turn: int, bids: list[Bid], decided_at: float = 0.0) -> TurnRecord:
+def record(turn: int, bids: list[Answer], decided_at: float = 0.0) -> TurnRecord:
     return TurnRecord(turn=turn, run=1, run_turns=turn, epoch=1, snapshot_seq=turn,
                       messages_in_run=turn, recent=[], bids=bids, decided_at=decided_at)
 
@@ -66,10 +66,10 @@ def test_floor_share_of_a_room_nobody_spoke_in_is_all_zero() -> None:
 
 
 def test_usage_series_is_cumulative_and_ends_at_the_room_totals() -> None:
-    records = [record(1, [Bid(agent="a", turn=1, prompt_tokens=10, completion_tokens=2,
+    records = [record(1, [Answer(agent="a", turn=1, prompt_tokens=10, completion_tokens=2,
                               cost_usd=0.01),
-                          Bid(agent="b", turn=1, prompt_tokens=5, cost_usd=0.005)], 100.0),
-               record(2, [Bid(agent="a", turn=2, prompt_tokens=20, completion_tokens=4,
+                          Answer(agent="b", turn=1, prompt_tokens=5, cost_usd=0.005)], 100.0),
+               record(2, [Answer(agent="a", turn=2, prompt_tokens=20, completion_tokens=4,
                               cost_usd=0.02)], 101.0)]
     # 7 prompt tokens were spent on a turn no record has (cancelled, or trimmed away).
     totals = Usage(prompt_tokens=42, completion_tokens=6, cost_usd=0.035)
@@ -81,15 +81,15 @@ def test_usage_series_is_cumulative_and_ends_at_the_room_totals() -> None:
 
 
 def test_usage_series_never_starts_below_zero() -> None:
-    records = [record(1, [Bid(agent="a", turn=1, prompt_tokens=10)])]
+    records = [record(1, [Answer(agent="a", turn=1, prompt_tokens=10)])]
     assert usage_series(records, Usage())[0]["prompt_tokens"] == 10
 
 
 def test_failures_lists_failed_calls_newest_first_with_their_kinds() -> None:
-    records = [record(1, [Bid(agent="a", turn=1),
-                          Bid(agent="b", turn=1, status=BidStatus.ERROR,
+    records = [record(1, [Answer(agent="a", turn=1),
+                          Answer(agent="b", turn=1, status=AnswerStatus.ERROR,
                               error_kind=ErrorKind.SCRIPTED, error="provider down")]),
-               record(2, [Bid(agent="c", turn=2, status=BidStatus.TIMEOUT,
+               record(2, [Answer(agent="c", turn=2, status=AnswerStatus.TIMEOUT,
                               error_kind=ErrorKind.NO_ANSWER)])]
     rows = failures(records)
     assert [(r["turn"], r["agent"], r["status"], r["error_kind"]) for r in rows] == [

@@ -11,9 +11,14 @@ import litellm
 import pytest
 
 from parley.coordinator.turn_loop import cancelled, timed_out
-from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
-from parley.shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
-from parley.workers.bidding import Call, failure_kind, make_bid
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, ErrorKind, Message, TurnRecord
+from parley.shared.records import (
+    answer_fields,
+    answer_from_fields,
+    turn_record_fields,
+    turn_record_from_fields,
+)
+from parley.workers.calls import Call, answer_call, failure_kind
 from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
 from parley.workers.llm import DeadlinePassed, classify_error
 from parley.workers.parsing import parse_respond, parse_text
@@ -96,10 +101,10 @@ def test_a_model_calls_error_is_classified_by_its_class_and_what_its_message_nam
 def test_a_scripted_entrys_error_is_of_kind_scripted():
     agent = AgentSpec(name="A", model="scripted", script=[{"error": "provider down"}])
 
-    bid = make_bid(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10)
+    bid = answer_call(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10)
 
     assert (bid.status, bid.error, bid.error_kind) == (
-        BidStatus.ERROR, "ScriptedError: provider down", ErrorKind.SCRIPTED)
+        AnswerStatus.ERROR, "ScriptedError: provider down", ErrorKind.SCRIPTED)
 
 
 def test_a_scripted_agents_error_that_its_script_did_not_ask_for_is_other():
@@ -134,7 +139,7 @@ def test_an_answer_read_cleanly_has_no_kind():
 
 def test_an_answer_that_never_came_is_of_kind_no_answer():
     answer = timed_out("A", 3)
-    assert (answer.status, answer.error_kind) == (BidStatus.TIMEOUT, ErrorKind.NO_ANSWER)
+    assert (answer.status, answer.error_kind) == (AnswerStatus.TIMEOUT, ErrorKind.NO_ANSWER)
 
 
 def test_every_kind_but_none_is_set_somewhere():
@@ -148,22 +153,22 @@ def test_every_kind_but_none_is_set_somewhere():
 
 
 def test_the_kind_goes_through_the_answers_stream():
-    answer = Bid(agent="A", turn=1, status=BidStatus.ERROR, error="RateLimitError: slow",
+    answer = Answer(agent="A", turn=1, status=AnswerStatus.ERROR, error="RateLimitError: slow",
                  error_kind=ErrorKind.RATE_LIMIT)
-    fields = bid_fields(answer)
+    fields = answer_fields(answer)
     assert fields["error_kind"] == "rate_limit"
-    assert bid_from_fields(fields) == answer
+    assert answer_from_fields(fields) == answer
 
 
 def test_an_answer_written_before_kinds_existed_loads_without_one():
     old = {"agent": "A", "turn": "1", "status": "error", "error": "RuntimeError: down"}
-    assert bid_from_fields(old).error_kind is ErrorKind.NONE
+    assert answer_from_fields(old).error_kind is ErrorKind.NONE
 
 
 def test_a_turn_record_keeps_each_answers_kind_and_older_records_load():
     record = TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1,
                         messages_in_run=1, recent=[], bids=[
-                            Bid(agent="A", turn=1, score=0.5, message="ok"),
+                            Answer(agent="A", turn=1, score=0.5, message="ok"),
                             timed_out("B", 1)])
     fields = turn_record_fields(record)
     assert turn_record_from_fields(fields).bids == record.bids

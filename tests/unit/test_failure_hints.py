@@ -14,8 +14,8 @@ from parley.coordinator import policies
 from parley.coordinator.policies import TurnView
 from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
 from parley.coordinator.turn_loop import timed_out
-from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, RoomSpec, StopReason
-from parley.workers.bidding import Call, make_bid
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, ErrorKind, Message, RoomSpec, StopReason
+from parley.workers.calls import Call, answer_call
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -33,17 +33,17 @@ def no_provider_keys(worker_env):
                PARLEY_WORKER_KEY_ENVS="OPENAI_API_KEY,ANTHROPIC_API_KEY,PARLEY_TEST_UNSET_KEY")
 
 
-def failure_of(model: str, litellm_kwargs: dict | None = None, **fields) -> Bid:
+def failure_of(model: str, litellm_kwargs: dict | None = None, **fields) -> Answer:
     # litellm_kwargs go in unchecked, as a spec written straight into Redis past the spec's
     # allow-list would: the worker checks them again.
     agent = AgentSpec(name="A", model=model, timeout_s=5, **fields).model_copy(
         update={"litellm_kwargs": litellm_kwargs or {}})
-    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10)
-    assert bid.status is BidStatus.ERROR
+    bid = answer_call(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10)
+    assert bid.status is AnswerStatus.ERROR
     return bid
 
 
-def fix_for(bid: Bid) -> str:
+def fix_for(bid: Answer) -> str:
     return likely_fix(bid.error_kind, bid.error)
 
 
@@ -104,7 +104,7 @@ def test_an_endpoint_that_may_not_receive_a_key_names_the_setting():
 
 def test_a_call_past_its_deadline_asks_for_more_time():
     agent = AgentSpec(name="A", model="openai/gpt-4o-mini")
-    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() - 1)
+    bid = answer_call(agent, [agent], Call(1, 0), lambda: TASK, time.time() - 1)
     assert bid.error_kind is ErrorKind.TIMEOUT
     assert fix_for(bid).startswith("raise the agent's timeout_s or the policy's bid_timeout_s")
 
@@ -150,7 +150,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
         {"name": "B", "model": "no-such-model-anywhere"},
         {"name": "C", "model": "openai/gpt-4o-mini"},
     ]})
-    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
+    bids = [answer_call(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
             for agent in spec.agents]
     decision = policies.decide(spec, FIRST_TURN, bids + [timed_out("D", 1)])
 
@@ -167,7 +167,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
 
 def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():
     spec = load_spec(EXAMPLE)
-    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
+    bids = [answer_call(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10)
             for agent in spec.agents]
 
     decision = policies.decide(spec, FIRST_TURN, bids)

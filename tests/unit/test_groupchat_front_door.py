@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from parley import GroupChat, RunFailed
 from parley.client import RunResult
 from parley.groupchat import FIRST_TURN_SILENT, RUN_FAILED, InOrder
-from parley.shared.models import Bid, Message, RoomStatus, StopReason, TurnRecord
+from parley.shared.models import Answer, Message, RoomStatus, StopReason, TurnRecord
 
 AGENTS = [{"name": name, "model": "scripted", "script": []} for name in ("A", "B")]
 
@@ -35,7 +35,7 @@ def result(task: str, replies: list[tuple[str, str, float]], status: RoomStatus 
 def first_turn(*bids: tuple[str, float, str]) -> list[TurnRecord]:
     """A run's turn records: only its first turn, with these (agent, score, message) bids."""
     return [TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1, messages_in_run=1,
-                       recent=[], bids=[Bid(agent=agent, turn=1, score=score, message=message)
+                       recent=[], bids=[Answer(agent=agent, turn=1, score=score, message=message)
                                         for agent, score, message in bids])]
 
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
-from parley.workers.bidding import Call, make_bid
+from parley.shared.models import AgentSpec, AnswerStatus, CallKind, Message
+from parley.workers.calls import Call, answer_call
 from parley.workers.llm import PROMPTS
 from parley.workers.prompts import build_moderate_prompt, build_panel_prompt, template
 
@@ -89,8 +89,8 @@ def test_the_templates_fill_every_placeholder(kind):
 def test_a_panel_or_moderate_call_through_litellms_mock_is_a_plain_text_answer(kind):
     agent = AgentSpec(name="Quality", model="gpt-4o-mini",
                       litellm_kwargs={"mock_response": "  Solid build, great ANC.  "})
-    answer = make_bid(agent, [VALUE, agent, MODERATOR], Call(2, 1, kind, 0, 1), lambda: DEBATE,
+    answer = answer_call(agent, [VALUE, agent, MODERATOR], Call(2, 1, kind, 0, 1), lambda: DEBATE,
                       time.time() + 10)
     assert (answer.status, answer.kind, answer.message) == (
-        BidStatus.OK, kind, "Solid build, great ANC.")
+        AnswerStatus.OK, kind, "Solid build, great ANC.")
     assert answer.prompt_tokens > 0

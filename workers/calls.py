@@ -1,4 +1,4 @@
-"""One agent's bid for one turn: get the model's output, parse it, account for it.
+"""One call of an agent's model, of any kind: get its output, parse it, account for it.
 
 A failed call is a silent answer that says why: its ``error`` text, and its ``error_kind``,
 told here where it happened (a scripted entry's error, or whatever workers.llm's call
@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
 from parley.workers.credentials import redact_keys
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError, scripted_completion
@@ -46,23 +46,23 @@ class Call:
     intent: str = ""  # an intent-mode reply's: what the agent said it would say
 
 
-def call_in(request: BidRequest, agent: str) -> Call:
+def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
                 request.calls.get(agent, 0), intent)
 
 
-def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
+def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
              transcript: Transcript, deadline: float, stream: ChunkWriter | None = None
-             ) -> Bid:
+             ) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
     chunks unfinished (its failed answer tells followers they were abandoned)."""
     started = time.perf_counter()
     turn = call.turn
-    bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
+    answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
               phase=call.phase, call=call.number)
     usage: dict[str, Any]
     try:
@@ -77,14 +77,14 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
         if stream is not None:
             stream.flush()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
-        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error),
+        answer = answer.model_copy(update={"status": AnswerStatus.ERROR, "error": describe_error(error),
                                      "error_kind": failure_kind(agent, error)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
-                    kind=call.kind.value, error=bid.error, error_kind=bid.error_kind.value)
+                    kind=call.kind.value, error=answer.error, error_kind=answer.error_kind.value)
     else:
         parsed = parse_respond(raw) if call.kind in RESPOND_KINDS else parse_text(raw)
-        status = BidStatus.UNPARSED if parsed.error else BidStatus.OK
-        bid = bid.model_copy(update={"score": parsed.score, "message": parsed.message,
+        status = AnswerStatus.UNPARSED if parsed.error else AnswerStatus.OK
+        answer = answer.model_copy(update={"score": parsed.score, "message": parsed.message,
                                      "status": status, "error": parsed.error,
                                      "error_kind": parsed.error_kind, **usage})
         if parsed.error:
@@ -92,7 +92,7 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                         kind=call.kind.value, error=parsed.error,
                         error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
-    return bid.model_copy(update={"latency_ms": latency_ms})
+    return answer.model_copy(update={"latency_ms": latency_ms})
 
 
 def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
