@@ -27,11 +27,10 @@ from parley.shared.records import (
     run_total_field,
     turn_record_fields,
 )
+from parley.shared.refusals import FENCED, Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings, get_settings
 from parley.shared.store import now_ms
-
-_FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class OpenTurn:
 
 def _fence(error: ResponseError) -> Exception:
     """A refused fenced write means this coordinator must drop the room."""
-    if str(error).startswith(_FENCED):
+    if refused_with(error, FENCED):
         return LeaseLost(str(error))
     return error
 
@@ -129,7 +128,7 @@ class RoomIO:
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
                                  self.events_maxlen])
         except ResponseError as error:
-            if str(error).startswith("PAUSED"):
+            if refused_with(error, Refusal.PAUSED):
                 return None
             raise _fence(error) from error
         return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)

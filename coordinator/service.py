@@ -32,6 +32,7 @@ from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.models import StopReason
 from parley.shared.records import decode
+from parley.shared.refusals import Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings, redact_url
 from parley.shared.store import now_ms
@@ -154,7 +155,7 @@ class Coordinator:
         try:
             return await self.leases.acquire(room)
         except ResponseError as error:
-            if not str(error).startswith("NOROOM"):
+            if not refused_with(error, Refusal.NO_ROOM):
                 raise
             log.warning("runnable_room_missing", room=room)
             await self.io.set_runnable(room, False)

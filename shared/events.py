@@ -80,11 +80,14 @@ Adding an event type:
    check. The events key reaches a script through KEYS and the cap through ARGV or its
    payload, as the others' do (``RoomIO.events_maxlen`` on the coordinator, the store's
    ``events_maxlen`` on the workers and clients), and the script refuses a cap that is not
-   a count before it writes anything::
+   a count before it writes anything; the shared pieces (``-- @include checks`` and
+   ``-- @include events``, shared/lua/lib/) do both and stamp the event's ts::
 
-       local time = redis.call('TIME')
-       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'type', 'queue_changed',
-         'queue', queue, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+       if not count(ARGV[5]) then
+         return redis.error_reply(BAD_EVENTS_CAP)
+       end
+       ...
+       add_event(KEYS[4], ARGV[5], {'type', 'room_paused', 'run', run})
 
 3. a test of where it falls among the others (tests/support/events.py checks the order of
    every room the tests run).

@@ -47,6 +47,7 @@ from parley.shared.records import (
     message_from_fields,
     turn_record_from_fields,
 )
+from parley.shared.refusals import Refusal, refusal_of
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 
@@ -82,15 +83,16 @@ def holder_of(lease: str | None) -> str | None:
 
 def script_error(error: redis.ResponseError, room: str) -> Exception:
     """A lifecycle script's refusal as the exception the front door reports in one line."""
-    code, _, detail = str(error).partition(" ")
-    if code == "NOROOM":
+    refused = refusal_of(error)
+    code, detail = (refused.code, refused.detail) if refused else (None, "")
+    if code is Refusal.NO_ROOM:
         return RoomNotFound(f"no room {room!r}")
-    if code == "EXISTS":
+    if code is Refusal.EXISTS:
         return RoomExists(f"room {room!r} already exists")
-    if code == "HELD":
+    if code is Refusal.HELD:
         return RoomHeld(f"room {room} is held by coordinator {holder_of(detail)} (a run is "
                         "going on): pause or cancel it first, or use --force")
-    if code == "CHANGED":
+    if code is Refusal.CHANGED:
         return RoomChanged(f"room {room} changed meanwhile ({detail}): nothing was removed")
     return error
 

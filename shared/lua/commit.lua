@@ -26,13 +26,8 @@
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
 -- BADPAYLOAD (the payload is not as above) or BADSTATE (a counter or total it would
 -- change is not a number, or the log is ahead of last_seq).
-local function finite(value)
-  local number = tonumber(value)
-  if number == nil or number ~= number or number == math.huge or number == -math.huge then
-    return nil
-  end
-  return number
-end
+-- @include checks
+-- @include events
 
 -- Why `fields` is not a flat map of string or number values, or nil when it is.
 local function flat_problem(name, fields)
@@ -97,8 +92,7 @@ local function payload_problem(payload)
     return problem
   end
   for _, name in ipairs({'turns_maxlen', 'log_maxlen', 'events_maxlen'}) do
-    local maxlen = payload[name]
-    if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
+    if count(payload[name]) == nil then
       return name .. ' is not a count'
     end
   end
@@ -132,10 +126,10 @@ if problem then
 end
 local last_seq = tonumber(ARGV[3])
 if payload['message'] then
-  if not string.match(ARGV[3], '^%d+$') then
+  if count(ARGV[3]) == nil then
     return redis.error_reply('BADSTATE last_seq is not a count')
   end
-  if state[4] and not string.match(state[4], '^%d+$') then
+  if state[4] and count(state[4]) == nil then
     return redis.error_reply('BADSTATE messages_in_run is not a count')
   end
   local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
@@ -196,19 +190,16 @@ for name, value in pairs(payload['record']) do
 end
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', payload['turns_maxlen'], '*', unpack(record))
 
-local time = redis.call('TIME')
-local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local ts = event_ts()
 local run = state[5] or '0'
-local function add_event(fields)
-  table.insert(fields, 'ts')
-  table.insert(fields, ts)
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', payload['events_maxlen'], '*', unpack(fields))
+local function add_turn_event(fields)
+  add_event(KEYS[5], payload['events_maxlen'], fields, ts)
 end
 local decided = {'type', 'turn_decided', 'turn', ARGV[2], 'run', run}
 if payload['message'] then
   local message = payload['message']
-  add_event({'type', 'message_committed', 'seq', seq, 'sender', message['sender'], 'run', run,
-    'turn', ARGV[2]})
+  add_turn_event({'type', 'message_committed', 'seq', seq, 'sender', message['sender'],
+    'run', run, 'turn', ARGV[2]})
   table.insert(decided, 'winner')
   table.insert(decided, message['sender'])
   if message['score'] ~= nil then
@@ -222,9 +213,9 @@ if payload['stop'] then
 end
 local changed = queue_changed_event(queue_before, queue_after, run)
 if changed then
-  add_event(changed)
+  add_turn_event(changed)
 end
-add_event(decided)
+add_turn_event(decided)
 if payload['stop'] then
   local stop = payload['stop']
   local ended = {'type', 'run_ended', 'run', run, 'status', stop['status'],
@@ -234,7 +225,7 @@ if payload['stop'] then
     table.insert(ended, 'answer')
     table.insert(ended, answer)
   end
-  add_event(ended)
+  add_turn_event(ended)
 end
 if KEYS[6] then
   return {seq, redis.call('XLEN', KEYS[6]), redis.call('HGETALL', KEYS[2])}

@@ -12,29 +12,32 @@
 -- failed_inbox_id holds the newest inbox id then ('0-0' for none): a post with an id up to
 -- it was waiting when the room failed.
 -- Fails, writing nothing, with LEASELOST or BADARG.
+-- @include checks
+-- @include events
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST failed take not counted')
 end
-if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 or tonumber(ARGV[2]) < 1 then
+local most = count(ARGV[2])
+if not most or most < 1 then
   return redis.error_reply('BADARG the most failed takes must be a positive count')
 end
 if ARGV[3] == nil or ARGV[3] == '' then
   return redis.error_reply('BADARG the error is missing')
 end
-if not string.match(ARGV[4] or '', '^%d+$') or #ARGV[4] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[4]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 local previous = redis.call('HGET', KEYS[2], 'failed_takes')
 local failed_takes = 1
 -- A count that is not one (written by hand) starts over rather than failing the count.
-if previous and #previous <= 15 and string.match(previous, '^%d+$') then
-  failed_takes = tonumber(previous) + 1
+if count(previous) then
+  failed_takes = count(previous) + 1
 end
 local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 
 -- Every check is done: from here on, writes only.
 redis.call('HSET', KEYS[2], 'failed_takes', failed_takes, 'last_error', ARGV[3])
-if failed_takes < tonumber(ARGV[2]) then
+if failed_takes < most then
   return {failed_takes, 0}
 end
 local failed_inbox_id = '0-0'
@@ -43,9 +46,6 @@ if #newest > 0 then
 end
 redis.call('HSET', KEYS[2], 'status', 'failed', 'stop_reason', 'room_error',
   'stop_detail', ARGV[3], 'turn_open', 0, 'failed_inbox_id', failed_inbox_id)
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'run_ended',
-  'run', redis.call('HGET', KEYS[2], 'run') or '0', 'status', 'failed',
-  'stop_reason', 'room_error', 'stop_detail', ARGV[3],
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[4], ARGV[4], {'type', 'run_ended', 'run', redis.call('HGET', KEYS[2], 'run') or '0',
+  'status', 'failed', 'stop_reason', 'room_error', 'stop_detail', ARGV[3]})
 return {failed_takes, 1}

@@ -10,6 +10,8 @@
 -- Returns 1. Fails, writing nothing, with LEASELOST, TURNOPEN or BADARG (a status a run
 -- cannot end in, a missing argument, a cap that is not a count, fields not in pairs or not
 -- floor:*).
+-- @include checks
+-- @include events
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST end refused')
 end
@@ -22,8 +24,8 @@ end
 if ARGV[3] == nil or ARGV[4] == nil then
   return redis.error_reply('BADARG end_run needs a stop reason and a detail')
 end
-if not string.match(ARGV[5] or '', '^%d+$') or #ARGV[5] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[5]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 if #ARGV % 2 ~= 1 then
   return redis.error_reply('BADARG end_run fields come in field/value pairs')
@@ -43,13 +45,10 @@ for i = 6, #ARGV, 2 do
 end
 local after = queue_fields()
 local run = redis.call('HMGET', KEYS[2], 'run', 'answer')  -- false when absent
-local time = redis.call('TIME')
-local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local ts = event_ts()
 local changed = queue_changed_event(before, after, run[1] or '0')
 if changed then
-  table.insert(changed, 'ts')
-  table.insert(changed, ts)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(changed))
+  add_event(KEYS[3], ARGV[5], changed, ts)
 end
 local event = {'type', 'run_ended', 'run', run[1] or '0', 'status', ARGV[2],
   'stop_reason', ARGV[3], 'stop_detail', ARGV[4]}
@@ -57,7 +56,5 @@ if run[2] and run[2] ~= '' then
   table.insert(event, 'answer')
   table.insert(event, run[2])
 end
-table.insert(event, 'ts')
-table.insert(event, ts)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(event))
+add_event(KEYS[3], ARGV[5], event, ts)
 return 1

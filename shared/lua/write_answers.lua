@@ -9,8 +9,10 @@
 -- Returns the number of answers written (0 when the room is gone: no event either).
 -- Fails, writing nothing, with BADARG (a cap that is not a count, malformed counts or
 -- pairs).
+-- @include checks
+-- @include events
 for i = 1, 2 do
-  if not string.match(ARGV[i] or '', '^%d+$') or #ARGV[i] > 15 then
+  if count(ARGV[i]) == nil then
     return redis.error_reply('BADARG the caps must be counts')
   end
 end
@@ -47,16 +49,13 @@ if not redis.call('HGET', KEYS[1], 'status') then
 end
 
 -- Every check is done: from here on, writes only.
-local time = redis.call('TIME')
-local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local ts = event_ts()
 for _, written in ipairs(answers) do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', unpack(written.answer))
   local event = {'type', 'answer_arrived'}
   for _, value in ipairs(written.event) do
     table.insert(event, value)
   end
-  table.insert(event, 'ts')
-  table.insert(event, ts)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', unpack(event))
+  add_event(KEYS[3], ARGV[2], event, ts)
 end
 return #answers
