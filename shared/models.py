@@ -709,6 +709,9 @@ class Answer(BaseModel):
     status: AnswerStatus = AnswerStatus.OK
     error: str = ""
     error_kind: ErrorKind = ErrorKind.NONE
+    # The key variable a failure names, set where it failed: the agent's api_key_env (unset
+    # on the worker, or not lent), or the provider's variable its refusal asked for.
+    error_variable: str = ""
     attempt: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -72,9 +72,14 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
                          "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
+# Fields only some failures carry: written only when set, so an answer costs no more.
+ONLY_WHEN_SET = frozenset({"error_variable"})
+
+
 def answer_fields(answer: Answer) -> dict[str, str]:
     """A call's answer as answers (bids) stream fields."""
-    return {name: _plain(value) for name, value in answer.model_dump().items()}
+    return {name: _plain(value) for name, value in answer.model_dump().items()
+            if value or name not in ONLY_WHEN_SET}
 
 
 def answer_from_fields(fields: dict[Any, Any]) -> Answer:

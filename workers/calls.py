@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
-from parley.workers.credentials import redact_keys
+from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError, scripted_completion
 from parley.workers.streaming import ChunkWriter
@@ -54,8 +54,8 @@ def call_in(request: CallRequest, agent: str) -> Call:
 
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
-             transcript: Transcript, deadline: float, stream: ChunkWriter | None = None
-             ) -> Answer:
+                transcript: Transcript, deadline: float, stream: ChunkWriter | None = None
+                ) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
@@ -63,7 +63,7 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     started = time.perf_counter()
     turn = call.turn
     answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
-              phase=call.phase, call=call.number)
+                    phase=call.phase, call=call.number)
     usage: dict[str, Any]
     try:
         on_text = stream.write if stream is not None else None
@@ -77,16 +77,18 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
         if stream is not None:
             stream.flush()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
-        answer = answer.model_copy(update={"status": AnswerStatus.ERROR, "error": describe_error(error),
-                                     "error_kind": failure_kind(agent, error)})
+        kind = failure_kind(agent, error)
+        answer = answer.model_copy(update={
+            "status": AnswerStatus.ERROR, "error": describe_error(error), "error_kind": kind,
+            "error_variable": failure_variable(agent, error, kind)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
                     kind=call.kind.value, error=answer.error, error_kind=answer.error_kind.value)
     else:
         parsed = parse_respond(raw) if call.kind in RESPOND_KINDS else parse_text(raw)
         status = AnswerStatus.UNPARSED if parsed.error else AnswerStatus.OK
         answer = answer.model_copy(update={"score": parsed.score, "message": parsed.message,
-                                     "status": status, "error": parsed.error,
-                                     "error_kind": parsed.error_kind, **usage})
+                                           "status": status, "error": parsed.error,
+                                           "error_kind": parsed.error_kind, **usage})
         if parsed.error:
             log.warning("answer_unparsed", agent=agent.name, model=agent.model, turn=turn,
                         kind=call.kind.value, error=parsed.error,
@@ -105,6 +107,18 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
     from parley.workers.llm import classify_error  # imports litellm: only for real agents
 
     return classify_error(error)
+
+
+def failure_variable(agent: AgentSpec, error: Exception, kind: ErrorKind) -> str:
+    """The key variable a failed call names: the one parley's own refusal is about, or (a
+    real model's missing key) the one the provider asked for; "" when none."""
+    if isinstance(error, KeyRefusal):
+        return error.variable
+    if kind is not ErrorKind.MISSING_KEY or agent.is_scripted:
+        return ""
+    from parley.workers.llm import provider_key_variable  # imports litellm: only for real agents
+
+    return provider_key_variable(error)
 
 
 def describe_error(error: BaseException) -> str:

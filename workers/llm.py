@@ -422,6 +422,17 @@ FAILURE_CLASSES: tuple[tuple[type[Exception], ErrorKind], ...] = (
 )
 
 
+# The key variable a provider's refusal asks for ("... set the `OPENAI_API_KEY` environment
+# variable"): litellm says it only in its message's text.
+_KEY_VARIABLE = re.compile(r"\b([A-Z][A-Z0-9_]*_(?:API_KEY|AUTH_TOKEN))\b")
+
+
+def provider_key_variable(error: Exception) -> str:
+    """The key variable a provider's (or litellm's) refusal names, or "" when none."""
+    found = _KEY_VARIABLE.search(str(error))
+    return found.group(1) if found else ""
+
+
 def classify_error(error: Exception) -> ErrorKind:
     """The kind of failure a model call raised: parley's own refusals by class, then what
     litellm's message names, then litellm's class; ``other`` when none tells."""

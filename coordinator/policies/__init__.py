@@ -57,11 +57,9 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     policy = POLICIES[spec.policy.kind]
     if spec.policy.kind in OWN_FAILURE_RULES:
         return replace(policy.decide(spec, view, answers), cuts=cuts)
-    queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
-    timeout_s = spec.policy.call_timeout
     decision = None if nobody_answered(answers) else policy.decide(spec, view, answers)
     if decision is None or decision.next is None:
-        decision = failure_stop(view, answers, timeout_s, queues) or decision
+        decision = failure_stop(spec, view, answers) or decision
     assert decision is not None  # nobody answered: failure_stop always stops the run
     return replace(decision, cuts=cuts)
 

@@ -90,7 +90,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     if answer is None:  # only a record without the turn's call: make it
         return Decision(recent=view.recent, next=calls)
     if calls.kind is CallKind.MODERATE:
-        return verdict(answer, view)
+        return verdict(spec, answer, view)
     return panel_turn(answer, view)
 
 
@@ -106,11 +106,11 @@ def panel_turn(answer: Answer, view: TurnView) -> Decision:
                     recent=(answer.agent,), policy_state=state, log_lines=(failed,))
 
 
-def verdict(answer: Answer, view: TurnView) -> Decision:
+def verdict(spec: RoomSpec, answer: Answer, view: TurnView) -> Decision:
     """The moderator's verdict ends the run; without one the run ends failed."""
     if not usable(answer):
         return Decision(recent=view.recent, stop=StopReason.MODERATOR_FAILED,
-                        detail=failure_line(answer))
+                        detail=failure_line(spec, answer))
     return Decision(winner=answer.agent, message=answer.message, recent=(answer.agent,),
                     stop=StopReason.VERDICT, answer=answer.message)
 

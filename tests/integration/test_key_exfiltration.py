@@ -98,7 +98,7 @@ def test_a_variable_outside_the_key_list_is_refused_naming_the_setting(
     assert result.error.startswith(f"KeyEnvNotAllowed: api_key_env {variable} ")
     assert "PARLEY_WORKER_KEY_ENVS" in result.error
     assert result.error_kind is ErrorKind.KEY_NOT_ALLOWED
-    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error_kind, result.error)
+    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error_kind, result.error_variable)
     assert stub.seen == []
     assert SECRET not in repr(logs)
 
@@ -114,7 +114,7 @@ def test_a_base_that_wants_a_key_it_may_not_receive_fails_naming_the_setting(wor
         f"ApiBaseNotAllowed: {url} refused the call without a key (401); "
         "this worker sends keys only to the API bases in PARLEY_WORKER_ALLOWED_API_BASES")
     assert result.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
-    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error_kind, result.error)
+    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error_kind, result.error_variable)
     assert stub.requests_carrying(SECRET) == []
 
 

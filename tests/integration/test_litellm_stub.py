@@ -112,7 +112,7 @@ def test_a_reply_without_a_tool_call_is_an_unparsed_silent_bid(stub):
     assert (result.status, result.score, result.message) == (AnswerStatus.UNPARSED, 0.0, "")
     assert "I think we should ship it." in result.error
     assert result.error_kind is ErrorKind.NO_TOOL_CALL
-    assert likely_fix(result.error_kind, result.error) == FUNCTION_CALLING_FIX
+    assert likely_fix(result.error_kind, result.error_variable) == FUNCTION_CALLING_FIX
     assert result.prompt_tokens > 0
 
 
@@ -122,7 +122,7 @@ def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, worker_e
     assert result.status is AnswerStatus.ERROR and result.score == 0.0
     assert result.error.startswith("AuthenticationError: ") and "Incorrect API key" in result.error
     assert result.error_kind is ErrorKind.AUTH
-    assert likely_fix(result.error_kind, result.error).startswith("the provider refused the API key")
+    assert likely_fix(result.error_kind, result.error_variable).startswith("the provider refused the API key")
     assert len(stub.received) == 1
 
 
@@ -162,7 +162,7 @@ def test_an_unknown_model_is_recorded_with_the_model_name_hint(stub):
     result = bid(agent_on(stub, "Nope", "gpt-nope"))
     assert result.error.startswith("NotFoundError: ") and "gpt-nope" in result.error
     assert result.error_kind is ErrorKind.NOT_FOUND
-    assert likely_fix(result.error_kind, result.error).startswith("check the model name")
+    assert likely_fix(result.error_kind, result.error_variable).startswith("check the model name")
 
 
 def test_a_slow_reply_times_out_at_the_agents_timeout(stub):

@@ -18,7 +18,7 @@ from parley.shared.records import (
     turn_record_fields,
     turn_record_from_fields,
 )
-from parley.workers.calls import Call, answer_call, failure_kind
+from parley.workers.calls import Call, answer_call, failure_kind, failure_variable
 from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
 from parley.workers.llm import DeadlinePassed, classify_error
 from parley.workers.parsing import parse_respond, parse_text
@@ -175,3 +175,31 @@ def test_a_turn_record_keeps_each_answers_kind_and_older_records_load():
 
     fields["bids"] = '[{"agent": "B", "turn": 1, "status": "timeout"}]'
     assert turn_record_from_fields(fields).bids[0].error_kind is ErrorKind.NONE
+
+
+# (error, the key variable a failed answer carries for it): parley's own refusals say it as
+# a field; only a provider's refusal is read for it, at the model client's edge.
+NAMED = [
+    (MissingApiKey("environment variable PARLEY_KEY is not set", "PARLEY_KEY"), "PARLEY_KEY"),
+    (KeyEnvNotAllowed("api_key_env INTERNAL_TOKEN is not lent", "INTERNAL_TOKEN"),
+     "INTERNAL_TOKEN"),
+    (litellm.InternalServerError(
+        "OpenAIException - Missing credentials. Please pass an `api_key`, or set the "
+        "`OPENAI_API_KEY` environment variable.", "openai", "gpt-4o-mini"), "OPENAI_API_KEY"),
+    (litellm.APIConnectionError("Missing Gemini API key. Set the GEMINI_API_KEY or "
+                                "GOOGLE_API_KEY environment variable.", "gemini", "m"),
+     "GEMINI_API_KEY"),
+    # A variable an error other than a missing key happens to name is not its cause.
+    (litellm.RateLimitError("OPENAI_API_KEY is over its quota", "openai", "m"), ""),
+]
+
+
+@pytest.mark.parametrize(("error", "variable"), NAMED)
+def test_a_failed_answer_carries_the_key_variable_its_failure_names(error, variable):
+    kind = classify_error(error)
+    assert failure_variable(LLM_AGENT, error, kind) == variable
+
+
+def test_a_refusals_variable_is_the_one_it_was_given_whatever_its_text_says():
+    error = MissingApiKey("environment variable OTHER_API_KEY is not set", "ANTHROPIC_API_KEY")
+    assert failure_variable(LLM_AGENT, error, ErrorKind.MISSING_KEY) == "ANTHROPIC_API_KEY"
