@@ -620,12 +620,6 @@ class CallKind(StrEnum):
     REPLY = "reply"  # the intent-mode winner's message, written from its intent
 
 
-# The calls whose answer is posted as a message: their text streams to the room's events as
-# the model writes it (a full-mode bid's message comes whole, inside its respond call).
-STREAMED_KINDS = frozenset({CallKind.REPLY, CallKind.SPEAK, CallKind.PANEL, CallKind.MODERATE,
-                            CallKind.DISCUSS})
-
-
 class AnswerStatus(StrEnum):
     """What became of one call in a turn (of any kind)."""
 

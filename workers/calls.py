@@ -18,13 +18,11 @@ import structlog
 from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
 from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.parsing import parse_respond, parse_text
+from parley.workers.prompts import CALL_PROMPTS
 from parley.workers.scripted import ScriptedError, scripted_completion
 from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
-
-# The calls answered with a respond(score, ...) tool call.
-RESPOND_KINDS = frozenset({CallKind.BID, CallKind.INTENT})
 
 Transcript = Callable[[], list[Message]]
 
@@ -43,14 +41,14 @@ class Call:
     kind: CallKind = CallKind.BID
     phase: int = 0
     number: int = 0  # 0 for a request that does not number its calls: the turn stands in
-    intent: str = ""  # an intent-mode reply's: what the agent said it would say
+    # The input the call takes: an operator's instruction, or an intent-mode winner's intent.
+    instruction: str = ""
 
 
 def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
-    intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
-                request.calls.get(agent, 0), intent)
+                request.calls.get(agent, 0), request.instructions.get(agent, ""))
 
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
@@ -73,7 +71,7 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
-                                    on_text=on_text, intent=call.intent)
+                                    on_text=on_text, instruction=call.instruction)
         if stream is not None:
             stream.flush()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
@@ -84,7 +82,9 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
                     kind=call.kind.value, error=answer.error, error_kind=answer.error_kind.value)
     else:
-        parsed = parse_respond(raw) if call.kind in RESPOND_KINDS else parse_text(raw)
+        # A call that forced the respond tool is read as that call; any other, as text.
+        forced = CALL_PROMPTS[call.kind].forces is not None
+        parsed = parse_respond(raw) if forced else parse_text(raw)
         status = AnswerStatus.UNPARSED if parsed.error else AnswerStatus.OK
         answer = answer.model_copy(update={"score": parsed.score, "message": parsed.message,
                                            "status": status, "error": parsed.error,

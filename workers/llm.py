@@ -1,4 +1,4 @@
-"""One agent's bid call through litellm: the only module that imports it.
+"""One agent's model call, of any kind, through litellm: the only module that imports it.
 
 The call forces the respond tool, fits the transcript into the model's context budget,
 reads the agent's key from the environment at call time (and sends it only where
@@ -14,7 +14,7 @@ import random
 import re
 import time
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 import structlog
@@ -25,8 +25,7 @@ import parley.shared.settings  # noqa: F401 - sets LITELLM_LOCAL_MODEL_COST_MAP 
 import litellm
 
 from parley.shared.logs import route_to_root
-from parley.shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
-from parley.shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
+from parley.shared.models import AgentSpec, CallKind, ErrorKind, Message
 from parley.workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
@@ -37,17 +36,9 @@ from parley.workers.credentials import (
     withheld_refusal,
 )
 from parley.workers.prompts import (
-    RESPOND_CHOICE,
+    CALL_PROMPTS,
+    FORCE_RESPOND,
     ChatMessage,
-    build_discuss_prompt,
-    build_dispatch_prompt,
-    build_intent_prompt,
-    build_moderate_prompt,
-    build_panel_prompt,
-    build_prompt,
-    build_reply_prompt,
-    build_select_prompt,
-    build_speak_prompt,
     input_budget,
     with_cache_breakpoint,
 )
@@ -69,8 +60,6 @@ log = structlog.get_logger("parley.worker")
 MIN_CALL_S = 0.05
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 8.0
-# The arguments that force the respond call (and count it in the prompt's tokens).
-FORCE_RESPOND: dict[str, Any] = {"tools": [RESPOND_TOOL], "tool_choice": RESPOND_CHOICE}
 # Providers whose only credential is the api_key argument: at a base that may not receive a
 # key they get NO_KEY and read no variable (each checked against the local stub in
 # tests/integration/test_key_exfiltration.py). The others sign requests with the worker's
@@ -88,15 +77,6 @@ class DeadlinePassed(TimeoutError):
     """Too little time is left before the turn's deadline to make (another) call."""
 
 
-# Each call kind's prompt; only a bid (or an intent) forces the respond tool.
-PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
-           CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
-           CallKind.MODERATE: build_moderate_prompt, CallKind.DISPATCH: build_dispatch_prompt,
-           CallKind.DISCUSS: build_discuss_prompt, CallKind.INTENT: build_intent_prompt,
-           CallKind.REPLY: build_reply_prompt}
-# The tool a call kind forces, if any: an intent bids respond(score, intent).
-FORCED = {CallKind.BID: FORCE_RESPOND,
-          CallKind.INTENT: {"tools": [RESPOND_INTENT_TOOL], "tool_choice": RESPOND_CHOICE}}
 # Providers that cache a prompt's prefix only where the request marks it (cache_control);
 # OpenAI, DeepSeek and others cache prefixes on their own. Claude on Bedrock and Vertex too.
 CACHE_HINT_PROVIDERS = frozenset({"anthropic"})
@@ -106,11 +86,12 @@ CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID,
-               on_text: Callable[[str], None] | None = None, intent: str = ""
+               on_text: Callable[[str], None] | None = None, instruction: str = ""
                ) -> tuple[Any, dict[str, Any]]:
-    """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
-    (bid, intent), a name (select), its message (speak, reply: written from ``intent``),
-    its turn in a round-table (panel) or the verdict (moderate).
+    """Ask the agent's model for a ``kind`` answer on ``transcript``, with the prompt and
+    forced tool of that kind (workers.prompts.CALL_PROMPTS): its respond decision (bid,
+    intent), a name (select), its message (speak, reply: written from ``instruction``, its
+    intent), its turn in a round-table (panel) or the verdict (moderate).
 
     With ``on_text``, a call whose answer is posted streams: each piece of text goes to
     ``on_text`` as the model writes it.
@@ -125,12 +106,13 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     named = agent.litellm_kwargs.get("custom_llm_provider")
     map_model(agent.model, agent.api_base, named if isinstance(named, str) else None)
     budget = input_budget(context_window(agent), agent.max_tokens)
-    forced = kind in FORCED
-    build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
-    prompt = build(agent, room_agents, transcript, budget, token_counter(agent.model, forced))
+    call = CALL_PROMPTS[kind]
+    forced = call.forces is not None
+    prompt = call.prompt(agent, room_agents, transcript, budget,
+                         token_counter(agent.model, forced), instruction)
     messages = with_cache_breakpoint(prompt.messages) if needs_cache_hint(agent) else prompt.messages
-    request = request_kwargs(agent, messages, credential.api_key, forced, FORCED.get(kind))
-    streams = on_text is not None and kind in STREAMED_KINDS
+    request = request_kwargs(agent, messages, credential.api_key, forced, call.forces)
+    streams = on_text is not None and call.streams
     if streams:
         request.update(stream=True, stream_options={"include_usage": True})
     response = complete_with(agent, credential, request, deadline)

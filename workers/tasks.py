@@ -18,12 +18,8 @@ from parley.shared import metrics
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.keys import Keys
 from parley.shared.models import (
-    STREAMED_KINDS,
     AgentSpec,
-    BidPolicy,
-    CallKind,
     CallRequest,
-    MentionPolicy,
     Message,
     RoomSpec,
 )
@@ -32,7 +28,7 @@ from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.app import app
 from parley.workers.calls import answer_call, call_in
-from parley.workers.prompts import discussion_notes, system_message
+from parley.workers.prompts import CALL_PROMPTS
 from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
@@ -190,32 +186,22 @@ def answer_chunk(req: CallRequest) -> None:
 def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str
                  ) -> ChunkWriter | None:
     """Where a call whose answer is posted writes its text as it comes (the room's events
-    stream); None for the other calls. A mention room's silent token is never shown."""
-    if req.kind not in STREAMED_KINDS:
+    stream); None for the other calls. What the call kind holds back (a mention room's
+    silent token) is never shown."""
+    call = CALL_PROMPTS[req.kind]
+    if not call.streams:
         return None
 
     def sink(index: int, text: str) -> bool:
         return store.write_chunk(req.room, req.turn, req.phase, name, index, text)
 
-    hold = spec.policy.silent_token if isinstance(spec.policy, MentionPolicy) else ""
-    return ChunkWriter(sink, hold)
+    return ChunkWriter(sink, call.held(spec))
 
 
 def caller(spec: RoomSpec, req: CallRequest, name: str) -> AgentSpec:
-    """The agent a call goes to; in a mention room's turn, with the room's notes for the
-    turn (its people, the silent token, an instruction) after its system prompt; for an
-    intent, with the room's intent_max_tokens as its most."""
-    agent = spec.agent(name)
-    if req.kind is CallKind.INTENT and isinstance(spec.policy, BidPolicy):
-        most = min(agent.max_tokens or spec.policy.intent_max_tokens,
-                   spec.policy.intent_max_tokens)
-        return agent.model_copy(update={"max_tokens": most})
-    if req.kind is not CallKind.DISCUSS or not isinstance(spec.policy, MentionPolicy):
-        return agent
-    notes = discussion_notes(spec.policy.people or [], spec.policy.silent_token,
-                             req.instructions.get(name, ""))
-    own = system_message(agent)["content"]
-    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+    """The agent a call goes to, as its call kind shapes it for the room (a mention room's
+    turn takes the room's notes, an intent the room's intent_max_tokens)."""
+    return CALL_PROMPTS[req.kind].caller(spec, spec.agent(name), req.instructions.get(name, ""))
 
 
 def _transcript_once(store: RoomStore, req: CallRequest):  # noqa: ANN202

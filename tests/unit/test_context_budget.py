@@ -12,6 +12,7 @@ from parley.shared.models import AgentSpec, AnswerStatus, CallKind, Message
 from parley.workers import llm
 from parley.workers.calls import Call, answer_call
 from parley.workers.prompts import (
+    CALL_PROMPTS,
     build_moderate_prompt,
     build_panel_prompt,
     build_prompt,
@@ -173,7 +174,7 @@ def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keepi
     participants = [agent if agent.name == "planner" else PLANNER, *PARTICIPANTS[1:]]
     count = llm.token_counter(agent.model, with_respond_tool=False)
     budget = input_budget(1024, 100)
-    builder = llm.PROMPTS[kind]
+    builder = CALL_PROMPTS[kind].build
 
     prompt = builder(agent, participants, LONG_TWO_RUNS, budget, count)
     answer = answer_call(agent, participants, Call(1, 0, kind, 0, 1), lambda: LONG_TWO_RUNS,

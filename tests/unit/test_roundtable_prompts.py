@@ -10,8 +10,7 @@ import pytest
 
 from parley.shared.models import AgentSpec, AnswerStatus, CallKind, Message
 from parley.workers.calls import Call, answer_call
-from parley.workers.llm import PROMPTS
-from parley.workers.prompts import build_moderate_prompt, build_panel_prompt, template
+from parley.workers.prompts import CALL_PROMPTS, build_moderate_prompt, build_panel_prompt, template
 
 VALUE = AgentSpec(name="Value", role="value and pricing", model="openai/gpt-4o-mini",
                   system_prompt="You weigh price against features.")
@@ -29,8 +28,8 @@ def instruction(messages: list[dict]) -> str:
 
 
 def test_every_call_kind_has_a_prompt_builder():
-    assert set(PROMPTS) == set(CallKind)
-    assert (PROMPTS[CallKind.PANEL], PROMPTS[CallKind.MODERATE]) == (
+    assert set(CALL_PROMPTS) == set(CallKind)
+    assert (CALL_PROMPTS[CallKind.PANEL].build, CALL_PROMPTS[CallKind.MODERATE].build) == (
         build_panel_prompt, build_moderate_prompt)
 
 
@@ -79,7 +78,7 @@ def test_a_forged_speaker_line_inside_a_message_is_quoted(builder):
 
 @pytest.mark.parametrize("kind", ["panel", "moderate"])
 def test_the_templates_fill_every_placeholder(kind):
-    builder = PROMPTS[CallKind(kind)]
+    builder = CALL_PROMPTS[CallKind(kind)].build
     text = instruction(builder(QUALITY, TABLE, DEBATE, None, len).messages)
     assert "{{" not in text and template(kind).count("{{") >= 3
 

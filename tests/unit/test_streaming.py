@@ -183,9 +183,9 @@ def test_the_cached_tokens_a_provider_reports_are_read_from_its_usage():
 
 @pytest.mark.parametrize("kind", ["speak", "select", "panel", "moderate", "discuss"])
 def test_a_thread_prompt_keeps_the_thread_before_its_instruction(kind):
-    from parley.workers.llm import PROMPTS
+    from parley.workers.prompts import CALL_PROMPTS
 
-    build = PROMPTS[CallKind(kind)]
+    build = CALL_PROMPTS[CallKind(kind)].build
     earlier = build(AGENT, [AGENT, OTHER], TRANSCRIPT[:2], None, count).messages[-1]["content"]
     later = build(AGENT, [AGENT, OTHER], TRANSCRIPT, None, count).messages[-1]["content"]
     # The next turn's prompt repeats this one up to the end of its thread: cacheable.
