@@ -10,7 +10,7 @@ import orjson
 from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Lease, LeaseLost
-from parley.coordinator.policies.base import POSTED, Decision
+from parley.coordinator.policies.base import POSTED, Decision, WatchedState
 from parley.shared.keys import Keys
 from parley.shared.models import Answer, FloorChange, PostedMessage, RoomSpec, TurnRecord
 from parley.shared.records import (
@@ -168,17 +168,19 @@ class RoomIO:
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
-                     turns_maxlen: int) -> tuple[int, Drained | None]:
+                     turns_maxlen: int, watched: WatchedState | None = None
+                     ) -> tuple[int, Drained | None]:
         """Commit a decided turn with commit.lua, all or nothing: the winner's message, the
         state and totals the decision changes, the run's end if it stops, and ``record``
-        (kept in a turns stream capped near ``turns_maxlen``). The log must still be at the
-        turn's snapshot. Returns the new message's seq (0 for no message) and, when the
-        inbox is empty, what a drain would return now (None: drain first)."""
+        (kept in a turns stream capped near ``turns_maxlen``); a change of the policy's
+        ``watched`` fields writes their event. The log must still be at the turn's
+        snapshot. Returns the new message's seq (0 for no message) and, when the inbox is
+        empty, what a drain would return now (None: drain first)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room), self.keys.events(room), self.keys.inbox(room)]
         payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
-                                 self.events_maxlen)
+                                 self.events_maxlen, watched)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             seq, waiting, state = await self.scripts.commit(keys=keys, args=args)
@@ -187,15 +189,18 @@ class RoomIO:
         return int(seq), None if waiting else Drained(0, state_of(state), [])
 
     async def end_run(self, lease: Lease, status: str, reason: str, detail: str,
-                      fields: dict[str, str] | None = None) -> None:
+                      fields: dict[str, str] | None = None,
+                      watched: WatchedState | None = None) -> None:
         """End the run outside a turn, setting ``fields`` (a policy's room-scoped fields)
-        in the same write."""
+        in the same write; a change of the policy's ``watched`` fields writes their
+        event."""
         keys = [self.keys.lease(lease.room), self.keys.state(lease.room),
                 self.keys.events(lease.room)]
         pairs = [item for pair in (fields or {}).items() for item in pair]
+        watch = orjson.dumps(watch_payload(watched)).decode() if watched else ""
         try:
             await self.scripts.end_run(keys=keys, args=[lease.token, status, reason, detail,
-                                                        self.events_maxlen, *pairs])
+                                                        self.events_maxlen, watch, *pairs])
         except ResponseError as error:
             raise _fence(error) from error
 
@@ -247,8 +252,16 @@ def state_of(fields: list[Any]) -> RoomState:
     return RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
 
 
+def watch_payload(watched: WatchedState) -> dict[str, Any]:
+    """A policy's watched fields as the scripts take them (lib/watched.lua): the event, and
+    each field as [state field, the event's field, value when absent]."""
+    return {"event": watched.event,
+            "fields": [[f"{FLOOR_FIELD_PREFIX}{name}", name, absent]
+                       for name, absent in watched.fields]}
+
+
 def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, log_maxlen: int,
-                   events_maxlen: int) -> dict[str, Any]:
+                   events_maxlen: int, watched: WatchedState | None = None) -> dict[str, Any]:
     """commit.lua's payload (its header describes each part). The message is stamped with
     the turn's decision time."""
     payload: dict[str, Any] = {
@@ -259,6 +272,8 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, lo
         "log_maxlen": str(log_maxlen),
         "events_maxlen": str(events_maxlen),
     }
+    if watched is not None:
+        payload["watch"] = watch_payload(watched)
     if decision.winner is not None:
         payload["message"] = agent_message_fields(
             decision.winner, decision.message, decision.score or 0.0, record.turn, record.run,

@@ -11,7 +11,7 @@ import structlog
 from parley.coordinator import policies
 from parley.coordinator.lease import Lease
 from parley.coordinator.outages import OutageClock
-from parley.coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
+from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
@@ -39,7 +39,8 @@ MESSAGE_LOG_CHARS = 300
 READ_SEQ_FIELD = "read_seq"
 OPS_ID_FIELD = "ops_id"  # the floor field holding the last floor change applied
 MOST_UNREAD = 256
-# How often a mention room's turn looks for its agent being set to only listen.
+# How often a turn whose calls are cut on listening looks for its agent being set to only
+# listen.
 LISTEN_POLL_MS = 250
 
 
@@ -110,12 +111,14 @@ class RoomRunner:
     outages: OutageClock = field(default_factory=OutageClock)
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
+    policy: FloorPolicy = field(init=False)  # the room's policy's record
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
         finished first). LeaseLost propagates to the caller: a cancelled or deleted room
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
+        self.policy = policies.record_of(self.spec)
         # What a commit found when the inbox was empty stands for the next drain.
         drained: Drained | None = None
         while True:
@@ -133,7 +136,7 @@ class RoomRunner:
                                          view_of(state, state.turn + 1, unread, ops))
             if isinstance(first, Decision):
                 await self.io.end_run(self.lease, first.status, first.stop or "", first.detail,
-                                      floor_fields(first))
+                                      floor_fields(first), self.policy.watched)
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             if turn is not None:  # None: paused since the drain; look again
@@ -144,7 +147,7 @@ class RoomRunner:
         """What others than the agents posted that the policy has not read yet, and the
         floor changes it has not applied (only a policy that reads them, as ``mention``
         does, is given them)."""
-        if not policies.reads_posted(self.spec):
+        if not self.policy.reads_posted:
             return (), ()
         room = self.lease.room
         after = int(state.floor_state.get(READ_SEQ_FIELD) or 0)
@@ -214,7 +217,7 @@ class RoomRunner:
         asked_again = False
         while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
-            if calls.kind is CallKind.DISCUSS:
+            if calls.kind in self.policy.cut_on_listen:
                 await self.cut_listening(phase, calls, inbox)
                 if not inbox.missing(phase, calls):
                     break
@@ -242,9 +245,9 @@ class RoomRunner:
         inbox.time_out(phase, calls)
 
     async def cut_listening(self, phase: int, calls: Calls, inbox: TurnAnswers) -> None:
-        """A mention room's turn whose agent was set to only listen since the turn opened
-        is cut: its answer is recorded as cancelled (what it would have said is not
-        posted), and the change itself applies at the next turn."""
+        """A call whose agent was set to only listen since the turn opened is cut (a
+        mention room's turn): its answer is recorded as cancelled (what it would have said
+        is not posted), and the change itself applies at the next turn."""
         changes = await self.io.read_floor_ops(self.lease.room, inbox.ops_after, MOST_UNREAD)
         listening = {change.agent for change in changes if change.op == "listen"}
         for name in inbox.missing(phase, calls):
@@ -280,7 +283,7 @@ class RoomRunner:
         returns what the commit saw for the next turn."""
         record = turn_record(state, turn, view, bids, decision, self.lease.epoch)
         seq, drained = await self.io.commit(self.lease, record, decision,
-                                            self.options.turns_maxlen)
+                                            self.options.turns_maxlen, self.policy.watched)
         log_turn(record, decision, seq)
         metrics.observe_turn(record)
         for line in decision.log_lines:

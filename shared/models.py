@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import operator
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from functools import reduce
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -267,7 +269,26 @@ class AgentSpec(Strict):
         return self.model == SCRIPTED_MODEL
 
 
-class BidPolicy(Strict):
+class PolicyConfig(Strict):
+    """What every floor policy's config has: its kind (the spec's ``policy.kind``), how
+    long each of its calls may take, and the callers it adds to the room's agents. Each
+    policy's config is a subclass, listed in POLICY_CONFIGS."""
+
+    if TYPE_CHECKING:
+        kind: str  # each config's own Literal field
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each phase's calls may take."""
+        raise NotImplementedError
+
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """Who besides the room's agents the policy's calls go to (a selector)."""
+        return ()
+
+
+class BidPolicy(PolicyConfig):
     """swarms GroupChat bidding: the highest recency-adjusted bid strictly above threshold."""
 
     kind: Literal["bid"] = "bid"
@@ -288,7 +309,7 @@ class BidPolicy(Strict):
         return self.bid_timeout_s
 
 
-class SelectorPolicy(Strict):
+class SelectorPolicy(PolicyConfig):
     """Seed 002: a selector model names who speaks next, or TERMINATE."""
 
     kind: Literal["selector"]
@@ -312,6 +333,11 @@ class SelectorPolicy(Strict):
         """Seconds each selector or participant call may take."""
         return self.call_timeout_s
 
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """The selector."""
+        return (self.selector,)
+
 
 def policy_kind(policy: Any) -> Any:
     """A policy's kind: a spec that names none asks for the default, ``bid``."""
@@ -320,7 +346,7 @@ def policy_kind(policy: Any) -> Any:
     return getattr(policy, "kind", None)
 
 
-class RoundtablePolicy(Strict):
+class RoundtablePolicy(PolicyConfig):
     """Seed 004: the panelists speak in spec order, ``rounds`` times over; then the
     moderator (one of the agents, not a panelist) gives the verdict that ends the run."""
 
@@ -365,7 +391,7 @@ class DispatchSpec(Strict):
                          timeout_s=self.timeout_s)
 
 
-class MentionPolicy(Strict):
+class MentionPolicy(PolicyConfig):
     """Seed 003: whoever is addressed (``@name``) speaks next, from a speak queue the room
     keeps across runs; agents wait for a person's answer."""
 
@@ -404,15 +430,35 @@ class MentionPolicy(Strict):
             return max(self.call_timeout_s, self.dispatch.timeout_s)
         return self.call_timeout_s
 
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """The classifier, in a room with dispatch."""
+        return (self.dispatch.agent,) if self.dispatch is not None else ()
 
-PolicySpec = Annotated[
-    Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")]
-    | Annotated[RoundtablePolicy, Tag("roundtable")] | Annotated[MentionPolicy, Tag("mention")],
-    Discriminator(policy_kind, custom_error_type="policy_kind",
-                  custom_error_message="kind must be one of: bid, selector, roundtable, "
-                                       "mention"),
-]
-POLICY_KINDS = ("bid", "selector", "roundtable", "mention")
+
+# Every floor policy's config: the spec's union of them, its kind list and its error
+# message for an unknown kind all come from this tuple (a policy's record, in
+# coordinator/policies/, is the rest of it).
+POLICY_CONFIGS: tuple[type[PolicyConfig], ...] = (BidPolicy, SelectorPolicy, RoundtablePolicy,
+                                                  MentionPolicy)
+
+
+def config_kind(config: type[PolicyConfig]) -> str:
+    """The kind a policy config's ``kind`` field accepts."""
+    return str(get_args(config.model_fields["kind"].annotation)[0])
+
+
+POLICY_KINDS = tuple(config_kind(config) for config in POLICY_CONFIGS)
+if TYPE_CHECKING:
+    PolicySpec = PolicyConfig
+else:
+    # One member per config, told apart by its kind (policy_kind).
+    PolicySpec = Annotated[
+        reduce(operator.or_, (Annotated[config, Tag(config_kind(config))]
+                              for config in POLICY_CONFIGS)),
+        Discriminator(policy_kind, custom_error_type="policy_kind",
+                      custom_error_message=f"kind must be one of: {', '.join(POLICY_KINDS)}"),
+    ]
 
 
 class RoomLimits(Strict):
@@ -566,12 +612,9 @@ class RoomSpec(Strict):
 
     @property
     def callers(self) -> tuple[AgentSpec, ...]:
-        """Everyone a call can go to: the participants, then the selector if any."""
-        if isinstance(self.policy, SelectorPolicy):
-            return (*self.agents, self.policy.selector)
-        if isinstance(self.policy, MentionPolicy) and self.policy.dispatch is not None:
-            return (*self.agents, self.policy.dispatch.agent)
-        return tuple(self.agents)
+        """Everyone a call can go to: the participants, then the policy's own callers (a
+        selector, a classifier)."""
+        return (*self.agents, *self.policy.own_callers)
 
     @property
     def agent_names(self) -> tuple[str, ...]:

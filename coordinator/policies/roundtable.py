@@ -27,15 +27,17 @@ shared stops           none: a panelist's failure never ends the run (``no_bids`
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from parley.coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from parley.coordinator.policies.base import Calls, Decision, FloorPolicy, LogLine, TurnView
 from parley.coordinator.policies.common import (
     could_not_respond,
     failure_line,
     failure_reason,
     usable,
 )
+from parley.coordinator.policies.lines import TurnLine, failure_note
 from parley.shared.models import (
     Answer,
     AnswerStatus,
@@ -44,6 +46,7 @@ from parley.shared.models import (
     RoomSpec,
     RoundtablePolicy,
     StopReason,
+    TurnRecord,
 )
 
 SPOKEN = "spoken"  # policy state: panelist turns posted in this run
@@ -121,3 +124,66 @@ def failure_kind(answer: Answer) -> str:
     if answer.error_kind is not ErrorKind.NONE:
         return answer.error_kind.value
     return EMPTY_REPLY if answer.status is AnswerStatus.OK else ErrorKind.OTHER.value
+
+
+# -- how its turns are told, and what the dashboard shows -------------------------------
+
+def legend(spec: RoomSpec) -> str:
+    """How a round-table gives the floor, with the spec's rounds and moderator."""
+    policy = settings(spec)
+    return (f"The panelists speak in order, {policy.rounds} round(s); then "
+            f"{policy.moderator} gives the verdict. Under each message: its place.")
+
+
+def explain(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()) -> TurnLine:
+    """The panelist's position and round, or the moderator's verdict."""
+    policy = settings(spec)
+    panel = panelists(spec)
+    done = int(record.policy_state.get(SPOKEN) or 0)
+    answer = next(iter(record.bids), None)
+    if done < policy.rounds * len(panel):
+        position, round_ = done % len(panel) + 1, done // len(panel) + 1
+        facts = {"role": "panelist", "position": position, "panel_size": len(panel),
+                 "round": round_, "rounds": policy.rounds}
+        notes = [f"panelist {position} of {len(panel)}, round {round_} of {policy.rounds}"]
+        if answer is not None and not usable(answer):
+            notes.append(failure_note(answer) + ": the debate goes on")
+    else:
+        facts = {"role": "moderator", "panel_size": len(panel), "rounds": policy.rounds}
+        notes = [f"the moderator's verdict, after {policy.rounds} round(s) of "
+                 f"{len(panel)} panelists"]
+        if answer is not None and not usable(answer):
+            notes.append(failure_note(answer))
+    return TurnLine(record.turn, record.run, "roundtable", record.winner, (), tuple(notes),
+                    facts)
+
+
+def verdict_words(spec: RoomSpec, last: TurnRecord | None) -> str:
+    """Who gave the verdict."""
+    return f"{settings(spec).moderator} gave the verdict"
+
+
+def panel_position(spec: RoomSpec, policy_state: Mapping[str, str]) -> dict[str, Any]:
+    """The panel as the dashboard shows it: its order, the panelist turns posted in this
+    run, who speaks next (the moderator once every round is done), and that as a line."""
+    policy = settings(spec)
+    panel = list(panelists(spec))
+    spoken = int(policy_state.get(SPOKEN) or 0)
+    done = not panel or spoken >= policy.rounds * len(panel)
+    upcoming = policy.moderator if done else panel[spoken % len(panel)]
+    return {"panel": panel, "moderator": policy.moderator, "spoken": spoken,
+            "rounds": policy.rounds, "next": upcoming,
+            "note": f"panel: {spoken} of {policy.rounds * len(panel)} spoken, next {upcoming}"}
+
+
+POLICY = FloorPolicy(
+    kind="roundtable",
+    calls=frozenset({CallKind.PANEL, CallKind.MODERATE}),
+    first_calls=first_calls,
+    decide=decide,
+    explain=explain,
+    legend=legend,
+    stop_words={StopReason.VERDICT: verdict_words},
+    contains_failures=True,
+    dashboard_state=panel_position,
+)

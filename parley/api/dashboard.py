@@ -1,6 +1,7 @@
 """Read-only routes the dashboard page needs beyond the API's own: the rooms overview with
 tokens and lease ages, and one room's floor share (with its Gini coefficient), token and
-cost totals over its turns, and failed calls.
+cost totals over its turns, failed calls, and what its policy's record says the page shows
+of the policy (its state, the calls whose scores it charts).
 
 The figures are computed by the pure functions below from what the room keeps: its log
 (floor share), its turn records (usage over time, failures) and its state (totals).
@@ -9,15 +10,16 @@ The figures are computed by the pure functions below from what the room keeps: i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Annotated, Any
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel
 
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
-from parley.coordinator.policies import roundtable
-from parley.shared.models import AnswerStatus, Message, RoomSpec, RoundtablePolicy, TurnRecord, Usage
+from parley.coordinator.policies import record_of
+from parley.shared.models import AnswerStatus, Message, RoomSpec, TurnRecord, Usage
 from parley.shared.records import message_from_fields, usage_from
 
 # Failed calls listed per room: the newest, enough for a screen.
@@ -90,22 +92,25 @@ def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list
 
 
 def policy_view(spec: RoomSpec) -> dict[str, Any]:
-    """The room's policy settings the page shows (its threshold, caps); the selector's and
-    dispatcher's agent specs are left out."""
-    return spec.policy.model_dump(mode="json", exclude={"selector", "dispatch"})
+    """The room's policy settings the page shows (its threshold, caps); the agent specs a
+    policy holds (a selector, a classifier) are left out."""
+    fields = type(spec.policy).model_fields
+    held = {name for name, info in fields.items() if holds_model(info.annotation)}
+    return spec.policy.model_dump(mode="json", exclude=held)
 
 
-def panel_position(spec: RoomSpec, policy_state: dict[str, str]) -> dict[str, Any] | None:
-    """A round-table room's panel: its order, the panelist turns posted in this run, and
-    who speaks next (the moderator once every round is done); None for other policies."""
-    if not isinstance(spec.policy, RoundtablePolicy):
-        return None
-    panel = list(roundtable.panelists(spec))
-    spoken = int(policy_state.get(roundtable.SPOKEN) or 0)
-    done = not panel or spoken >= spec.policy.rounds * len(panel)
-    return {"panel": panel, "moderator": spec.policy.moderator, "spoken": spoken,
-            "rounds": spec.policy.rounds,
-            "next": spec.policy.moderator if done else panel[spoken % len(panel)]}
+def holds_model(annotation: Any) -> bool:
+    """True when a field's type is (or may be) a model of its own, not a plain value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(holds_model(arg) for arg in get_args(annotation))
+
+
+def policy_state_view(spec: RoomSpec, policy_state: Mapping[str, str]) -> dict[str, Any] | None:
+    """What the page shows of the room's policy state, as its record says (a round-table's
+    panel position and its line, that a mention room's page follows its speak queue);
+    None when it shows nothing."""
+    return record_of(spec).dashboard_state(spec, policy_state)
 
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
@@ -121,7 +126,7 @@ def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)
 @router.get("/rooms/{room}/stats")
 def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
     """One room's floor share and Gini, usage over time, failed calls, policy settings and
-    a round-table's panel position."""
+    what the page shows of the policy's state."""
     return stats(client, room)
 
 
@@ -153,8 +158,8 @@ def newest_messages(client: Client, room: str, count: int) -> list[Message]:
 
 
 def stats(client: Client, room: str) -> dict[str, Any]:
-    """What the room page charts: floor share, usage over time, failures, policy and a
-    round-table's panel position."""
+    """What the room page charts: floor share, usage over time, failures, the policy's
+    settings, what it shows of the policy's state, and the calls whose scores it shows."""
     state = client.state(room)
     _, spec = client.store.read_spec(room)
     records = client.turns(room)
@@ -164,4 +169,5 @@ def stats(client: Client, room: str) -> dict[str, Any]:
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},
             "failures": failures(records),
-            "panel": panel_position(spec, state.policy_state)}
+            "policy_state": policy_state_view(spec, state.policy_state),
+            "scored_kinds": sorted(kind.value for kind in record_of(spec).scored)}

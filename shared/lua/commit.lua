@@ -13,11 +13,15 @@
 --   turns_maxlen: approximate cap on the turns stream
 --   log_maxlen: approximate cap on the log ('0': never trimmed)
 --   events_maxlen: approximate cap on the events stream
+--   watch:   the policy's fields followers see change, and the event a change writes, or
+--            absent (lib/watched.lua: {event, fields: [[state field, event field, value
+--            when absent], ...]})
 -- A commit also resets failed_takes: the room got past whatever failed before.
 -- Its events, in order: message_committed (seq, sender, run, turn) when there is a winner,
--- queue_changed (run, queue, listening, asked, waiting, over: the floor:* fields afterwards)
--- when the fields it sets change a mention room's speak queue, turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
--- status, stop_reason, stop_detail, answer if any) when the turn ends the run.
+-- the watch's event (run, then each watched field as it is afterwards: a mention room's
+-- queue_changed) when the fields it sets change a watched one, turn_decided (turn, run,
+-- and winner, score, stop_reason when set), and run_ended (run, status, stop_reason,
+-- stop_detail, answer if any) when the turn ends the run.
 -- Returns the new message's seq, or 0 when the turn had no winner. With KEYS[6]: {that
 -- seq, the number of inbox entries waiting, the state hash afterwards as a flat field/value
 -- list}: with an empty inbox a drain would move nothing, so the coordinator goes on from
@@ -28,6 +32,7 @@
 -- change is not a number, or the log is ahead of last_seq).
 -- @include checks
 -- @include events
+-- @include watched
 
 -- Why `fields` is not a flat map of string or number values, or nil when it is.
 local function flat_problem(name, fields)
@@ -88,6 +93,10 @@ local function payload_problem(payload)
     end
   end
   problem = flat_problem('record', payload['record'])
+  if problem then
+    return problem
+  end
+  problem = watch_problem(payload['watch'])
   if problem then
     return problem
   end
@@ -169,12 +178,11 @@ if payload['message'] then
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
 redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
--- @include speak_queue
-local queue_before = queue_fields()
+local watched_before = watched_values(payload['watch'])
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)
 end
-local queue_after = queue_fields()
+local watched_after = watched_values(payload['watch'])
 for field, amount in pairs(payload['usage']) do
   redis.call('HINCRBYFLOAT', KEYS[2], field, amount)
 end
@@ -211,7 +219,7 @@ if payload['stop'] then
   table.insert(decided, 'stop_reason')
   table.insert(decided, payload['stop']['reason'])
 end
-local changed = queue_changed_event(queue_before, queue_after, run)
+local changed = watched_event(payload['watch'], watched_before, watched_after, run)
 if changed then
   add_turn_event(changed)
 end

@@ -9,7 +9,8 @@ from parley.api.dashboard import (
     floor_share,
     gini,
     lease_age,
-    panel_position,
+    policy_state_view,
+    policy_view,
     usage_series,
 )
 from parley.shared.models import Answer, AnswerStatus, ErrorKind, Message, RoomSpec, TurnRecord, Usage
@@ -107,12 +108,31 @@ def test_panel_position_names_the_next_panelist_then_the_moderator() -> None:
     spec = RoomSpec.model_validate({
         "policy": {"kind": "roundtable", "moderator": "m", "rounds": 1},
         "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
-    assert panel_position(spec, {"spoken": "1"})["next"] == "b"
-    done = panel_position(spec, {"spoken": "2"})
+    assert policy_state_view(spec, {"spoken": "1"})["next"] == "b"
+    done = policy_state_view(spec, {"spoken": "2"})
     assert (done["next"], done["panel"], done["spoken"]) == ("m", ["a", "b"], 2)
 
 
 def test_panel_position_of_a_bid_room_is_none() -> None:
     spec = RoomSpec.model_validate(
         {"agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
-    assert panel_position(spec, {}) is None
+    assert policy_state_view(spec, {}) is None
+
+
+def test_the_page_is_told_what_to_show_of_a_policy_by_its_record() -> None:
+    panel = RoomSpec.model_validate({
+        "policy": {"kind": "roundtable", "moderator": "m", "rounds": 2},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
+    assert policy_state_view(panel, {"spoken": "3"})["note"] == "panel: 3 of 4 spoken, next b"
+    mention = RoomSpec.model_validate({
+        "policy": {"kind": "mention"},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+    assert policy_state_view(mention, {}) == {"speak_queue": True}
+
+
+def test_the_policy_settings_shown_leave_out_the_agent_specs_a_policy_holds() -> None:
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+    assert policy_view(spec) == {"kind": "selector", "max_turns": 12, "allow_repeat": False,
+                                 "call_timeout_s": 60.0}
