@@ -44,7 +44,8 @@ type                    written by                          fields
 ``queue_changed``       commit.lua (after the turn's        run, queue, listening, asked,
                         message), end_run.lua (before       waiting, over: a mention room's
                         run_ended), when the floor:*        speak queue after the change
-                        fields they set change it           (JSON lists, flags 1/0)
+                        fields they set change it (the      (JSON lists, flags 1/0)
+                        mention record's ``watched``)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes

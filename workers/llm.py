@@ -1,10 +1,10 @@
 """One agent's model call, of any kind, through litellm: the only module that imports it.
 
-The call forces the respond tool, fits the transcript into the model's context budget,
-reads the agent's key from the environment at call time (and sends it only where
-workers/credentials.py allows), bounds every attempt by the turn's deadline (retrying a
-provider's rate limit with backoff while the deadline allows), accounts for tokens and
-cost, and tells what kind of failure a failed call met (``classify_error``).
+The call forces its kind's tool (a bid's respond tool), fits the transcript into the
+model's context budget, reads the agent's key from the environment at call time (and sends
+it only where workers/credentials.py allows), bounds every attempt by the turn's deadline
+(retrying a provider's rate limit with backoff while the deadline allows), accounts for
+tokens and cost, and tells what kind of failure a failed call met (``classify_error``).
 """
 
 from __future__ import annotations
