@@ -67,8 +67,9 @@ __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_s
            "format_history", "stream_message"]
 
 # The standard library's: a swarms user sees its warnings on stderr with no set-up, as
-# swarms' own; a parley process renders them with its other logs.
-log = logging.getLogger(__name__)
+# swarms' own; a parley process renders them with its other logs. Named as documented, not
+# after the module's place in the package: users filter on it.
+log = logging.getLogger("parley.groupchat")
 
 
 def warn(message: str, **fields: Any) -> None:
