@@ -186,7 +186,7 @@ def failed_bid_line(chat: str, answer: Answer) -> str:
     call = "reply" if answer.kind is CallKind.REPLY else "bid"
     happened = (f"'s {call} on turn {answer.turn} could not be parsed"
                 if answer.status is AnswerStatus.UNPARSED else f" failed to {call} on turn {answer.turn}")
-    fix = likely_fix(answer.error_kind, answer.error)
+    fix = likely_fix(answer.error_kind, answer.error_variable)
     return (f"[{chat}] {answer.agent}{happened}: {failure_reason(answer)}"
             + (f" (likely fix: {fix})" if fix else ""))
 

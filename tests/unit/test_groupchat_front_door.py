@@ -336,7 +336,8 @@ def test_a_recency_window_below_one_is_kept_and_penalises_the_last_speaker_as_sw
 def failed_turns() -> list[TurnRecord]:
     """Two turns in which A failed (no key, then prose instead of the respond call)."""
     no_key = Answer(agent="A", turn=1, status=AnswerStatus.ERROR, error_kind=ErrorKind.MISSING_KEY,
-                 error="AuthenticationError: OPENAI_API_KEY is not set")
+                    error="AuthenticationError: OPENAI_API_KEY is not set",
+                    error_variable="OPENAI_API_KEY")
     prose = Answer(agent="A", turn=2, status=AnswerStatus.UNPARSED, error_kind=ErrorKind.NO_TOOL_CALL,
                 error="no respond tool call")
     return [TurnRecord(turn=turn, run=1, run_turns=turn, epoch=1, snapshot_seq=turn,
