@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from parley.api.dashboard import policy_state_view
+from parley.cli.demo import task_sender
 from parley.client import load_spec
 from parley.coordinator import policies
 from parley.coordinator.policies import POLICIES, UnknownPolicy
-from parley.cli.demo import task_sender
 from parley.shared.keys import Keys
 from parley.shared.models import POLICY_CONFIGS, POLICY_KINDS, CallKind, RoomSpec, StopReason, config_kind
 from parley.shared.store import RoomStore
