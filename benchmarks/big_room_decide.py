@@ -15,7 +15,7 @@ import time
 
 from parley.coordinator import policies
 from parley.coordinator.policies import TurnView
-from parley.shared.models import Bid, RoomSpec
+from parley.shared.models import Answer, RoomSpec
 
 RUNS = 3
 REPLY_LINES = 8
@@ -27,10 +27,10 @@ def room(agents: int) -> RoomSpec:
         {"name": f"Agent {i}", "model": "scripted", "script": []} for i in range(agents)]})
 
 
-def answers(agents: int) -> list[Bid]:
+def answers(agents: int) -> list[Answer]:
     """Every agent's answer: a few lines of its own, then a line of the next agent's."""
     lines = "\n".join(f"Point {n}: the cost at 10:30 is fine." for n in range(REPLY_LINES))
-    return [Bid(agent=f"Agent {i}", turn=1, score=0.4,
+    return [Answer(agent=f"Agent {i}", turn=1, score=0.4,
                 message=f"{lines}\nAgent {(i + 1) % agents}: I agree.") for i in range(agents)]
 
 

@@ -37,17 +37,17 @@ def transcript(messages: int) -> list[Message]:
 def call_cost(agent: AgentSpec, calls: int, history: list[Message]) -> dict[str, float]:
     """CPU (this thread only, so a stub server's threads are not counted) and wall time
     per bid, through the worker's own bid code."""
-    from parley.workers.bidding import Call, make_bid
+    from parley.workers.calls import Call, answer_call
 
     other = AgentSpec(name="Other", model="scripted", script=[])
     room = [agent, other]
     settings = get_settings()  # this process is the worker: it lends its keys
-    make_bid(agent, room, Call(1, 0), lambda: history, time.time() + 30,
+    answer_call(agent, room, Call(1, 0), lambda: history, time.time() + 30,
              settings=settings)  # the first call warms up
     cpu, wall = [], []
     for turn in range(calls):
         started_cpu, started = time.thread_time(), time.perf_counter()
-        bid = make_bid(agent, room, Call(turn + 1, 0), lambda: history, time.time() + 30,
+        bid = answer_call(agent, room, Call(turn + 1, 0), lambda: history, time.time() + 30,
                        settings=settings)
         cpu.append((time.thread_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.stream_sizes --agents 4,16 --chars 200,600,1500
 
 Writes log entries, turn records, bids and events exactly as the coordinator and the
-workers encode them (``agent_message_fields``, ``turn_record_fields``, ``bid_fields``,
+workers encode them (``agent_message_fields``, ``turn_record_fields``, ``answer_fields``,
 ``answer_event_fields`` and the scripts' event fields) into the Redis at
 ``PARLEY_REDIS_URL`` under a private prefix, reads ``MEMORY USAGE`` of each stream and
 prints bytes per entry. In a bid room every agent drafts its message with its bid, so a
@@ -20,19 +20,19 @@ import redis
 
 from parley.shared.events import answer_event_fields
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, RoomSpec, TurnRecord
-from parley.shared.records import agent_message_fields, bid_fields, turn_record_fields
+from parley.shared.models import Answer, RoomSpec, TurnRecord
+from parley.shared.records import agent_message_fields, answer_fields, turn_record_fields
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
 
 ENTRIES = 500
 
 
-def sample_bid(agent: int, turn: int, chars: int) -> Bid:
+def sample_bid(agent: int, turn: int, chars: int) -> Answer:
     """A bid with realistic token counts, cost and latency and a ``chars``-long message."""
     words = f"agent{agent} says something about turn {turn} and the plan ahead. "
     message = (words * (chars // len(words) + 1))[:chars]
-    return Bid(agent=f"agent{agent}", turn=turn, score=0.123456789 + agent / 100,
+    return Answer(agent=f"agent{agent}", turn=turn, score=0.123456789 + agent / 100,
                message=message, attempt=1, prompt_tokens=1834, completion_tokens=142,
                cost_usd=0.000412345, latency_ms=873.456789)
 
@@ -62,7 +62,7 @@ def measure(client: redis.Redis, keys: Keys, agents: int, chars: int) -> dict[st
         record = sample_record(agents, turn, chars)
         pipe.xadd(keys.turns(room), {"seq": str(turn), **turn_record_fields(record)})
         for bid in record.bids:
-            pipe.xadd(keys.bids(room), bid_fields(bid))
+            pipe.xadd(keys.bids(room), answer_fields(bid))
     pipe.execute()
     per_bid = bytes_per_entry(client, keys.bids(room))
     return {"agents": agents, "chars": chars,

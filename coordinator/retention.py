@@ -20,6 +20,7 @@ from redis.exceptions import ResponseError
 
 from parley.shared.keys import Keys
 from parley.shared.records import decode
+from parley.shared.refusals import NOT_IDLE, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.store import ARCHIVE_GUARD_FIELDS, now_ms
 
@@ -27,8 +28,6 @@ log = structlog.get_logger("parley.coordinator")
 
 # Rooms looked at per sweep; the next sweep goes on after the last one's activity time.
 SWEEP_BATCH = 100
-# delete.lua's refusals that mean "not idle (any more)": the room is left alone.
-_NOT_IDLE = ("HELD", "BUSY", "CHANGED")
 
 
 def sweep_period_s(expiry_s: float) -> float:
@@ -76,7 +75,7 @@ class IdleRooms:
             deleted = await self.scripts.delete(keys=self.keys.room_keys(room),
                                                 args=["0", "1", orjson.dumps(expect), ""])
         except ResponseError as error:
-            if str(error).startswith(_NOT_IDLE):
+            if refused_with(error, NOT_IDLE):  # the room is left alone
                 return False
             raise
         pipe = self.redis.pipeline(transaction=False)

@@ -11,9 +11,9 @@ import orjson
 from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Lease, LeaseLost
-from parley.coordinator.policies.base import POSTED, Decision
+from parley.coordinator.policies.base import POSTED, Decision, WatchedState
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, FloorChange, PostedMessage, RoomSpec, TurnRecord, Usage
+from parley.shared.models import Answer, FloorChange, PostedMessage, RoomSpec, TurnRecord, Usage
 from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
@@ -22,18 +22,17 @@ from parley.shared.records import (
     SENDER_MAX_BYTES,
     RoomState,
     agent_message_fields,
-    bid_from_fields,
+    answer_from_fields,
     call_counts,
     decode,
     floor_change_from_entry,
     turn_record_fields,
     usage_from,
 )
+from parley.shared.refusals import FENCED, Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import now_ms
-
-_FENCED = ("LEASELOST", "NOTURN", "STALESEQ", "TURNOPEN")
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,7 @@ class OpenTurn:
     bids_from: str
     deadline: float
     opened_at: float
-    resumed: bool = False  # opened by an earlier holder: some bids may already be in
+    resumed: bool = False  # opened by an earlier holder: some answers may already be in
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class FailedTake:
 
 def _fence(error: ResponseError) -> Exception:
     """A refused fenced write means this coordinator must drop the room."""
-    if str(error).startswith(_FENCED):
+    if refused_with(error, FENCED):
         return LeaseLost(str(error))
     return error
 
@@ -145,7 +144,7 @@ class RoomIO:
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
                                  self.events_maxlen])
         except ResponseError as error:
-            if str(error).startswith("PAUSED"):
+            if refused_with(error, Refusal.PAUSED):
                 return None
             raise _fence(error) from error
         return OpenTurn(int(turn), int(snapshot), decode(bids_from), deadline, opened_at)
@@ -180,29 +179,31 @@ class RoomIO:
         read = {name: decode(value) for name, value in zip(fields, values, strict=True) if value}
         return usage_from(read, RUN_TOTAL_PREFIX), usage_from(read)
 
-    async def read_bids(self, room: str, after_id: str) -> list[tuple[str, Bid]]:
+    async def read_answers(self, room: str, after_id: str) -> list[tuple[str, Answer]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""
         entries = await self.redis.xrange(self.keys.bids(room), f"({after_id}", "+")
-        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+        return [(decode(entry_id), answer_from_fields(fields)) for entry_id, fields in entries]
 
-    async def wait_bids(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Bid]]:
+    async def wait_answers(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Answer]]:
         """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
         reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
-        return [(decode(entry_id), bid_from_fields(fields))
+        return [(decode(entry_id), answer_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
-                     turns_maxlen: int) -> tuple[int, Drained | None]:
+                     turns_maxlen: int, watched: WatchedState | None = None
+                     ) -> tuple[int, Drained | None]:
         """Commit a decided turn with commit.lua, all or nothing: the winner's message, the
         state and totals the decision changes, the run's end if it stops, and ``record``
-        (kept in a turns stream capped near ``turns_maxlen``). The log must still be at the
-        turn's snapshot. Returns the new message's seq (0 for no message) and, when the
-        inbox is empty, what a drain would return now (None: drain first)."""
+        (kept in a turns stream capped near ``turns_maxlen``); a change of the policy's
+        ``watched`` fields writes their event. The log must still be at the turn's
+        snapshot. Returns the new message's seq (0 for no message) and, when the inbox is
+        empty, what a drain would return now (None: drain first)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room), self.keys.events(room), self.keys.inbox(room)]
         payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
-                                 self.events_maxlen)
+                                 self.events_maxlen, watched)
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             seq, waiting, state = await self.scripts.commit(keys=keys, args=args)
@@ -211,15 +212,18 @@ class RoomIO:
         return int(seq), None if waiting else Drained(0, state_of(state), [])
 
     async def end_run(self, lease: Lease, status: str, reason: str, detail: str,
-                      fields: dict[str, str] | None = None) -> None:
+                      fields: dict[str, str] | None = None,
+                      watched: WatchedState | None = None) -> None:
         """End the run outside a turn, setting ``fields`` (a policy's room-scoped fields)
-        in the same write."""
+        in the same write; a change of the policy's ``watched`` fields writes their
+        event."""
         keys = [self.keys.lease(lease.room), self.keys.state(lease.room),
                 self.keys.events(lease.room)]
         pairs = [item for pair in (fields or {}).items() for item in pair]
+        watch = orjson.dumps(watch_payload(watched)).decode() if watched else ""
         try:
             await self.scripts.end_run(keys=keys, args=[lease.token, status, reason, detail,
-                                                        self.events_maxlen, *pairs])
+                                                        self.events_maxlen, watch, *pairs])
         except ResponseError as error:
             raise _fence(error) from error
 
@@ -282,19 +286,29 @@ def state_of(fields: list[Any]) -> RoomState:
     return RoomState(dict(zip(fields[::2], fields[1::2], strict=True)))
 
 
+def watch_payload(watched: WatchedState) -> dict[str, Any]:
+    """A policy's watched fields as the scripts take them (lib/watched.lua): the event, and
+    each field as [state field, the event's field, value when absent]."""
+    return {"event": watched.event,
+            "fields": [[f"{FLOOR_FIELD_PREFIX}{name}", name, absent]
+                       for name, absent in watched.fields]}
+
+
 def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, log_maxlen: int,
-                   events_maxlen: int) -> dict[str, Any]:
+                   events_maxlen: int, watched: WatchedState | None = None) -> dict[str, Any]:
     """commit.lua's payload (its header describes each part). The message is stamped with
     the turn's decision time."""
     payload: dict[str, Any] = {
         "fields": state_updates(decision),
-        # Tokens and cost were counted as each answer landed (write_bids.lua).
+        # Tokens and cost were counted as each answer landed (write_answers.lua).
         "usage": call_counts(record.bids),
         "record": turn_record_fields(record),
         "turns_maxlen": str(turns_maxlen),
         "log_maxlen": str(log_maxlen),
         "events_maxlen": str(events_maxlen),
     }
+    if watched is not None:
+        payload["watch"] = watch_payload(watched)
     if decision.winner is not None:
         payload["message"] = agent_message_fields(
             decision.winner, decision.message, decision.score, record.turn, record.run,

@@ -39,6 +39,7 @@ from parley.shared.keys import Keys
 from parley.shared.logs import one_line
 from parley.shared.models import StopReason
 from parley.shared.records import decode
+from parley.shared.refusals import Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings, redact_url
 from parley.shared.store import now_ms
@@ -191,7 +192,7 @@ class Coordinator:
         except ResponseError as error:
             if unusable(error):  # Redis refuses every room alike: the scan fails
                 raise
-            if not str(error).startswith("NOROOM"):
+            if not refused_with(error, Refusal.NO_ROOM):
                 await self.set_aside(room, error)
                 return None
             log.warning("runnable_room_missing", room=room)

@@ -1,4 +1,4 @@
-"""How bid requests reach workers: Celery in production, a list in memory for tests, and
+"""How call requests reach workers: Celery in production, a list in memory for tests, and
 a room's guard that sends only while its lease holds.
 
 The coordinator sends tasks by name and never imports the workers' code.
@@ -16,20 +16,20 @@ from kombu.utils.uuid import uuid
 
 from parley.coordinator.lease import Lease
 from parley.shared.connections import broker_use_ssl
-from parley.shared.models import BidRequest
+from parley.shared.models import CallRequest
 from parley.shared.protocol import CALL_TASK
 from parley.shared.settings import Settings
 
 
 class Transport(Protocol):
-    """Sends one turn's bid requests, each to its agents' queue."""
+    """Sends one turn's call requests, each to its agents' queue."""
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request)."""
 
 
 class CeleryTransport:
-    """Publishes bid requests as Celery tasks on the broker."""
+    """Publishes call requests as Celery tasks on the broker."""
 
     def __init__(self, broker_url: str, timeout_s: float = 2.0, *, settings: Settings) -> None:
         self.app = Celery("parley-coordinator", broker=broker_url)
@@ -45,7 +45,7 @@ class CeleryTransport:
                                       "socket_connect_timeout": timeout_s},
         )
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Publish each request; it expires at the turn's deadline, so a late or redelivered
         task is dropped by the worker (and by a broker that expires messages) instead of
         being paid for.
@@ -73,9 +73,9 @@ class InMemoryTransport:
     """Keeps what was sent, for tests that play the worker themselves."""
 
     def __init__(self) -> None:
-        self.sent: list[tuple[str, BidRequest]] = []
+        self.sent: list[tuple[str, CallRequest]] = []
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Record the requests."""
         self.sent.extend(requests)
 
@@ -92,21 +92,21 @@ class HeldTransport:
         self.transport = transport
         self.lease = lease
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send the requests if the lease holds; raise LeaseLost otherwise."""
         self.lease.ensure_held()
         self.transport.send(requests)
         self.lease.ensure_held()
 
 
-def describe(request: BidRequest) -> str:
+def describe(request: CallRequest) -> str:
     """A short summary of a request, for Celery's monitoring tools."""
     return (f"{{room: {request.room}, turn: {request.turn}, {request.kind.value}: "
             f"{', '.join(request.agents)}}}")
 
 
 def chunk_requests(agents_by_queue: dict[str, list[str]], agents_per_task: int,
-                   template: BidRequest, numbers: dict[str, int]) -> list[tuple[str, BidRequest]]:
+                   template: CallRequest, numbers: dict[str, int]) -> list[tuple[str, CallRequest]]:
     """Split a phase's calls into one request per queue and chunk of ``agents_per_task``,
     each agent with its call number."""
     requests = []

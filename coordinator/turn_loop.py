@@ -12,17 +12,17 @@ import structlog
 from parley.coordinator import policies
 from parley.coordinator.lease import Lease
 from parley.coordinator.outages import OutageClock
-from parley.coordinator.policies import Calls, Decision, FloorOp, Posted, TurnView
+from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
 from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
 from parley.shared.logs import one_line
 from parley.shared.models import (
-    Bid,
-    BidRequest,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
+    CallRequest,
     ErrorKind,
     FloorChange,
     PostedMessage,
@@ -41,7 +41,8 @@ MESSAGE_LOG_CHARS = 300
 READ_SEQ_FIELD = "read_seq"
 OPS_ID_FIELD = "ops_id"  # the floor field holding the last floor change applied
 MOST_UNREAD = 256
-# How often a mention room's turn looks for its agent being set to only listen.
+# How often a turn whose calls are cut on listening looks for its agent being set to only
+# listen.
 LISTEN_POLL_MS = 250
 
 
@@ -63,13 +64,13 @@ class TurnAnswers:
     cursor: str  # the answers stream id read up to
     committed_calls: dict[str, int]  # each agent's calls in earlier turns
     ops_after: str = "0-0"  # floor changes after this id came while the turn ran
-    answers: list[Bid] = field(default_factory=list)
-    arrived: dict[tuple[int, str], Bid] = field(default_factory=dict)
+    answers: list[Answer] = field(default_factory=list)
+    arrived: dict[tuple[int, str], Answer] = field(default_factory=dict)
     # What came and took no part: recorded with the turn as its late answers.
-    late: list[Bid] = field(default_factory=list)
+    late: list[Answer] = field(default_factory=list)
     closed: set[int] = field(default_factory=set)  # the phases timed out
 
-    def keep(self, entries: list[tuple[str, Bid]]) -> None:
+    def keep(self, entries: list[tuple[str, Answer]]) -> None:
         """Keep each call's first answer for this turn's open phases and move the cursor
         past them; the others (earlier turns' answers, this turn's past their phase's
         deadline, redelivered duplicates) are late."""
@@ -122,12 +123,14 @@ class RoomRunner:
     outages: OutageClock = field(default_factory=OutageClock)
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
+    policy: FloorPolicy = field(init=False)  # the room's policy's record
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
         finished first). LeaseLost propagates to the caller: a cancelled or deleted room
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
+        self.policy = policies.record_of(self.spec)
         # What a commit found when the inbox was empty stands for the next drain.
         drained: Drained | None = None
         while True:
@@ -145,7 +148,7 @@ class RoomRunner:
                                          view_of(state, state.turn + 1, unread, ops))
             if isinstance(first, Decision):
                 await self.io.end_run(self.lease, first.status, first.stop or "", first.detail,
-                                      floor_fields(first))
+                                      floor_fields(first), self.policy.watched)
                 continue
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
             if turn is not None:  # None: paused since the drain; look again
@@ -156,7 +159,7 @@ class RoomRunner:
         """What others than the agents posted that the policy has not read yet, and the
         floor changes it has not applied (only a policy that reads them, as ``mention``
         does, is given them)."""
-        if not policies.reads_posted(self.spec):
+        if not self.policy.reads_posted:
             return (), ()
         room = self.lease.room
         after = int(state.floor_state.get(READ_SEQ_FIELD) or 0)
@@ -202,7 +205,7 @@ class RoomRunner:
                             ops_after=last_op_id(state, view))
         if turn.resumed:
             # A fresh turn has no answers yet: only a resumed one reads what already came.
-            inbox.keep(await self.io.read_bids(self.lease.room, inbox.cursor))
+            inbox.keep(await self.io.read_answers(self.lease.room, inbox.cursor))
         phase = 0
         while True:
             await self.collect(turn, phase, calls, inbox)
@@ -226,7 +229,7 @@ class RoomRunner:
         asked_again = False
         while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
-            if calls.kind is CallKind.DISCUSS:
+            if calls.kind in self.policy.cut_on_listen:
                 await self.cut_listening(phase, calls, inbox)
                 if not inbox.missing(phase, calls):
                     break
@@ -248,13 +251,13 @@ class RoomRunner:
                 continue
             if block_ms <= 0:
                 break
-            inbox.keep(await self.io.wait_bids(room, inbox.cursor, block_ms))
+            inbox.keep(await self.io.wait_answers(room, inbox.cursor, block_ms))
         inbox.time_out(phase, calls)
 
     async def cut_listening(self, phase: int, calls: Calls, inbox: TurnAnswers) -> None:
-        """A mention room's turn whose agent was set to only listen since the turn opened
-        is cut: its answer is recorded as cancelled (what it would have said is not
-        posted), and the change itself applies at the next turn."""
+        """A call whose agent was set to only listen since the turn opened is cut (a
+        mention room's turn): its answer is recorded as cancelled (what it would have said
+        is not posted), and the change itself applies at the next turn."""
         changes = await self.io.read_floor_ops(self.lease.room, inbox.ops_after, MOST_UNREAD)
         listening = {change.agent for change in changes if change.op == "listen"}
         numbers = inbox.numbers(calls)
@@ -289,7 +292,7 @@ class RoomRunner:
         by_queue: dict[str, list[str]] = {}
         for name in agents:
             by_queue.setdefault(queues[name], []).append(name)
-        template = BidRequest(
+        template = CallRequest(
             prefix=self.options.prefix, room=self.lease.room, turn=turn.number,
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
@@ -309,7 +312,7 @@ class RoomRunner:
         record = turn_record(state, turn, view, inbox.answers, decision, self.lease.epoch,
                              inbox.late)
         seq, drained = await self.io.commit(self.lease, record, decision,
-                                            self.options.turns_maxlen)
+                                            self.options.turns_maxlen, self.policy.watched)
         log_turn(record, decision, seq)
         metrics.observe_turn(record)
         for line in decision.log_lines:
@@ -353,10 +356,10 @@ def last_op_id(state: RoomState, view: TurnView) -> str:
     return view.ops[-1].id if view.ops else state.floor_state.get(OPS_ID_FIELD) or "0-0"
 
 
-def cancelled(agent: str, turn: int, kind: CallKind, phase: int, call: int) -> Bid:
+def cancelled(agent: str, turn: int, kind: CallKind, phase: int, call: int) -> Answer:
     """The answer of a call cut because its agent was set to only listen."""
-    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.ERROR, error="cut: the agent was set to only listen",
+    return Answer(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=AnswerStatus.ERROR, error="cut: the agent was set to only listen",
                error_kind=ErrorKind.CANCELLED)
 
 
@@ -366,15 +369,15 @@ def committed_calls(state: RoomState) -> dict[str, int]:
 
 
 def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int = 0,
-              call: int = 0) -> Bid:
+              call: int = 0) -> Answer:
     """The silent answer of a call that did not answer in time."""
-    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.TIMEOUT, error="no answer before the deadline",
+    return Answer(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=AnswerStatus.TIMEOUT, error="no answer before the deadline",
                error_kind=ErrorKind.NO_ANSWER)
 
 
-def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Bid],
-                decision: Decision, epoch: int, late: list[Bid] | None = None) -> TurnRecord:
+def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Answer],
+                decision: Decision, epoch: int, late: list[Answer] | None = None) -> TurnRecord:
     """The record of a decided turn: all it was decided from, the decision, and the late
     answers that came meanwhile."""
     return TurnRecord(
@@ -409,7 +412,7 @@ def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
     )
 
 
-def call_usage(bid: Bid) -> dict[str, object]:
+def call_usage(bid: Answer) -> dict[str, object]:
     """One call's line in the per-turn log event."""
     return {"agent": bid.agent, "kind": bid.kind.value, "status": bid.status.value,
             "prompt_tokens": bid.prompt_tokens,

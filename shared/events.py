@@ -21,7 +21,7 @@ type                    written by                          fields
 ``message_committed``   drain.lua (posts), commit.lua       seq, sender, run; turn (agents'
                         (the turn's winner)                 messages); inbox_id (posts)
 ``turn_opened``         open_turn.lua                       turn, run, phase, deadline
-``answer_arrived``      write_bids.lua (the worker), with   turn, agent, kind, phase, score,
+``answer_arrived``      write_answers.lua (the worker), with   turn, agent, kind, phase, score,
                         the answer                          status, error_kind (failed calls),
                                                             latency_ms
 ``message_chunk``       write_chunk.lua (the worker, while      turn, run, phase, agent, index
@@ -44,7 +44,8 @@ type                    written by                          fields
 ``queue_changed``       commit.lua (after the turn's        run, queue, listening, asked,
                         message), end_run.lua (before       waiting, over: a mention room's
                         run_ended), when the floor:*        speak queue after the change
-                        fields they set change it           (JSON lists, flags 1/0)
+                        fields they set change it (the      (JSON lists, flags 1/0)
+                        mention record's ``watched``)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -80,11 +81,14 @@ Adding an event type:
    check. The events key reaches a script through KEYS and the cap through ARGV or its
    payload, as the others' do (``RoomIO.events_maxlen`` on the coordinator, the store's
    ``events_maxlen`` on the workers and clients), and the script refuses a cap that is not
-   a count before it writes anything::
+   a count before it writes anything; the shared pieces (``-- @include checks`` and
+   ``-- @include events``, shared/lua/lib/) do both and stamp the event's ts::
 
-       local time = redis.call('TIME')
-       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'type', 'queue_changed',
-         'queue', queue, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+       if not count(ARGV[5]) then
+         return redis.error_reply(BAD_EVENTS_CAP)
+       end
+       ...
+       add_event(KEYS[4], ARGV[5], {'type', 'room_paused', 'run', run})
 
 3. a test of where it falls among the others (tests/support/events.py checks the order of
    every room the tests run).
@@ -108,7 +112,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from parley.shared.records import decode, decode_fields
 
 
@@ -181,7 +185,7 @@ class AnswerArrived(Event):
     kind: CallKind = CallKind.BID
     phase: int = 0
     score: float = 0.0
-    status: BidStatus = BidStatus.OK
+    status: AnswerStatus = AnswerStatus.OK
     error_kind: ErrorKind = ErrorKind.NONE
     latency_ms: float = 0.0
 
@@ -289,9 +293,9 @@ def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
     return model.model_validate(data)
 
 
-def answer_event_fields(bid: Bid) -> dict[str, str]:
+def answer_event_fields(bid: Answer) -> dict[str, str]:
     """The ``answer_arrived`` fields of a worker's answer but ``type`` and ``ts``, which
-    write_bids.lua adds as it writes the event beside the answer."""
+    write_answers.lua adds as it writes the event beside the answer."""
     fields = {"turn": str(bid.turn), "agent": bid.agent, "kind": bid.kind.value,
               "phase": str(bid.phase), "score": repr(bid.score), "status": bid.status.value}
     if bid.error_kind is not ErrorKind.NONE:

@@ -33,7 +33,7 @@ from threading import Lock
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from parley.shared.models import Bid, BidStatus, ErrorKind, TurnRecord
+from parley.shared.models import Answer, AnswerStatus, ErrorKind, TurnRecord
 
 # From a scripted turn (about a millisecond) to a slow model's (a minute).
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -79,7 +79,7 @@ def observe_turn(record: TurnRecord) -> None:
         TURN_ADDED_SECONDS.observe(added)
     for bid in record.bids:
         count_answer(bid)
-        if bid.status is BidStatus.TIMEOUT:
+        if bid.status is AnswerStatus.TIMEOUT:
             TIMEOUTS.inc()
 
 
@@ -87,7 +87,7 @@ def added_seconds(record: TurnRecord) -> float | None:
     """What the turn took beyond waiting for its answers: its duration less the slowest
     answer of each phase. None when a call timed out (the turn then waited for the deadline,
     not for an answer)."""
-    if any(bid.status is BidStatus.TIMEOUT for bid in record.bids):
+    if any(bid.status is AnswerStatus.TIMEOUT for bid in record.bids):
         return None
     slowest: dict[int, float] = {}
     for bid in record.bids:
@@ -95,14 +95,14 @@ def added_seconds(record: TurnRecord) -> float | None:
     return max(0.0, record.decided_at - record.opened_at - sum(slowest.values()))
 
 
-def count_answer(bid: Bid) -> None:
+def count_answer(bid: Answer) -> None:
     """Count one answer by kind and status, and its failure by kind."""
     ANSWERS.labels(kind=bid.kind.value, status=bid.status.value).inc()
     if bid.error_kind is not ErrorKind.NONE:
         FAILURES.labels(kind=bid.error_kind.value).inc()
 
 
-def observe_answer(bid: Bid, model: str) -> None:
+def observe_answer(bid: Answer, model: str) -> None:
     """Count an answer a worker wrote: the answer, and its tokens and cost by model."""
     count_answer(bid)
     label = model_label(model)

@@ -1,11 +1,13 @@
-"""The public data shapes: room specs (the YAML contract), messages, bids, turn records."""
+"""The public data shapes: room specs (the YAML contract), messages, answers, turn records."""
 
 from __future__ import annotations
 
 import math
+import operator
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from functools import reduce
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -289,7 +291,26 @@ class AgentSpec(Strict):
         return self.model == SCRIPTED_MODEL
 
 
-class BidPolicy(Strict):
+class PolicyConfig(Strict):
+    """What every floor policy's config has: its kind (the spec's ``policy.kind``), how
+    long each of its calls may take, and the callers it adds to the room's agents. Each
+    policy's config is a subclass, listed in POLICY_CONFIGS."""
+
+    if TYPE_CHECKING:
+        kind: str  # each config's own Literal field
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each phase's calls may take."""
+        raise NotImplementedError
+
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """Who besides the room's agents the policy's calls go to (a selector)."""
+        return ()
+
+
+class BidPolicy(PolicyConfig):
     """swarms GroupChat bidding: the highest recency-adjusted bid strictly above threshold."""
 
     kind: Literal["bid"] = "bid"
@@ -311,7 +332,7 @@ class BidPolicy(Strict):
         return self.bid_timeout_s
 
 
-class SelectorPolicy(Strict):
+class SelectorPolicy(PolicyConfig):
     """Seed 002: a selector model names who speaks next, or TERMINATE."""
 
     kind: Literal["selector"]
@@ -335,6 +356,11 @@ class SelectorPolicy(Strict):
         """Seconds each selector or participant call may take."""
         return self.call_timeout_s
 
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """The selector."""
+        return (self.selector,)
+
 
 def policy_kind(policy: Any) -> Any:
     """A policy's kind: a spec that names none asks for the default, ``bid``."""
@@ -343,7 +369,7 @@ def policy_kind(policy: Any) -> Any:
     return getattr(policy, "kind", None)
 
 
-class RoundtablePolicy(Strict):
+class RoundtablePolicy(PolicyConfig):
     """Seed 004: the panelists speak in spec order, ``rounds`` times over; then the
     moderator (one of the agents, not a panelist) gives the verdict that ends the run."""
 
@@ -388,7 +414,7 @@ class DispatchSpec(Strict):
                          timeout_s=self.timeout_s)
 
 
-class MentionPolicy(Strict):
+class MentionPolicy(PolicyConfig):
     """Seed 003: whoever is addressed (``@name``) speaks next, from a speak queue the room
     keeps across runs; agents wait for a person's answer."""
 
@@ -427,15 +453,35 @@ class MentionPolicy(Strict):
             return max(self.call_timeout_s, self.dispatch.timeout_s)
         return self.call_timeout_s
 
+    @property
+    def own_callers(self) -> tuple[AgentSpec, ...]:
+        """The classifier, in a room with dispatch."""
+        return (self.dispatch.agent,) if self.dispatch is not None else ()
 
-PolicySpec = Annotated[
-    Annotated[BidPolicy, Tag("bid")] | Annotated[SelectorPolicy, Tag("selector")]
-    | Annotated[RoundtablePolicy, Tag("roundtable")] | Annotated[MentionPolicy, Tag("mention")],
-    Discriminator(policy_kind, custom_error_type="policy_kind",
-                  custom_error_message="kind must be one of: bid, selector, roundtable, "
-                                       "mention"),
-]
-POLICY_KINDS = ("bid", "selector", "roundtable", "mention")
+
+# Every floor policy's config: the spec's union of them, its kind list and its error
+# message for an unknown kind all come from this tuple (a policy's record, in
+# coordinator/policies/, is the rest of it).
+POLICY_CONFIGS: tuple[type[PolicyConfig], ...] = (BidPolicy, SelectorPolicy, RoundtablePolicy,
+                                                  MentionPolicy)
+
+
+def config_kind(config: type[PolicyConfig]) -> str:
+    """The kind a policy config's ``kind`` field accepts."""
+    return str(get_args(config.model_fields["kind"].annotation)[0])
+
+
+POLICY_KINDS = tuple(config_kind(config) for config in POLICY_CONFIGS)
+if TYPE_CHECKING:
+    PolicySpec = PolicyConfig
+else:
+    # One member per config, told apart by its kind (policy_kind).
+    PolicySpec = Annotated[
+        reduce(operator.or_, (Annotated[config, Tag(config_kind(config))]
+                              for config in POLICY_CONFIGS)),
+        Discriminator(policy_kind, custom_error_type="policy_kind",
+                      custom_error_message=f"kind must be one of: {', '.join(POLICY_KINDS)}"),
+    ]
 
 
 class RoomLimits(Strict):
@@ -604,12 +650,9 @@ class RoomSpec(Strict):
 
     @property
     def callers(self) -> tuple[AgentSpec, ...]:
-        """Everyone a call can go to: the participants, then the selector if any."""
-        if isinstance(self.policy, SelectorPolicy):
-            return (*self.agents, self.policy.selector)
-        if isinstance(self.policy, MentionPolicy) and self.policy.dispatch is not None:
-            return (*self.agents, self.policy.dispatch.agent)
-        return tuple(self.agents)
+        """Everyone a call can go to: the participants, then the policy's own callers (a
+        selector, a classifier)."""
+        return (*self.agents, *self.policy.own_callers)
 
     @property
     def agent_names(self) -> tuple[str, ...]:
@@ -658,17 +701,11 @@ class CallKind(StrEnum):
     REPLY = "reply"  # the intent-mode winner's message, written from its intent
 
 
-# The calls whose answer is posted as a message: their text streams to the room's events as
-# the model writes it (a full-mode bid's message comes whole, inside its respond call).
-STREAMED_KINDS = frozenset({CallKind.REPLY, CallKind.SPEAK, CallKind.PANEL, CallKind.MODERATE,
-                            CallKind.DISCUSS})
+class AnswerStatus(StrEnum):
+    """What became of one call in a turn (of any kind)."""
 
-
-class BidStatus(StrEnum):
-    """What became of one agent's bid in a turn."""
-
-    OK = "ok"  # parsed into (score, message); may still be silent by choice
-    UNPARSED = "unparsed"  # the model answered but not with a usable respond call
+    OK = "ok"  # parsed into its answer (a bid's score and message); may be silent by choice
+    UNPARSED = "unparsed"  # the model answered, but not in a shape its kind can read
     ERROR = "error"  # the call raised
     TIMEOUT = "timeout"  # nothing arrived before the deadline
 
@@ -733,9 +770,10 @@ class FloorChange(BaseModel):
     text: str = ""
 
 
-class Bid(BaseModel):
-    """What one call returned (or that it returned nothing): an agent's bid, the
-    selector's pick or a participant's reply, by ``kind``."""
+class Answer(BaseModel):
+    """What one call returned (or that it returned nothing), of every kind: an agent's bid,
+    the selector's pick, a participant's reply, a classifier's judgment, by ``kind``. Kept
+    in the room's answers stream (its key and fields keep their first name, ``bids``)."""
 
     agent: str
     turn: int
@@ -744,9 +782,12 @@ class Bid(BaseModel):
     call: int = 0  # the agent's call number in the room (1 first), for scripted replay
     score: float = 0.0
     message: str = ""
-    status: BidStatus = BidStatus.OK
+    status: AnswerStatus = AnswerStatus.OK
     error: str = ""
     error_kind: ErrorKind = ErrorKind.NONE
+    # The key variable a failure names, set where it failed: the agent's api_key_env (unset
+    # on the worker, or not lent), or the provider's variable its refusal asked for.
+    error_variable: str = ""
     attempt: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -760,8 +801,8 @@ class Bid(BaseModel):
 
     @property
     def failed(self) -> bool:
-        """True when the agent could not bid at all (as opposed to choosing silence)."""
-        return self.status in (BidStatus.ERROR, BidStatus.UNPARSED)
+        """True when the call could not answer at all (as opposed to choosing silence)."""
+        return self.status in (AnswerStatus.ERROR, AnswerStatus.UNPARSED)
 
 
 class TurnRecord(BaseModel):
@@ -781,12 +822,12 @@ class TurnRecord(BaseModel):
     # Whom each message the turn read or posted addressed, by seq ("posted": the turn's own
     # message, whose seq is given at commit): a mention room's only.
     addressed: dict[str, list[str]] = Field(default_factory=dict)
-    bids: list[Bid]
+    bids: list[Answer]
     # Answers that reached Redis while the turn was played and took no part in its
     # decision: this turn's after their phase's deadline, earlier turns' that came after
     # theirs was decided or abandoned, a call's second answer. Each counted in the room's
     # totals as it landed, and in this turn's below.
-    late: list[Bid] = Field(default_factory=list)
+    late: list[Answer] = Field(default_factory=list)
     adjusted: dict[str, float] = Field(default_factory=dict)
     winner: str | None = None
     score: float | None = None
@@ -825,12 +866,12 @@ class TurnRecord(BaseModel):
         return sum(bid.cost_usd for bid in self.paid)
 
     @property
-    def paid(self) -> list[Bid]:
+    def paid(self) -> list[Answer]:
         """Every answer the record holds: the decided ones, then the late."""
         return [*self.bids, *self.late]
 
 
-class BidRequest(BaseModel):
+class CallRequest(BaseModel):
     """One Celery task's payload: a chunk of calls of one kind, on the same snapshot."""
 
     prefix: str

@@ -1,4 +1,4 @@
-"""Flat Redis field encodings of messages, bids, state and turn records, both ways.
+"""Flat Redis field encodings of messages, answers, state and turn records, both ways.
 
 Dashboards read these fields directly, so each value is a plain string: numbers as
 decimals, absent values as absent fields, lists as JSON.
@@ -10,13 +10,13 @@ from typing import Any
 
 import orjson
 
-from parley.shared.models import Bid, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
+from parley.shared.models import Answer, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
 # Every count and total of a room's state (epoch, last_seq, run, turn, run_turns,
 # messages_in_run, failed_takes, tokens, cost) stays below this. The scripts refuse with
-# OVERFLOW to move one to it (shared/lua/lib/counts.lua says why it is 10^14), and an import
+# OVERFLOW to move one to it (shared/lua/lib/checks.lua says why it is 10^14), and an import
 # refuses a state holding one already there.
 COUNT_LIMIT = 10**14
 
@@ -80,14 +80,19 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
                          "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
-def bid_fields(bid: Bid) -> dict[str, str]:
-    """A bid as bids-stream fields."""
-    return {name: _plain(value) for name, value in bid.model_dump().items()}
+# Fields only some failures carry: written only when set, so an answer costs no more.
+ONLY_WHEN_SET = frozenset({"error_variable"})
 
 
-def bid_from_fields(fields: dict[Any, Any]) -> Bid:
-    """A bids-stream entry as a Bid."""
-    return Bid.model_validate(decode_fields(fields))
+def answer_fields(answer: Answer) -> dict[str, str]:
+    """A call's answer as answers (bids) stream fields."""
+    return {name: _plain(value) for name, value in answer.model_dump().items()
+            if value or name not in ONLY_WHEN_SET}
+
+
+def answer_from_fields(fields: dict[Any, Any]) -> Answer:
+    """An answers (bids) stream entry as an Answer."""
+    return Answer.model_validate(decode_fields(fields))
 
 
 def _plain(value: Any) -> str:
@@ -126,9 +131,9 @@ def run_total_field(total: str) -> str:
 ZERO_TOTALS = {field: "0" for total in USAGE_TOTALS for field in (total, run_total_field(total))}
 
 
-def usage_increments(bids: list[Bid]) -> dict[str, str]:
+def usage_increments(bids: list[Answer]) -> dict[str, str]:
     """What the answers add to the room's, the run's and each agent's running totals of
-    tokens and cost (write_bids.lua adds them as the answers land)."""
+    tokens and cost (write_answers.lua adds them as the answers land)."""
     increments: dict[str, float] = {}
     for bid in bids:
         for total in CALL_TOTALS:
@@ -139,7 +144,7 @@ def usage_increments(bids: list[Bid]) -> dict[str, str]:
     return {field: repr(amount) for field, amount in increments.items()}
 
 
-def call_counts(bids: list[Bid]) -> dict[str, str]:
+def call_counts(bids: list[Answer]) -> dict[str, str]:
     """What a committed turn's answers add to each agent's count of calls (its next call's
     number: a scripted agent's next entry)."""
     counts: dict[str, int] = {}
@@ -234,10 +239,10 @@ def turn_record_fields(record: TurnRecord) -> dict[str, str]:
     return fields
 
 
-def answers_json(bids: list[Bid]) -> str:
+def answers_json(answers: list[Answer]) -> str:
     """Answers as a turn record's JSON list, each without its fields at their defaults."""
-    return orjson.dumps([bid.model_dump(mode="json", exclude_defaults=True)
-                         for bid in bids]).decode()
+    return orjson.dumps([answer.model_dump(mode="json", exclude_defaults=True)
+                         for answer in answers]).decode()
 
 
 def turn_record_from_fields(fields: dict[Any, Any]) -> TurnRecord:

@@ -9,7 +9,7 @@ from typing import Any
 
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
-    "count_failed_take", "create", "reserve", "post", "write_bids", "pause", "resume",
+    "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
     "cancel", "delete", "floor_op", "write_chunk",
 )
 
@@ -50,7 +50,7 @@ class Scripts:
     create: Any
     reserve: Any
     post: Any
-    write_bids: Any
+    write_answers: Any
     pause: Any
     resume: Any
     cancel: Any

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from parley.shared.events import Event, answer_event_fields, event_from_entry
 from parley.shared.keys import Keys, check_room_id
 from parley.shared.models import (
-    Bid,
+    Answer,
     FloorChange,
     Message,
     RoomSpec,
@@ -39,8 +39,8 @@ from parley.shared.models import (
 from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
-    bid_fields,
-    bid_from_fields,
+    answer_fields,
+    answer_from_fields,
     check_post,
     decode,
     floor_change_from_entry,
@@ -48,6 +48,7 @@ from parley.shared.records import (
     turn_record_from_fields,
     usage_increments,
 )
+from parley.shared.refusals import Refusal, refusal_of
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.speakers import same_name
@@ -85,15 +86,16 @@ def holder_of(lease: str | None) -> str | None:
 
 def script_error(error: redis.ResponseError, room: str) -> Exception:
     """A lifecycle script's refusal as the exception the front door reports in one line."""
-    code, _, detail = str(error).partition(" ")
-    if code == "NOROOM":
+    refused = refusal_of(error)
+    code, detail = (refused.code, refused.detail) if refused else (None, "")
+    if code is Refusal.NO_ROOM:
         return RoomNotFound(f"no room {room!r}")
-    if code == "EXISTS":
+    if code is Refusal.EXISTS:
         return RoomExists(f"room {room!r} already exists")
-    if code == "HELD":
+    if code is Refusal.HELD:
         return RoomHeld(f"room {room} is held by coordinator {holder_of(detail)} (a run is "
                         "going on): pause or cancel it first, or use --force")
-    if code == "CHANGED":
+    if code is Refusal.CHANGED:
         return RoomChanged(f"room {room} changed meanwhile ({detail}): nothing was removed")
     return error
 
@@ -294,11 +296,11 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.log(room), f"({after_seq}-0", "+", count=count)
         return [message_from_fields(fields) for _, fields in entries]
 
-    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Bid]]:
+    def read_answers(self, room: str, after: str = "0-0") -> list[tuple[str, Answer]]:
         """Answers still in the room's answers stream after the id ``after``, oldest first,
         each with its entry id."""
         entries = self.redis.xrange(self.keys.bids(room), f"({after}", "+")
-        return [(decode(entry_id), bid_from_fields(fields)) for entry_id, fields in entries]
+        return [(decode(entry_id), answer_from_fields(fields)) for entry_id, fields in entries]
 
     def read_events(self, room: str, after: str = "0-0", count: int | None = None
                     ) -> list[Event]:
@@ -354,22 +356,23 @@ class RoomStore:
         entries = self.redis.xrange(self.keys.turns(room), f"({after}", "+")
         return [(decode(entry_id), turn_record_from_fields(f)) for entry_id, f in entries]
 
-    def write_bid(self, room: str, bid: Bid, maxlen: int) -> None:
-        """Append a worker's bid to the room's bids stream."""
-        self.write_bids(room, [bid], maxlen)
+    def write_answer(self, room: str, answer: Answer, maxlen: int) -> None:
+        """Append a worker's answer to the room's answers (bids) stream."""
+        self.write_answers(room, [answer], maxlen)
 
-    def write_bids(self, room: str, bids: list[Bid], maxlen: int) -> int:
-        """Append bids to the room's bids stream, each with its ``answer_arrived`` event and
-        its tokens and cost counted in the room's totals, in one round trip; returns how
-        many were written: none when the room is gone (deleted, archived or expired
-        meanwhile), and none of those already written under their ``answer_id``."""
+    def write_answers(self, room: str, answers: list[Answer], maxlen: int) -> int:
+        """Append answers to the room's answers (bids) stream, each with its
+        ``answer_arrived`` event and its tokens and cost counted in the room's totals, in one
+        round trip; returns how many were written: none when the room is gone (deleted,
+        archived or expired meanwhile), and none of those already written under their
+        ``answer_id``."""
         args: list[Any] = [maxlen, self.events_maxlen]
-        for bid in bids:
-            fields, event = bid_fields(bid), answer_event_fields(bid)
-            increments = usage_increments([bid])
-            args += [bid.answer_id, len(fields), *_pairs(fields), len(event), *_pairs(event),
+        for answer in answers:
+            fields, event = answer_fields(answer), answer_event_fields(answer)
+            increments = usage_increments([answer])
+            args += [answer.answer_id, len(fields), *_pairs(fields), len(event), *_pairs(event),
                      len(increments), *_pairs(increments)]
-        return int(self.scripts.write_bids(
+        return int(self.scripts.write_answers(
             keys=[self.keys.state(room), self.keys.bids(room), self.keys.events(room),
                   self.keys.answer_ids(room)],
             args=args))

@@ -42,11 +42,20 @@ REDACTED = "[redacted]"
 _ENDPOINT_ARGUMENT = re.compile(r"endpoint|url|host|proxy", re.IGNORECASE)
 
 
-class MissingApiKey(RuntimeError):
+class KeyRefusal(RuntimeError):
+    """A call refused for the key variable the agent names (``variable``: it travels with
+    the failed answer as its ``error_variable``, so its fix can name it)."""
+
+    def __init__(self, message: str, variable: str = "") -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class MissingApiKey(KeyRefusal):
     """The environment variable the agent names for its key is not set on this worker."""
 
 
-class KeyEnvNotAllowed(RuntimeError):
+class KeyEnvNotAllowed(KeyRefusal):
     """The agent names a key variable outside PARLEY_WORKER_KEY_ENVS."""
 
 
@@ -71,7 +80,7 @@ def credential_for(agent: AgentSpec, settings: Settings) -> Credential:
     if agent.api_key_env is not None and agent.api_key_env not in settings.worker_key_envs:
         raise KeyEnvNotAllowed(
             f"api_key_env {agent.api_key_env} is not one of the key variables this worker "
-            "lends to specs (PARLEY_WORKER_KEY_ENVS)")
+            "lends to specs (PARLEY_WORKER_KEY_ENVS)", agent.api_key_env)
     if agent.api_base is not None and not is_allowed_base(
             agent.api_base, settings.worker_allowed_api_bases):
         return Credential(NO_KEY, withheld=True)
@@ -96,7 +105,8 @@ def read_api_key(agent: AgentSpec) -> str | None:
         return None
     value = os.environ.get(agent.api_key_env, "").strip()
     if not value:
-        raise MissingApiKey(f"environment variable {agent.api_key_env} is not set")
+        raise MissingApiKey(f"environment variable {agent.api_key_env} is not set",
+                            agent.api_key_env)
     return value
 
 

@@ -1,10 +1,10 @@
-"""One agent's bid call through litellm: the only module that imports it.
+"""One agent's model call, of any kind, through litellm: the only module that imports it.
 
-The call forces the respond tool, fits the transcript into the model's context budget,
-reads the agent's key from the environment at call time (and sends it only where
-workers/credentials.py allows), bounds every attempt by the turn's deadline (retrying a
-provider's rate limit with backoff while the deadline allows), accounts for tokens and
-cost, and tells what kind of failure a failed call met (``classify_error``).
+The call forces its kind's tool (a bid's respond tool), fits the transcript into the
+model's context budget, reads the agent's key from the environment at call time (and sends
+it only where workers/credentials.py allows), bounds every attempt by the turn's deadline
+(retrying a provider's rate limit with backoff while the deadline allows), accounts for
+tokens and cost, and tells what kind of failure a failed call met (``classify_error``).
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ import random
 import re
 import time
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import lru_cache
 from typing import Any
 
 import structlog
 
 from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.logs import route_to_root
-from parley.shared.models import STREAMED_KINDS, AgentSpec, CallKind, ErrorKind, Message
-from parley.shared.protocol import RESPOND_INTENT_TOOL, RESPOND_TOOL
+from parley.shared.models import AgentSpec, CallKind, ErrorKind, Message
 from parley.shared.settings import Settings
 from parley.workers.credentials import (
     NO_KEY,
@@ -35,17 +34,9 @@ from parley.workers.credentials import (
 )
 from parley.workers.deadlines import STOPPING, DeadlinePassed, pause, until_deadline
 from parley.workers.prompts import (
-    RESPOND_CHOICE,
+    CALL_PROMPTS,
+    FORCE_RESPOND,
     ChatMessage,
-    build_discuss_prompt,
-    build_dispatch_prompt,
-    build_intent_prompt,
-    build_moderate_prompt,
-    build_panel_prompt,
-    build_prompt,
-    build_reply_prompt,
-    build_select_prompt,
-    build_speak_prompt,
     input_budget,
     with_cache_breakpoint,
 )
@@ -70,8 +61,6 @@ log = structlog.get_logger("parley.worker")
 MIN_CALL_S = 0.05
 BACKOFF_FIRST_S = 0.25
 BACKOFF_MAX_S = 8.0
-# The arguments that force the respond call (and count it in the prompt's tokens).
-FORCE_RESPOND: dict[str, Any] = {"tools": [RESPOND_TOOL], "tool_choice": RESPOND_CHOICE}
 # Providers whose only credential is the api_key argument: at a base that may not receive a
 # key they get NO_KEY and read no variable (each checked against the local stub in
 # tests/integration/test_key_exfiltration.py). The others sign requests with the worker's
@@ -85,15 +74,6 @@ KEYLESS_PROVIDERS = frozenset({
 REFUSALS = (litellm.AuthenticationError, litellm.PermissionDeniedError)
 
 
-# Each call kind's prompt; only a bid (or an intent) forces the respond tool.
-PROMPTS = {CallKind.BID: build_prompt, CallKind.SELECT: build_select_prompt,
-           CallKind.SPEAK: build_speak_prompt, CallKind.PANEL: build_panel_prompt,
-           CallKind.MODERATE: build_moderate_prompt, CallKind.DISPATCH: build_dispatch_prompt,
-           CallKind.DISCUSS: build_discuss_prompt, CallKind.INTENT: build_intent_prompt,
-           CallKind.REPLY: build_reply_prompt}
-# The tool a call kind forces, if any: an intent bids respond(score, intent).
-FORCED = {CallKind.BID: FORCE_RESPOND,
-          CallKind.INTENT: {"tools": [RESPOND_INTENT_TOOL], "tool_choice": RESPOND_CHOICE}}
 # Providers that cache a prompt's prefix only where the request marks it (cache_control);
 # OpenAI, DeepSeek and others cache prefixes on their own. Claude on Bedrock and Vertex too.
 CACHE_HINT_PROVIDERS = frozenset({"anthropic"})
@@ -103,13 +83,14 @@ CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_
 
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID,
-               on_text: Callable[[str], None] | None = None, intent: str = "", *,
+               on_text: Callable[[str], None] | None = None, instruction: str = "", *,
                settings: Settings, left: tuple[int | None, float | None] = (None, None)
                ) -> tuple[Any, dict[str, Any]]:
-    """Ask the agent's model for a ``kind`` answer on ``transcript``: its respond decision
-    (bid, intent), a name (select), its message (speak, reply: written from ``intent``),
-    its turn in a round-table (panel) or the verdict (moderate). The worker's ``settings``
-    say which keys it lends, and where.
+    """Ask the agent's model for a ``kind`` answer on ``transcript``, with the prompt and
+    forced tool of that kind (workers.prompts.CALL_PROMPTS): its respond decision (bid,
+    intent), a name (select), its message (speak, reply: written from ``instruction``, its
+    intent), its turn in a round-table (panel) or the verdict (moderate). The worker's
+    ``settings`` say which keys it lends, and where.
 
     With ``on_text``, a call whose answer is posted streams: each piece of text goes to
     ``on_text`` as the model writes it. ``left`` is what is left of the room's spending
@@ -127,12 +108,13 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     map_model(agent.model, agent.api_base, named if isinstance(named, str) else None)
     cap = output_cap(agent, *left)
     budget = input_budget(context_window(agent), agent.max_tokens)
-    forced = kind in FORCED
-    build = partial(build_reply_prompt, intent=intent) if kind is CallKind.REPLY else PROMPTS[kind]
-    prompt = build(agent, room_agents, transcript, budget, token_counter(agent.model, forced))
+    call = CALL_PROMPTS[kind]
+    forced = call.forces is not None
+    prompt = call.prompt(agent, room_agents, transcript, budget,
+                         token_counter(agent.model, forced), instruction)
     messages = with_cache_breakpoint(prompt.messages) if needs_cache_hint(agent) else prompt.messages
-    request = request_kwargs(agent, messages, credential.api_key, forced, FORCED.get(kind), cap)
-    streams = on_text is not None and kind in STREAMED_KINDS
+    request = request_kwargs(agent, messages, credential.api_key, forced, call.forces, cap)
+    streams = on_text is not None and call.streams
     if streams:
         request.update(stream=True, stream_options={"include_usage": True})
     response = complete_with(agent, credential, request, deadline)
@@ -475,6 +457,17 @@ FAILURE_CLASSES: tuple[tuple[type[Exception], ErrorKind], ...] = (
     (litellm.BadGatewayError, ErrorKind.PROVIDER_ERROR),
     (TimeoutError, ErrorKind.TIMEOUT),
 )
+
+
+# The key variable a provider's refusal asks for ("... set the `OPENAI_API_KEY` environment
+# variable"): litellm says it only in its message's text.
+_KEY_VARIABLE = re.compile(r"\b([A-Z][A-Z0-9_]*_(?:API_KEY|AUTH_TOKEN))\b")
+
+
+def provider_key_variable(error: Exception) -> str:
+    """The key variable a provider's (or litellm's) refusal names, or "" when none."""
+    found = _KEY_VARIABLE.search(str(error))
+    return found.group(1) if found else ""
 
 
 def classify_error(error: Exception) -> ErrorKind:

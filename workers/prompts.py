@@ -1,5 +1,6 @@
-"""What an agent's model is sent for one bid: the respond tool, the decide prompt, and the
-room's transcript as typed chat turns, trimmed to the model's context budget.
+"""What an agent's model is sent for one call: each call kind's prompt (``CALL_PROMPTS``,
+its template in workers/templates/), the tool it forces, and the room's transcript as typed
+chat turns, trimmed to the model's context budget.
 
 Nothing inside a message can pass for another speaker: the sender of each other speaker's
 turn is given outside its content (the chat ``name`` field) and by a ``Sender: `` prefix
@@ -20,12 +21,20 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from itertools import count as numbering
-from typing import Any
+from typing import Any, cast
 from weakref import WeakKeyDictionary, ref
 
 from parley.shared.mentions import read_names
-from parley.shared.models import SEED_SENDER, AgentSpec, Message
-from parley.shared.protocol import RESPOND
+from parley.shared.models import (
+    SEED_SENDER,
+    AgentSpec,
+    BidPolicy,
+    CallKind,
+    MentionPolicy,
+    Message,
+    RoomSpec,
+)
+from parley.shared.protocol import RESPOND, RESPOND_INTENT_TOOL, RESPOND_TOOL
 from parley.shared.speakers import QUOTE, quote_speaker_lines
 
 ChatMessage = dict[str, Any]
@@ -38,6 +47,11 @@ _NOT_IN_CHAT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 
 # tool_choice naming the tool: the model must call respond, not answer in prose.
 RESPOND_CHOICE: dict[str, Any] = {"type": "function", "function": {"name": RESPOND}}
+# The arguments that force the respond call (and count it in the prompt's tokens).
+FORCE_RESPOND: dict[str, Any] = {"tools": [RESPOND_TOOL], "tool_choice": RESPOND_CHOICE}
+# An intent bids respond(score, intent).
+FORCE_RESPOND_INTENT: dict[str, Any] = {"tools": [RESPOND_INTENT_TOOL],
+                                        "tool_choice": RESPOND_CHOICE}
 
 @dataclass(frozen=True)
 class Prompt:
@@ -481,3 +495,73 @@ def with_cache_breakpoint(messages: list[ChatMessage]) -> list[ChatMessage]:
     marked["content"] = [{"type": "text", "text": marked["content"],
                           "cache_control": CACHE_BREAKPOINT}]
     return [*messages[:index], marked, messages[-1]]
+
+
+def as_asked(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
+    """The agent as the spec has it: its call kind adds nothing to it."""
+    return agent
+
+
+def intent_caller(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
+    """An intent's caller: at most the room's intent_max_tokens (an intent is one line)."""
+    most = cast(BidPolicy, spec.policy).intent_max_tokens  # intents are a bid room's calls
+    return agent.model_copy(update={"max_tokens": min(agent.max_tokens or most, most)})
+
+
+def discussion_caller(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
+    """A mention room's turn: the room's notes for the turn (its people, the silent token,
+    the operator's instruction) after the agent's system prompt."""
+    policy = cast(MentionPolicy, spec.policy)  # discussion turns are a mention room's calls
+    notes = discussion_notes(policy.people or [], policy.silent_token, instruction)
+    own = system_message(agent)["content"]
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+
+
+def nothing_held(spec: RoomSpec) -> str:
+    """A call whose streamed text holds nothing back."""
+    return ""
+
+
+def silent_token(spec: RoomSpec) -> str:
+    """A mention room's silent token: never streamed, as it is never posted."""
+    return cast(MentionPolicy, spec.policy).silent_token
+
+
+@dataclass(frozen=True)
+class CallPrompt:
+    """How a worker makes one kind of call: its prompt, the tool it forces (its answer is
+    then that respond call, read as a score and a message) or none (plain text), whether
+    its text streams to the room as the model writes it (a call whose answer is posted),
+    what the room's spec adds to its caller, and the text its stream holds back."""
+
+    build: Callable[..., Prompt]
+    forces: dict[str, Any] | None = None
+    streams: bool = False
+    reads_instruction: bool = False  # the call's instruction is its builder's ``intent``
+    caller: Callable[[RoomSpec, AgentSpec, str], AgentSpec] = as_asked
+    held: Callable[[RoomSpec], str] = nothing_held
+
+    def prompt(self, agent: AgentSpec, room_agents: Sequence[AgentSpec],
+               transcript: Sequence[Message], budget: int | None, count: TokenCounter,
+               instruction: str = "") -> Prompt:
+        """The call's prompt, given the input the call takes (``instruction``)."""
+        if self.reads_instruction:
+            return self.build(agent, room_agents, transcript, budget, count, intent=instruction)
+        return self.build(agent, room_agents, transcript, budget, count)
+
+
+# Every call kind, as a worker makes it. A call whose answer is posted streams its text (a
+# full-mode bid's message comes whole, inside its respond call).
+CALL_PROMPTS: dict[CallKind, CallPrompt] = {
+    CallKind.BID: CallPrompt(build_prompt, forces=FORCE_RESPOND),
+    CallKind.INTENT: CallPrompt(build_intent_prompt, forces=FORCE_RESPOND_INTENT,
+                                caller=intent_caller),
+    CallKind.REPLY: CallPrompt(build_reply_prompt, streams=True, reads_instruction=True),
+    CallKind.SELECT: CallPrompt(build_select_prompt),
+    CallKind.SPEAK: CallPrompt(build_speak_prompt, streams=True),
+    CallKind.PANEL: CallPrompt(build_panel_prompt, streams=True),
+    CallKind.MODERATE: CallPrompt(build_moderate_prompt, streams=True),
+    CallKind.DISPATCH: CallPrompt(build_dispatch_prompt),
+    CallKind.DISCUSS: CallPrompt(build_discuss_prompt, streams=True,
+                                 caller=discussion_caller, held=silent_token),
+}

@@ -1,4 +1,4 @@
-"""The ``parley.bid`` task: bid for a chunk of a room's agents, against one snapshot."""
+"""The ``parley.call`` task: answer a chunk of a room's calls of one kind, against one snapshot."""
 
 from __future__ import annotations
 
@@ -19,21 +19,17 @@ from parley.shared import metrics
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.keys import Keys
 from parley.shared.models import (
-    STREAMED_KINDS,
     AgentSpec,
-    Bid,
-    BidPolicy,
-    BidRequest,
-    CallKind,
-    MentionPolicy,
+    Answer,
+    CallRequest,
     Message,
     RoomSpec,
 )
 from parley.shared.protocol import CALL_TASK
 from parley.shared.store import RoomStore
 from parley.workers.app import app, settings
-from parley.workers.bidding import call_in, make_bid
-from parley.workers.prompts import discussion_notes, system_message
+from parley.workers.calls import answer_call, call_in
+from parley.workers.prompts import CALL_PROMPTS
 from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
@@ -56,13 +52,13 @@ RETRIED_ERRORS = (redis.ConnectionError, redis.TimeoutError, socket.timeout,
 
 @cache
 def _redis() -> redis.Redis:
-    # Every task thread may write bids at once: past redis-py's default cap of 100
+    # Every task thread may write answers at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
-    # A dropped connection (a Redis restart) or a full Redis is retried: a bid written again
-    # after its reply was lost is known by its answer_id, neither kept nor counted twice.
-    # Retries come at most worker_reconnect_max_s apart and go on through a long outage: a
-    # bid that cost a model call is worth keeping (and counting), and the coordinator gives
-    # a turn that overlapped an outage its time again.
+    # A dropped connection (a Redis restart) or a full Redis is retried: an answer written
+    # again after its reply was lost is known by its answer_id, neither kept nor counted
+    # twice. Retries come at most worker_reconnect_max_s apart and go on through a long
+    # outage: an answer that cost a model call is worth keeping (and counting), and the
+    # coordinator gives a turn that overlapped an outage its time again.
     backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
     retry = Retry(backoff, retries=REDIS_RETRIES, supported_errors=RETRIED_ERRORS)
     if settings.redis_cluster:
@@ -180,7 +176,7 @@ _transcripts = TranscriptCache()
 @app.task(name=CALL_TASK)
 def answer_calls(request: dict) -> None:
     """Answer each call of the chunk concurrently; write each answer as soon as it exists."""
-    req = BidRequest.model_validate(request)
+    req = CallRequest.model_validate(request)
     if time.time() > req.deadline:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
         return
@@ -189,14 +185,14 @@ def answer_calls(request: dict) -> None:
         answer_chunk(req)
 
 
-def answer_chunk(req: BidRequest) -> None:
+def answer_chunk(req: CallRequest) -> None:
     """Run the chunk's calls side by side, each in this task's log context."""
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, partial(make_bid, settings=settings),
+        _calls.submit(contextvars.copy_context().run, partial(answer_call, settings=settings),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -218,46 +214,36 @@ def answer_chunk(req: BidRequest) -> None:
                 lambda done: write_answers(store, req, [done.result()], callers))
 
 
-def write_answers(store: RoomStore, req: BidRequest, answers: list[Bid],
+def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
     """Write answers of the request's calls in one round trip, and count them."""
-    store.write_bids(req.room, answers, settings.bids_stream_maxlen)
+    store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
 
 
-def chunk_writer(store: RoomStore, spec: RoomSpec, req: BidRequest, name: str
+def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str
                  ) -> ChunkWriter | None:
     """Where a call whose answer is posted writes its text as it comes (the room's events
-    stream); None for the other calls. A mention room's silent token is never shown."""
-    if req.kind not in STREAMED_KINDS:
+    stream); None for the other calls. What the call kind holds back (a mention room's
+    silent token) is never shown."""
+    call = CALL_PROMPTS[req.kind]
+    if not call.streams:
         return None
 
     def sink(index: int, text: str) -> bool:
         return store.write_chunk(req.room, req.turn, req.phase, name, index, text)
 
-    hold = spec.policy.silent_token if isinstance(spec.policy, MentionPolicy) else ""
-    return ChunkWriter(sink, hold)
+    return ChunkWriter(sink, call.held(spec))
 
 
-def caller(spec: RoomSpec, req: BidRequest, name: str) -> AgentSpec:
-    """The agent a call goes to; in a mention room's turn, with the room's notes for the
-    turn (its people, the silent token, an instruction) after its system prompt; for an
-    intent, with the room's intent_max_tokens as its most."""
-    agent = spec.agent(name)
-    if req.kind is CallKind.INTENT and isinstance(spec.policy, BidPolicy):
-        most = min(agent.max_tokens or spec.policy.intent_max_tokens,
-                   spec.policy.intent_max_tokens)
-        return agent.model_copy(update={"max_tokens": most})
-    if req.kind is not CallKind.DISCUSS or not isinstance(spec.policy, MentionPolicy):
-        return agent
-    notes = discussion_notes(spec.policy.people or [], spec.policy.silent_token,
-                             req.instructions.get(name, ""))
-    own = system_message(agent)["content"]
-    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+def caller(spec: RoomSpec, req: CallRequest, name: str) -> AgentSpec:
+    """The agent a call goes to, as its call kind shapes it for the room (a mention room's
+    turn takes the room's notes, an intent the room's intent_max_tokens)."""
+    return CALL_PROMPTS[req.kind].caller(spec, spec.agent(name), req.instructions.get(name, ""))
 
 
-def _transcript_once(store: RoomStore, req: BidRequest):  # noqa: ANN202
+def _transcript_once(store: RoomStore, req: CallRequest):  # noqa: ANN202
     """The snapshot's messages, read at most once per task and only if an agent needs it."""
     lock = Lock()
     cached: list[list[Message]] = []

@@ -1,6 +1,8 @@
 """Floor policies: pure functions from (spec, turn view, answers) to a decision.
 
-Each policy module offers two functions:
+Each policy is one module exporting its record (``POLICY``, a ``FloorPolicy``): its kind,
+its calls and decisions, how its turns are told and its stops worded, and what the
+dashboard shows of its state. Its two functions:
 
 - ``first_calls(spec, view)``: the calls a new turn starts with (``Calls``), or a
   ``Decision`` that stops the run before any call;
@@ -9,63 +11,71 @@ Each policy module offers two functions:
   outcome. It is a function of all the answers, so a coordinator taking over a turn
   replays the phases that already have their answers, and a recorded turn replays.
 
-This module picks the room's policy and adds the rules every policy shares: the spending
-limits (coordinator.policies.budget) before a turn starts and for a phase none of whose
-calls could be made for them, the impersonation cut
+This module finds the room's policy by its kind and adds the rules every policy shares:
+the spending limits (coordinator.policies.budget) before a turn starts and for a phase
+none of whose calls could be made for them, the impersonation cut
 (coordinator.policies.impersonation) before any policy sees a reply, and the stops when
-nobody could answer (save for policies with their own rules for failed calls,
-OWN_FAILURE_RULES).
+nobody could answer (save for policies that contain their own failures).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from types import ModuleType
 
 from parley.coordinator.policies import bid, mention, roundtable, selector
-from parley.coordinator.policies.base import Calls, Decision, FloorOp, LogLine, Posted, TurnView
+from parley.coordinator.policies.base import (
+    Calls,
+    Decision,
+    FloorOp,
+    FloorPolicy,
+    LogLine,
+    Posted,
+    TurnView,
+    record_view,
+)
 from parley.coordinator.policies.budget import budget_stop, unaffordable_stop
 from parley.coordinator.policies.common import failure_stop, nobody_answered
-from parley.coordinator.policies.impersonation import cut_bids
-from parley.shared.models import Bid, RoomSpec, TurnRecord
+from parley.coordinator.policies.impersonation import cut_answers
+from parley.shared.models import Answer, RoomSpec, TurnRecord
 
-POLICIES: dict[str, ModuleType] = {"bid": bid, "selector": selector, "roundtable": roundtable,
-                                   "mention": mention}
-# Policies that rule on failed calls themselves: the shared no_bids and all_agents_failed
-# stops do not apply (a round-table posts a panelist's failure and debates on; a mention
-# room posts an agent's failure and falls back from a failed classifier).
-OWN_FAILURE_RULES = frozenset({"roundtable", "mention"})
-# Policies that read what others than the agents posted (TurnView.unread).
-READS_POSTED = frozenset({"mention"})
+POLICIES: dict[str, FloorPolicy] = {policy.kind: policy for policy in (
+    bid.POLICY, selector.POLICY, roundtable.POLICY, mention.POLICY)}
 
 
-def reads_posted(spec: RoomSpec) -> bool:
-    """True when the room's policy reads posted messages (``TurnView.unread``)."""
-    return spec.policy.kind in READS_POSTED
+class UnknownPolicy(LookupError):
+    """A room's policy kind has no record: parley cannot run, tell or show it."""
+
+
+def record_of(spec: RoomSpec) -> FloorPolicy:
+    """The record of the room's policy; UnknownPolicy (naming the kinds there are) for a
+    kind no policy has."""
+    try:
+        return POLICIES[spec.policy.kind]
+    except KeyError:
+        raise UnknownPolicy(f"no floor policy {spec.policy.kind!r}: the policies are "
+                            f"{', '.join(POLICIES)}") from None
 
 
 def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     """The calls a new turn starts with, or a stop decided before any call: a spending
     limit reached (for every policy), or the policy's own."""
-    return budget_stop(spec.limits, view) or POLICIES[spec.policy.kind].first_calls(spec, view)
+    return budget_stop(spec.limits, view) or record_of(spec).first_calls(spec, view)
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """The next phase of the turn, or its outcome, given every answer so far (missing
     calls as timeouts), each reply first cut where it starts speaking for another
     participant; a phase whose calls could not be made for want of budget stops the run."""
-    answers, cuts = cut_bids(spec, answers)
+    answers, cuts = cut_answers(spec, answers)
     unaffordable = unaffordable_stop(view, answers)
     if unaffordable is not None:
         return replace(unaffordable, cuts=cuts)
-    policy = POLICIES[spec.policy.kind]
-    if spec.policy.kind in OWN_FAILURE_RULES:
+    policy = record_of(spec)
+    if policy.contains_failures:
         return replace(policy.decide(spec, view, answers), cuts=cuts)
-    queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
-    timeout_s = spec.policy.call_timeout
     decision = None if nobody_answered(answers) else policy.decide(spec, view, answers)
     if decision is None or decision.next is None:
-        decision = failure_stop(view, answers, timeout_s, queues) or decision
+        decision = failure_stop(spec, view, answers) or decision
     assert decision is not None  # nobody answered: failure_stop always stops the run
     return replace(decision, cuts=cuts)
 
@@ -76,21 +86,5 @@ def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
     return decide(spec, record_view(record), record.bids)
 
 
-def record_view(record: TurnRecord) -> TurnView:
-    """The room as the recorded turn's policy saw it when the turn opened."""
-    return TurnView(
-        turn=record.turn,
-        run=record.run,
-        run_turns=record.run_turns,
-        messages_in_run=record.messages_in_run,
-        recent=tuple(record.recent),
-        snapshot_seq=record.snapshot_seq,
-        policy_state=dict(record.policy_state),
-        floor_state=dict(record.floor_state),
-        unread=tuple(Posted(m.seq, m.sender, m.content) for m in record.unread),
-        ops=tuple(FloorOp(op.id, op.op, op.agent, op.text) for op in record.ops),
-    )
-
-
-__all__ = ["Calls", "Decision", "FloorOp", "LogLine", "Posted", "TurnView", "decide", "first_calls",
-           "record_view", "replay"]
+__all__ = ["Calls", "Decision", "FloorOp", "FloorPolicy", "LogLine", "Posted", "TurnView",
+           "UnknownPolicy", "decide", "first_calls", "record_of", "record_view", "replay"]

@@ -1,11 +1,14 @@
-"""What every floor policy takes and returns. No I/O here or in any policy."""
+"""What every floor policy takes and returns, and the record each one exports. No I/O
+here or in any policy."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from parley.shared.models import Bid, CallKind, RoomStatus, StopReason, Usage
+from parley.coordinator.policies.lines import TurnLine
+from parley.shared.models import Answer, CallKind, RoomSpec, RoomStatus, StopReason, TurnRecord, Usage
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,98 @@ def stopped(reason: StopReason, recent: tuple[str, ...], detail: str = "") -> De
     return Decision(recent=recent, stop=reason, detail=detail)
 
 
-def bids_in_order(agents: tuple[str, ...], bids: list[Bid]) -> list[Bid]:
+def bids_in_order(agents: tuple[str, ...], bids: list[Answer]) -> list[Answer]:
     """One bid per agent in spec order (the first bid per agent counts)."""
-    by_agent: dict[str, Bid] = {}
+    by_agent: dict[str, Answer] = {}
     for bid in bids:
         by_agent.setdefault(bid.agent, bid)
     return [by_agent[name] for name in agents if name in by_agent]
+
+
+def record_view(record: TurnRecord) -> TurnView:
+    """The room as the recorded turn's policy saw it when the turn opened."""
+    return TurnView(
+        turn=record.turn,
+        run=record.run,
+        run_turns=record.run_turns,
+        messages_in_run=record.messages_in_run,
+        recent=tuple(record.recent),
+        snapshot_seq=record.snapshot_seq,
+        policy_state=dict(record.policy_state),
+        floor_state=dict(record.floor_state),
+        unread=tuple(Posted(m.seq, m.sender, m.content) for m in record.unread),
+        ops=tuple(FloorOp(op.id, op.op, op.agent, op.text) for op in record.ops),
+    )
+
+
+@dataclass(frozen=True)
+class WatchedState:
+    """A policy's room-scoped fields (``floor:<field>``) that followers see change: the
+    event the commit (or the run's end) that changes one writes, with every field as it is
+    afterwards, and each field's value when absent."""
+
+    event: str
+    fields: tuple[tuple[str, str], ...]  # (field, value when absent), in the event's order
+
+
+def no_dashboard_state(spec: RoomSpec, policy_state: Mapping[str, str],
+                       ended: StopReason | None = None) -> dict[str, Any] | None:
+    """A policy whose state the dashboard does not show."""
+    return None
+
+
+def never_silent(spec: RoomSpec, answer: Answer) -> bool:
+    """A policy none of whose calls can answer by saying nothing."""
+    return False
+
+
+def nobody_asked(floor_state: Mapping[str, str]) -> list[str]:
+    """A policy that never waits on a person's answer."""
+    return []
+
+
+FirstCalls = Callable[[RoomSpec, TurnView], Calls | Decision]
+Decide = Callable[[RoomSpec, TurnView, list[Answer]], Decision]
+# A recorded turn told (the room's earlier turns, oldest first, may tell why it went so).
+Explain = Callable[[RoomSpec, TurnRecord, Sequence[TurnRecord]], TurnLine]
+# A stop told with the spec's numbers (the run's last turn, if any, may name who stopped it).
+StopWording = Callable[[RoomSpec, TurnRecord | None], str]
+# What the page shows of the policy's state; ``ended``: why the run ended, None while it runs.
+DashboardState = Callable[[RoomSpec, Mapping[str, str], StopReason | None],
+                          dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class FloorPolicy:
+    """One floor policy as the rest of parley reads it: each policy module exports one
+    (``POLICY``), and nothing outside the module names the policy.
+
+    ``dashboard_state`` gives what the room page shows of the policy's state (None for
+    nothing): facts for JSON readers, a ``note`` line shown with the turn, and
+    ``speak_queue`` true when the page follows the room's speak queue.
+    """
+
+    kind: str  # the spec's policy.kind
+    calls: frozenset[CallKind]  # the kinds of call its turns make
+    first_calls: FirstCalls
+    decide: Decide
+    explain: Explain
+    legend: Callable[[RoomSpec], str]  # how it gives the floor, in a sentence
+    # Its own words for the stops it decides (the others are told alike for every policy).
+    stop_words: Mapping[StopReason, StopWording] = field(default_factory=dict)
+    next_steps: Mapping[StopReason, tuple[str, ...]] = field(default_factory=dict)
+    # It rules on failed calls itself: the shared no_bids and all_agents_failed stops do
+    # not apply.
+    contains_failures: bool = False
+    reads_posted: bool = False  # it reads what others than the agents post (TurnView.unread)
+    # Calls cut when their agent is set to only listen while they run.
+    cut_on_listen: frozenset[CallKind] = frozenset()
+    watched: WatchedState | None = None
+    dashboard_state: DashboardState = no_dashboard_state
+    # Calls whose answers carry a score the dashboard shows.
+    scored: frozenset[CallKind] = frozenset()
+    scores_messages: bool = False  # its posted messages carry their winner's score
+    # True for an answer of a call that worked whose agent chose to say nothing.
+    silent: Callable[[RoomSpec, Answer], bool] = never_silent
+    # The people a waiting room owes an answer, in the order asked, from its floor fields.
+    people_asked: Callable[[Mapping[str, str]], list[str]] = nobody_asked

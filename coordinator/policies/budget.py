@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 from parley.coordinator.policies.base import Decision, TurnView, stopped
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     ErrorKind,
     RoomLimits,
@@ -101,13 +101,13 @@ def budget_stop(limits: RoomLimits, view: TurnView) -> Decision | None:
 
 
 def not_made(agent: str, turn: int, kind: CallKind, phase: int, call: int, limit: Limit
-             ) -> Bid:
+             ) -> Answer:
     """The answer of a call not made because ``limit`` was reached when it was due."""
-    return Bid(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
-               status=BidStatus.ERROR, error=budget_detail(limit), error_kind=ErrorKind.BUDGET)
+    return Answer(agent=agent, turn=turn, kind=kind, phase=phase, call=call,
+               status=AnswerStatus.ERROR, error=budget_detail(limit), error_kind=ErrorKind.BUDGET)
 
 
-def unaffordable_stop(view: TurnView, answers: list[Bid]) -> Decision | None:
+def unaffordable_stop(view: TurnView, answers: list[Answer]) -> Decision | None:
     """Stop the run with ``budget`` when none of the latest phase's calls could be made
     for want of budget (the detail is their answers' own), else None."""
     if not answers:

@@ -1,14 +1,15 @@
-"""Stops every policy shares: when no agent could bid at all, the room cannot work.
+"""Stops every policy shares: when no agent could answer at all, the room cannot work.
 
 The all-failed stop lists the agents' recorded errors with a likely fix (each distinct
 error and fix said once, with the agents it applies to), chosen by the kind of failure the
 answer carries (``ErrorKind``, set where the call failed: the worker, or the coordinator
-for an answer that never came):
+for an answer that never came), naming the key variable the answer's ``error_variable``
+names (a field set by the worker, never read from the error's text):
 
 ==========================  ================================================================
 kind (shared.models)        likely fix
 ==========================  ================================================================
-``missing_key``             set the key's variable on the workers (named when the error does)
+``missing_key``             set the key's variable on the workers (named when the answer does)
 ``key_not_allowed``         use a variable in PARLEY_WORKER_KEY_ENVS, or add it (named) there
 ``api_base_not_allowed``    add the base to PARLEY_WORKER_ALLOWED_API_BASES
 ``auth``                    check the key's value
@@ -32,11 +33,10 @@ kind (shared.models)        likely fix
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from parley.coordinator.policies.base import Decision, TurnView, stopped
-from parley.shared.models import Bid, BidStatus, ErrorKind, StopReason
+from parley.shared.models import Answer, AnswerStatus, ErrorKind, RoomSpec, StopReason
 
 FUNCTION_CALLING_FIX = "use a model that supports function calling (tool calls)"
 
@@ -72,78 +72,74 @@ FIXES: dict[ErrorKind, str] = {
                        "a per-run limit was reached"),
 }
 
-# Refinements: where the error text names the variable to set, the fix names it too.
-_UNSET_VARIABLE = re.compile(r"environment variable (\w+) is not set")
-_KEY_VARIABLE = re.compile(r"\b([A-Z][A-Z0-9_]*_(?:API_KEY|AUTH_TOKEN))\b")
-_NOT_LENT = re.compile(r"api_key_env (\w+)")
 
 
-def _missing_key_fix(error: str) -> str:
-    """Name the unset variable: api_key_env's, or the provider's own from its message."""
-    unset = _UNSET_VARIABLE.search(error)
-    if unset:
-        return (f"set {unset.group(1)} in the environment of the workers serving this agent "
+def _missing_key_fix(variable: str, key_env: str | None) -> str:
+    """Name the unset variable: the agent's api_key_env, or the provider's own."""
+    if variable and variable == key_env:
+        return (f"set {variable} in the environment of the workers serving this agent "
                 "(the variable its api_key_env names)")
-    variable = _KEY_VARIABLE.search(error)
     if variable:
-        return (f"set {variable.group(1)} on the workers, or name the key's variable in the "
+        return (f"set {variable} on the workers, or name the key's variable in the "
                 "agent's api_key_env")
     return ""
 
 
-def _key_not_lent_fix(error: str) -> str:
+def _key_not_lent_fix(variable: str, key_env: str | None) -> str:
     """Name the variable the workers do not lend."""
-    not_lent = _NOT_LENT.search(error)
-    if not not_lent:
+    if not variable:
         return ""
     return (f"name a variable listed in the workers' PARLEY_WORKER_KEY_ENVS as the agent's "
-            f"api_key_env, or have the operator add {not_lent.group(1)} there")
+            f"api_key_env, or have the operator add {variable} there")
 
 
-REFINEMENTS: dict[ErrorKind, Callable[[str], str]] = {
+# Refinements: where the answer names the variable to set, the fix names it too.
+REFINEMENTS: dict[ErrorKind, Callable[[str, str | None], str]] = {
     ErrorKind.MISSING_KEY: _missing_key_fix,
     ErrorKind.KEY_NOT_ALLOWED: _key_not_lent_fix,
 }
 
 
-def likely_fix(kind: ErrorKind, error: str = "") -> str:
-    """A one-line suggestion for a failure of this kind (naming the variable where the
-    error text does), or an empty string when the error says all there is."""
+def likely_fix(kind: ErrorKind, variable: str = "", key_env: str | None = None) -> str:
+    """A one-line suggestion for a failure of this kind, naming ``variable`` (the key
+    variable the failed answer names; ``key_env``, the agent's own api_key_env), or an
+    empty string when the error says all there is."""
     refine = REFINEMENTS.get(kind)
-    return (refine(error) if refine else "") or FIXES.get(kind, "")
+    return (refine(variable, key_env) if refine else "") or FIXES.get(kind, "")
 
 
-def nobody_answered(answers: list[Bid]) -> bool:
+def nobody_answered(answers: list[Answer]) -> bool:
     """True when every call of the turn so far timed out."""
-    return bool(answers) and all(answer.status is BidStatus.TIMEOUT for answer in answers)
+    return bool(answers) and all(answer.status is AnswerStatus.TIMEOUT for answer in answers)
 
 
-def failure_stop(view: TurnView, bids: list[Bid], timeout_s: float, queues: str) -> Decision | None:
-    """Stop the run when no bid arrived at all, or when every agent failed on turn one.
+def failure_stop(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision | None:
+    """Stop the run when no answer arrived at all, or when every agent failed on turn one.
 
-    A failing agent is silent, as in swarms; but a room where nobody can bid is broken, and
-    its operator needs to know why rather than see an unexplained lull.
+    A failing agent is silent, as in swarms; but a room where nobody can answer is broken,
+    and its operator needs to know why rather than see an unexplained lull.
     """
-    if nobody_answered(bids):
+    if nobody_answered(answers):
+        queues = ", ".join(sorted({agent.queue for agent in spec.callers}))
         detail = (
-            f"no agent answered within {timeout_s:g}s: is a parley worker running and "
-            f"consuming queue {queues}?"
+            f"no agent answered within {spec.policy.call_timeout:g}s: is a parley worker "
+            f"running and consuming queue {queues}?"
         )
         return stopped(StopReason.NO_BIDS, view.recent, detail)
-    if view.run_turns == 1 and bids and all(bid.failed or bid.status is BidStatus.TIMEOUT
-                                            for bid in bids):
-        return stopped(StopReason.ALL_FAILED, view.recent, all_failed_detail(bids))
+    if view.run_turns == 1 and answers and all(
+            answer.failed or answer.status is AnswerStatus.TIMEOUT for answer in answers):
+        return stopped(StopReason.ALL_FAILED, view.recent, all_failed_detail(spec, answers))
     return None
 
 
-def all_failed_detail(bids: list[Bid]) -> str:
+def all_failed_detail(spec: RoomSpec, answers: list[Answer]) -> str:
     """Each distinct error once, after the agents it failed (``A, C: error``), and each
     distinct likely fix once, after the entries it applies to; entries joined by
     semicolons, in the order the agents first appear."""
     by_fix: dict[str, dict[str, list[str]]] = {}
-    for bid in bids:
-        fix = likely_fix(bid.error_kind, bid.error)
-        by_fix.setdefault(fix, {}).setdefault(failure_reason(bid), []).append(bid.agent)
+    for answer in answers:
+        fix = likely_fix(answer.error_kind, answer.error_variable, key_env_of(spec, answer))
+        by_fix.setdefault(fix, {}).setdefault(failure_reason(answer), []).append(answer.agent)
     return "; ".join(fixed_entries(fix, agents_by_reason)
                      for fix, agents_by_reason in by_fix.items())
 
@@ -161,25 +157,31 @@ def fixed_entries(fix: str, agents_by_reason: dict[str, list[str]]) -> str:
     return f"{entries} (likely fix for {agents}: {fix})"
 
 
-def failure_line(answer: Bid) -> str:
+def key_env_of(spec: RoomSpec, answer: Answer) -> str | None:
+    """The ``api_key_env`` the answer's agent names in the spec, if any."""
+    return next((agent.api_key_env for agent in spec.callers if agent.name == answer.agent),
+                None)
+
+
+def failure_line(spec: RoomSpec, answer: Answer) -> str:
     """``agent: error (likely fix: ...)``: what failed, and what to do about it."""
-    fix = likely_fix(answer.error_kind, answer.error)
+    fix = likely_fix(answer.error_kind, answer.error_variable, key_env_of(spec, answer))
     return f"{answer.agent}: {failure_reason(answer)}" + (f" (likely fix: {fix})" if fix else "")
 
 
-def usable(answer: Bid) -> bool:
+def usable(answer: Answer) -> bool:
     """True when the answer holds text to post: the call worked and said something."""
-    return answer.status is BidStatus.OK and bool(answer.message.strip())
+    return answer.status is AnswerStatus.OK and bool(answer.message.strip())
 
 
-def failure_reason(answer: Bid) -> str:
+def failure_reason(answer: Answer) -> str:
     """Why an answer that is not usable has nothing to post: its error, or that it was
     empty (a reply cut to nothing, or only whitespace)."""
     if answer.error:
         return answer.error
-    return "an empty reply" if answer.status is BidStatus.OK else answer.status.value
+    return "an empty reply" if answer.status is AnswerStatus.OK else answer.status.value
 
 
-def could_not_respond(answer: Bid) -> str:
+def could_not_respond(answer: Answer) -> str:
     """The note posted for an agent whose call failed or said nothing."""
     return f"({answer.agent} could not respond: {failure_reason(answer)})"

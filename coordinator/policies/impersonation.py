@@ -14,15 +14,15 @@ nothing left           a reply cut to nothing is empty: it cannot take the floor
 recorded               each cut reply's agent and the name it was cut at
 =====================  =================================================================
 
-The cut is applied to the bids before any policy sees them, and recomputed on replay from
-the recorded (uncut) bids. One matcher serves the whole room (built once per set of
+The cut is applied to the answers before any policy sees them, and recomputed on replay from
+the recorded (uncut) answers. One matcher serves the whole room (built once per set of
 participants), so a turn's cuts cost the length of its replies, whatever the number of
 agents.
 """
 
 from __future__ import annotations
 
-from parley.shared.models import SEED_SENDER, Bid, RoomSpec
+from parley.shared.models import SEED_SENDER, Answer, RoomSpec
 from parley.shared.speakers import SpeakerLines, speaker_lines
 
 
@@ -43,17 +43,17 @@ def cut_reply(message: str, lines: SpeakerLines, agent: str | None = None
     return message[:start].strip(), name
 
 
-def cut_bids(spec: RoomSpec, bids: list[Bid]) -> tuple[list[Bid], dict[str, str]]:
-    """Every bid with its message cut, and for each cut one its agent -> the name it was
+def cut_answers(spec: RoomSpec, answers: list[Answer]) -> tuple[list[Answer], dict[str, str]]:
+    """Every answer with its message cut, and for each cut one its agent -> the name it was
     cut at."""
     lines = participants(spec)
-    kept: list[Bid] = []
+    kept: list[Answer] = []
     cuts: dict[str, str] = {}
-    for bid in bids:
-        message, name = cut_reply(bid.message, lines, bid.agent)
+    for answer in answers:
+        message, name = cut_reply(answer.message, lines, answer.agent)
         if name is None:
-            kept.append(bid)
+            kept.append(answer)
             continue
-        kept.append(bid.model_copy(update={"message": message}))
-        cuts.setdefault(bid.agent, name)
+        kept.append(answer.model_copy(update={"message": message}))
+        cuts.setdefault(answer.agent, name)
     return kept, cuts

@@ -57,8 +57,9 @@ state                  room-scoped fields ``floor:<field>`` (never cleared by a 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import Any, cast
 
 import orjson
 
@@ -67,21 +68,28 @@ from parley.coordinator.policies.base import (
     Calls,
     Decision,
     FloorOp,
+    FloorPolicy,
     LogLine,
     Posted,
     TurnView,
+    WatchedState,
+    record_view,
 )
 from parley.coordinator.policies.common import could_not_respond, usable
+from parley.coordinator.policies.impersonation import cut_answers
+from parley.coordinator.policies.lines import TurnLine, failure_note
 from parley.shared import silent_token
+from parley.shared.events import EventType
 from parley.shared.mentions import addressed
 from parley.shared.models import (
     DISPATCH_NAME,
-    Bid,
+    Answer,
     CallKind,
     ErrorKind,
     MentionPolicy,
     RoomSpec,
     StopReason,
+    TurnRecord,
     name_key,
 )
 
@@ -201,7 +209,7 @@ class Dispatch:
     (0: none), its answer once it came, and what was decided from it."""
 
     seq: int = 0
-    answer: Bid | None = None
+    answer: Answer | None = None
     agents: list[str] = field(default_factory=list)
     reason: str = ""  # classifier, none or fallback, once decided
 
@@ -338,7 +346,7 @@ def dispatched_seq(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...]) -> 
 
 
 def read_all(spec: RoomSpec, floor: Floor, unread: tuple[Posted, ...],
-             answer: Bid | None = None) -> tuple[Floor, Dispatch]:
+             answer: Answer | None = None) -> tuple[Floor, Dispatch]:
     """The floor once every unread posted message is applied (a new floor), and the
     classifier's part (``answer``: its call's answer, when it came)."""
     dispatch = Dispatch(seq=dispatched_seq(spec, floor, unread), answer=answer)
@@ -399,7 +407,7 @@ class Plan:
     end: Decision | None = None
 
 
-def plan(spec: RoomSpec, view: TurnView, answers: list[Bid] | tuple[Bid, ...] = ()) -> Plan:
+def plan(spec: RoomSpec, view: TurnView, answers: list[Answer] | tuple[Answer, ...] = ()) -> Plan:
     """The floor once the unread messages are read (with the classifier's answer among
     ``answers``), and who takes the turn, or why no one does."""
     judgment = next((a for a in answers if a.kind is CallKind.DISPATCH), None)
@@ -456,7 +464,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return planned.calls
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """Post the agent's answer (unless silent) and queue whom it names; after the
     classifier's call, the agent it gives the turn to is asked (or the run ends)."""
     planned = plan(spec, view, answers)
@@ -504,7 +512,7 @@ def is_silent(policy: MentionPolicy, message: str) -> bool:
     return silent_token.is_silent(message, policy.silent_token)
 
 
-def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Bid) -> Decision:
+def after_turn(spec: RoomSpec, view: TurnView, floor: Floor, answer: Answer) -> Decision:
     """The floor once ``answer``'s turn has ended, and what it posts."""
     policy = settings(spec)
     speaker = answer.agent
@@ -620,3 +628,153 @@ def apply_op(spec: RoomSpec, floor: Floor, change: FloorOp) -> Floor:
     if change.op == "regenerate" and not floor.over:
         return regenerate(spec, floor)
     return floor.copy()
+
+
+# -- how its turns are told, and what followers and the dashboard see -------------------
+
+def legend(spec: RoomSpec) -> str:
+    """How a mention room gives the floor."""
+    return ("Whoever a message names (@name) speaks next, from a speak queue. Under each "
+            "message: why its agent had the turn, and whom it queued.")
+
+
+def explain(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()) -> TurnLine:
+    """Why the speaker had the turn, what its message queued or asked, and the queue;
+    ``earlier`` (the room's turns before it, oldest first) tell who queued the speaker."""
+    view = record_view(record)
+    planned = plan(spec, view, record.bids)
+    decision = decide(spec, view, cut_answers(spec, record.bids)[0])
+    speaker = planned.speaker or None
+    notes = [dispatch_note(planned.dispatch)] if planned.dispatch.reason else []
+    because = ""
+    if speaker:
+        because = (why_queued(spec, record, planned, speaker)
+                   or queued_earlier(spec, earlier, speaker) or "next in the queue")
+        notes.append(f"{speaker}'s turn: {because}")
+    answer = next((b for b in record.bids if b.kind is CallKind.DISCUSS), None)
+    silent = answer is not None and is_silence(spec, answer)
+    if answer is not None and (said := discuss_note(answer, silent)):
+        notes.append(said)
+    named = decision.addressed.get(POSTED, [])
+    queued = [name for name in named if name in spec.agent_names and name != speaker
+              and name not in planned.floor.queue]  # already queued: it keeps its place
+    asked = [name for name in named if name not in spec.agent_names]
+    if queued:
+        notes.append(f"queued {', '.join(queued)} (named by {speaker})")
+    if asked:
+        notes.append(f"{speaker} asked {', '.join(asked)}")
+    queue = Floor.read(dict(decision.floor_state)).queue if decision.floor_state else []
+    notes.append(f"queue: {', '.join(queue) or 'empty'}")
+    return TurnLine(record.turn, record.run, "mention", record.winner, (), tuple(notes),
+                    {"speaker": speaker, "because": because, "silent": silent,
+                     "queued": queued, "asked": asked, "queue": queue})
+
+
+def is_silence(spec: RoomSpec, answer: Answer) -> bool:
+    """True when a discussion turn's answer is the room's silent token."""
+    return usable(answer) and is_silent(settings(spec), answer.message)
+
+
+def said_nothing(spec: RoomSpec, answer: Answer) -> bool:
+    """A discussion turn that answered the room's silent token."""
+    return answer.kind is CallKind.DISCUSS and is_silence(spec, answer)
+
+
+def discuss_note(answer: Answer, silent: bool) -> str:
+    """What became of a discussion turn that posted nothing: cut, silent or failed."""
+    if answer.error_kind is ErrorKind.CANCELLED:
+        return f"{answer.agent} was cut: it was set to only listen"
+    if silent:
+        return f"{answer.agent} stayed silent"
+    return "" if usable(answer) else failure_note(answer)
+
+
+def dispatch_note(dispatch: Dispatch) -> str:
+    """The classifier's decision on a message naming nobody."""
+    chosen = ", ".join(dispatch.agents) or "nobody"
+    if dispatch.reason == FALLBACK:
+        return f"the classifier failed: the rule gave {chosen}"
+    return f"the classifier chose {chosen}"
+
+
+def why_queued(spec: RoomSpec, record: TurnRecord, planned: Plan, agent: str) -> str | None:
+    """Why ``agent`` is queued, as far as this turn's inputs tell (None: they do not)."""
+    floor, dispatch = planned.floor, planned.dispatch
+    if agent in floor.instructions:
+        return "an operator instructed it"
+    if any(op.op == "regenerate" for op in record.ops):
+        return "an operator asked to regenerate"
+    before = Floor.read(dict(record.floor_state))
+    people = [p for p in record.unread if is_person(spec, p.sender)]
+    for posted in reversed(record.unread):
+        if agent in record.addressed.get(str(posted.seq), []):
+            return f"named by {posted.sender}"
+        if people and posted is people[-1] and agent in floor.last_person_asked:
+            if dispatch.seq == posted.seq and dispatch.reason == CLASSIFIER:
+                return f"the classifier's pick for {posted.sender}'s message"
+            if (agent, posted.sender) in before.asked:
+                return f"{posted.sender} answered its question"
+            return f"{posted.sender} named nobody, so everyone takes it in turn"
+    return None
+
+
+# How many earlier turns are searched for why an agent was queued.
+LOOKBACK_TURNS = 50
+
+
+def queued_earlier(spec: RoomSpec, earlier: Sequence[TurnRecord], agent: str) -> str | None:
+    """Why ``agent`` was queued by an earlier turn since its last turn, newest first."""
+    for record in reversed(earlier[-LOOKBACK_TURNS:]):
+        if record.winner == agent:
+            return None  # its last turn used up what queued it before
+        planned = plan(spec, record_view(record), record.bids)
+        if planned.speaker == agent:
+            return None
+        # The newest naming is the reason, also of an agent already queued for an
+        # earlier one (a message naming nobody queues everyone).
+        if record.winner and agent in record.addressed.get(POSTED, []):
+            return f"named by {record.winner}"
+        reason = why_queued(spec, record, planned, agent)
+        if reason:
+            return reason
+    return None
+
+
+def people_asked(floor_state: Mapping[str, str]) -> list[str]:
+    """The people the room owes an answer, in the order asked."""
+    return list(dict.fromkeys(person for _agent, person in Floor.read(dict(floor_state)).asked))
+
+
+def cap_words(spec: RoomSpec, last: TurnRecord | None) -> str:
+    """The end of the discussion, with the room's turn cap."""
+    return (f"the discussion is over: {settings(spec).max_turns} agent turns were given "
+            "(max_turns)")
+
+
+def speak_queue_shown(spec: RoomSpec, policy_state: Mapping[str, str],
+                      ended: StopReason | None = None) -> dict[str, Any]:
+    """The dashboard follows the room's speak queue (its queue route and queue events)."""
+    return {"speak_queue": True}
+
+
+POLICY = FloorPolicy(
+    kind="mention",
+    calls=frozenset({CallKind.DISCUSS, CallKind.DISPATCH}),
+    first_calls=first_calls,
+    decide=decide,
+    explain=explain,
+    legend=legend,
+    stop_words={StopReason.MAX_TURNS: cap_words},
+    next_steps={StopReason.MAX_TURNS: ("the discussion is over: start a new room",)},
+    contains_failures=True,
+    reads_posted=True,
+    cut_on_listen=frozenset({CallKind.DISCUSS}),
+    # The speak queue as followers see it change (the queue_changed event's fields).
+    watched=WatchedState(EventType.QUEUE_CHANGED.value, (
+        ("queue", "[]"), ("listening", "[]"), ("asked", "[]"), ("waiting", "0"),
+        ("over", "0"))),
+    dashboard_state=speak_queue_shown,
+    scored=frozenset({CallKind.DISPATCH}),
+    silent=said_nothing,
+    people_asked=people_asked,
+)

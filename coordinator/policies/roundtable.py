@@ -27,23 +27,26 @@ shared stops           none: a panelist's failure never ends the run (``no_bids`
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
-from parley.coordinator.policies.base import Calls, Decision, LogLine, TurnView
+from parley.coordinator.policies.base import Calls, Decision, FloorPolicy, LogLine, TurnView
 from parley.coordinator.policies.common import (
     could_not_respond,
     failure_line,
     failure_reason,
     usable,
 )
+from parley.coordinator.policies.lines import TurnLine, failure_note
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     ErrorKind,
     RoomSpec,
     RoundtablePolicy,
     StopReason,
+    TurnRecord,
 )
 
 SPOKEN = "spoken"  # policy state: panelist turns posted in this run
@@ -81,7 +84,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return turn_calls(spec, view)
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """Post the panelist's turn, or the moderator's verdict; a failed moderator ends the
     run failed."""
     calls = turn_calls(spec, view)
@@ -90,11 +93,11 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     if answer is None:  # only a record without the turn's call: make it
         return Decision(recent=view.recent, next=calls)
     if calls.kind is CallKind.MODERATE:
-        return verdict(answer, view)
+        return verdict(spec, answer, view)
     return panel_turn(answer, view)
 
 
-def panel_turn(answer: Bid, view: TurnView) -> Decision:
+def panel_turn(answer: Answer, view: TurnView) -> Decision:
     """The panelist's turn as posted: its reply, or a note saying why it has none."""
     state = {SPOKEN: str(spoken(view) + 1)}
     if usable(answer):
@@ -106,18 +109,88 @@ def panel_turn(answer: Bid, view: TurnView) -> Decision:
                     recent=(answer.agent,), policy_state=state, log_lines=(failed,))
 
 
-def verdict(answer: Bid, view: TurnView) -> Decision:
+def verdict(spec: RoomSpec, answer: Answer, view: TurnView) -> Decision:
     """The moderator's verdict ends the run; without one the run ends failed."""
     if not usable(answer):
         return Decision(recent=view.recent, stop=StopReason.MODERATOR_FAILED,
-                        detail=failure_line(answer))
+                        detail=failure_line(spec, answer))
     return Decision(winner=answer.agent, message=answer.message, recent=(answer.agent,),
                     stop=StopReason.VERDICT, answer=answer.message)
 
 
-def failure_kind(answer: Bid) -> str:
+def failure_kind(answer: Answer) -> str:
     """The failure's kind as logged: the answer's ``ErrorKind``, or ``empty_reply`` for a
     call that worked but left nothing to post."""
     if answer.error_kind is not ErrorKind.NONE:
         return answer.error_kind.value
-    return EMPTY_REPLY if answer.status is BidStatus.OK else ErrorKind.OTHER.value
+    return EMPTY_REPLY if answer.status is AnswerStatus.OK else ErrorKind.OTHER.value
+
+
+# -- how its turns are told, and what the dashboard shows -------------------------------
+
+def legend(spec: RoomSpec) -> str:
+    """How a round-table gives the floor, with the spec's rounds and moderator."""
+    policy = settings(spec)
+    return (f"The panelists speak in order, {policy.rounds} round(s); then "
+            f"{policy.moderator} gives the verdict. Under each message: its place.")
+
+
+def explain(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()) -> TurnLine:
+    """The panelist's position and round, or the moderator's verdict."""
+    policy = settings(spec)
+    panel = panelists(spec)
+    done = int(record.policy_state.get(SPOKEN) or 0)
+    answer = next(iter(record.bids), None)
+    if done < policy.rounds * len(panel):
+        position, round_ = done % len(panel) + 1, done // len(panel) + 1
+        facts = {"role": "panelist", "position": position, "panel_size": len(panel),
+                 "round": round_, "rounds": policy.rounds}
+        notes = [f"panelist {position} of {len(panel)}, round {round_} of {policy.rounds}"]
+        if answer is not None and not usable(answer):
+            notes.append(failure_note(answer) + ": the debate goes on")
+    else:
+        facts = {"role": "moderator", "panel_size": len(panel), "rounds": policy.rounds}
+        notes = [f"the moderator's verdict, after {policy.rounds} round(s) of "
+                 f"{len(panel)} panelists"]
+        if answer is not None and not usable(answer):
+            notes.append(failure_note(answer))
+    return TurnLine(record.turn, record.run, "roundtable", record.winner, (), tuple(notes),
+                    facts)
+
+
+def verdict_words(spec: RoomSpec, last: TurnRecord | None) -> str:
+    """Who gave the verdict."""
+    return f"{settings(spec).moderator} gave the verdict"
+
+
+def panel_position(spec: RoomSpec, policy_state: Mapping[str, str],
+                   ended: StopReason | None = None) -> dict[str, Any]:
+    """The panel as the dashboard shows it: its order, the panelist turns posted in this
+    run, who speaks next (the moderator once every round is done; nobody once the run ended,
+    ``ended`` saying why: after a verdict, the debate is over), and that as a line."""
+    policy = settings(spec)
+    panel = list(panelists(spec))
+    spoken = int(policy_state.get(SPOKEN) or 0)
+    done = not panel or spoken >= policy.rounds * len(panel)
+    upcoming = None if ended else policy.moderator if done else panel[spoken % len(panel)]
+    if upcoming is not None:
+        after = f"next {upcoming}"
+    else:
+        after = f"{policy.moderator} gave the verdict" if ended is StopReason.VERDICT else "run over"
+    return {"panel": panel, "moderator": policy.moderator, "spoken": spoken,
+            "rounds": policy.rounds, "next": upcoming,
+            "ended": ended.value if ended else None,
+            "note": f"panel: {spoken} of {policy.rounds * len(panel)} spoken, {after}"}
+
+
+POLICY = FloorPolicy(
+    kind="roundtable",
+    calls=frozenset({CallKind.PANEL, CallKind.MODERATE}),
+    first_calls=first_calls,
+    decide=decide,
+    explain=explain,
+    legend=legend,
+    stop_words={StopReason.VERDICT: verdict_words},
+    contains_failures=True,
+    dashboard_state=panel_position,
+)

@@ -24,18 +24,21 @@ answer                 the last substantive reply, trailing TERMINATE removed
 from __future__ import annotations
 
 import re
-from typing import cast
+from collections.abc import Sequence
+from typing import Any, cast
 
-from parley.coordinator.policies.base import Calls, Decision, TurnView, stopped
+from parley.coordinator.policies.base import Calls, Decision, FloorPolicy, TurnView, stopped
 from parley.coordinator.policies.common import could_not_respond, usable
+from parley.coordinator.policies.lines import OUTCOMES, TurnLine, failure_note
 from parley.shared.models import (
     SELECTOR_NAME,
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     RoomSpec,
     SelectorPolicy,
     StopReason,
+    TurnRecord,
     name_key,
 )
 
@@ -54,11 +57,11 @@ def read_choice(text: str) -> str:
     return word
 
 
-def valid_choice(policy: SelectorPolicy, names: tuple[str, ...], answer: Bid,
+def valid_choice(policy: SelectorPolicy, names: tuple[str, ...], answer: Answer,
                  last: str | None) -> str | None:
     """The participant (or TERMINATE) the answer names, or None when it names nobody the
     rules allow."""
-    if answer.status is not BidStatus.OK:
+    if answer.status is not AnswerStatus.OK:
         return None
     word = name_key(read_choice(answer.message))
     if word == TERMINATE.casefold():
@@ -98,7 +101,7 @@ def first_calls(spec: RoomSpec, view: TurnView) -> Calls | Decision:
     return Calls(CallKind.SELECT, (SELECTOR_NAME,))
 
 
-def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
+def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
     """The next phase (a retry, the participant's reply) or the turn's outcome."""
     policy = settings(spec)
     names = spec.agent_names
@@ -119,7 +122,7 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Bid]) -> Decision:
     return post(spec, view, reply)
 
 
-def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
+def post(spec: RoomSpec, view: TurnView, reply: Answer) -> Decision:
     """Post the participant's reply and check the stop rules."""
     worked = usable(reply)
     message = reply.message if worked else could_not_respond(reply)
@@ -139,3 +142,74 @@ def post(spec: RoomSpec, view: TurnView, reply: Bid) -> Decision:
 def spoken(view: TurnView) -> int:
     """Participant messages posted so far in this run."""
     return int(view.policy_state.get(SPOKEN, "0") or 0)
+
+
+# -- how its turns are told -------------------------------------------------------------
+
+def legend(spec: RoomSpec) -> str:
+    """How a selector room gives the floor."""
+    return ("Each turn a selector model picks who speaks next, or TERMINATE. Under each "
+            "message: the selector's pick.")
+
+
+def explain(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()) -> TurnLine:
+    """The selector's picks (a refused one, the retry), the rotation, TERMINATE, and a
+    reply that failed."""
+    policy = settings(spec)
+    last = record.recent[-1] if record.recent else None
+    selects = sorted((b for b in record.bids if b.kind is CallKind.SELECT),
+                     key=lambda b: b.phase)
+    picks = [pick_of(policy, spec.agent_names, answer, last) for answer in selects]
+    notes = [("asked again: " if i else "selector ") + pick["text"]
+             for i, pick in enumerate(picks)]
+    rotated = bool(picks) and record.winner is not None and not any(p["allowed"] for p in picks)
+    if rotated:
+        notes.append(f"no allowed pick: the rotation gave {record.winner} the turn")
+    for reply in (b for b in record.bids if b.kind is CallKind.SPEAK):
+        if not usable(reply):
+            notes.append(failure_note(reply))
+        elif ends_with_terminate(reply.message):
+            notes.append(f"{reply.agent} ended with TERMINATE")
+    for pick in picks:
+        del pick["text"]
+    return TurnLine(record.turn, record.run, "selector", record.winner, (), tuple(notes),
+                    {"picks": picks, "rotation": rotated})
+
+
+def pick_of(policy: SelectorPolicy, names: tuple[str, ...], answer: Answer,
+            last: str | None) -> dict[str, Any]:
+    """One selector answer: what it said, whether the rules allowed it, and why not."""
+    if answer.status is not AnswerStatus.OK:
+        why = f"{OUTCOMES[answer.status]} ({answer.error_kind.value or answer.status.value})"
+        return {"said": None, "allowed": False, "why": why, "text": why}
+    said = read_choice(answer.message)
+    chosen = valid_choice(policy, names, answer, last)
+    if chosen == TERMINATE:
+        return {"said": said, "allowed": True, "why": "", "text": "said TERMINATE"}
+    if chosen is not None:
+        return {"said": said, "allowed": True, "why": "", "text": f"picked {chosen}"}
+    known = any(name_key(name) == name_key(said) for name in names)
+    why = "spoke last, and allow_repeat is off" if known else "not a participant"
+    return {"said": said, "allowed": False, "why": why, "text": f"picked {said!r} ({why})"}
+
+
+def terminate_words(spec: RoomSpec, last: TurnRecord | None) -> str:
+    """Who said TERMINATE: the participant that ended its message with it, or the selector."""
+    who = last.winner if last is not None and last.winner else None
+    return f"{who} ended its message with TERMINATE" if who else "the selector said TERMINATE"
+
+
+def cap_words(spec: RoomSpec, last: TurnRecord | None) -> str:
+    """The cap of participant messages, with the room's number."""
+    return f"{settings(spec).max_turns} participant messages posted (max_turns)"
+
+
+POLICY = FloorPolicy(
+    kind="selector",
+    calls=frozenset({CallKind.SELECT, CallKind.SPEAK}),
+    first_calls=first_calls,
+    decide=decide,
+    explain=explain,
+    legend=legend,
+    stop_words={StopReason.TERMINATE: terminate_words, StopReason.MAX_TURNS: cap_words},
+)

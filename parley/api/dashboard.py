@@ -1,6 +1,8 @@
 """Read-only routes the dashboard page needs beyond the API's own: the rooms overview with
 tokens and lease ages; one room's agents, floor share (with its Gini coefficient), token
-and cost totals over its turns, and failed calls; its turns with silent answers marked.
+and cost totals over its turns, failed calls, and what its policy's record says the page
+shows of the policy (its state, the calls whose scores it charts); its turns with silent
+answers marked.
 
 The figures are computed by the pure functions below from what the room keeps: its log
 (floor share), its turn records (usage over time, failures) and its state (totals).
@@ -9,22 +11,22 @@ The figures are computed by the pure functions below from what the room keeps: i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Annotated, Any
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Query
+from pydantic import BaseModel
 
 from parley.api.rooms import ClientDep, with_lease_left
 from parley.client import Client
 from parley.client.turn_report import read_turn_report
-from parley.coordinator.policies import roundtable
+from parley.coordinator.policies import record_of
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     Message,
     RoomSpec,
     RoomStatus,
-    RoundtablePolicy,
     StopReason,
     TurnRecord,
     Usage,
@@ -96,30 +98,16 @@ def failures(records: Iterable[TurnRecord], limit: int = FAILURES_SHOWN) -> list
     turn, agent, status, error kind and error."""
     failed = [{"turn": record.turn, "run": record.run, "agent": bid.agent,
                "kind": bid.kind.value, **explain.call_outcome(bid)}
-              for record in records for bid in record.bids if bid.status is not BidStatus.OK]
+              for record in records for bid in record.bids if bid.status is not AnswerStatus.OK]
     return failed[::-1][:limit]
 
 
 def policy_view(spec: RoomSpec) -> dict[str, Any]:
-    """The room's policy settings the page shows (its threshold, caps); the selector's and
-    dispatcher's agent specs are left out."""
-    return spec.policy.model_dump(mode="json", exclude={"selector", "dispatch"})
-
-
-def panel_position(spec: RoomSpec, policy_state: dict[str, str],
-                   ended: StopReason | None = None) -> dict[str, Any] | None:
-    """A round-table room's panel: its order, the panelist turns posted in this run, and
-    who speaks next (the moderator once every round is done; nobody once the run ended,
-    ``ended`` saying why: after a verdict, the debate is over); None for other policies."""
-    if not isinstance(spec.policy, RoundtablePolicy):
-        return None
-    panel = list(roundtable.panelists(spec))
-    spoken = int(policy_state.get(roundtable.SPOKEN) or 0)
-    done = not panel or spoken >= spec.policy.rounds * len(panel)
-    following = spec.policy.moderator if done else panel[spoken % len(panel)]
-    return {"panel": panel, "moderator": spec.policy.moderator, "spoken": spoken,
-            "rounds": spec.policy.rounds, "next": None if ended else following,
-            "ended": ended.value if ended else None}
+    """The room's policy settings the page shows (its threshold, caps); the agent specs a
+    policy holds (a selector, a classifier) are left out."""
+    fields = type(spec.policy).model_fields
+    held = {name for name, info in fields.items() if holds_model(info.annotation)}
+    return spec.policy.model_dump(mode="json", exclude=held)
 
 
 def agent_cards(spec: RoomSpec) -> list[dict[str, str]]:
@@ -129,13 +117,28 @@ def agent_cards(spec: RoomSpec) -> list[dict[str, str]]:
              "model": agent.model} for agent in spec.agents]
 
 
-def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Bid]]
+def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Answer]]
                   ) -> dict[str, Any]:
     """``parley turns --json``'s document with each answer marked ``silent`` or not."""
     for turn in [*turns["turns"], *([turns["open_turn"]] if turns["open_turn"] else [])]:
         for shown, answer in zip(turn["answers"], answers[turn["turn"]], strict=True):
             shown["silent"] = explain.is_silent_answer(spec, answer)
     return turns
+
+
+def holds_model(annotation: Any) -> bool:
+    """True when a field's type is (or may be) a model of its own, not a plain value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(holds_model(arg) for arg in get_args(annotation))
+
+
+def policy_state_view(spec: RoomSpec, policy_state: Mapping[str, str],
+                      ended: StopReason | None = None) -> dict[str, Any] | None:
+    """What the page shows of the room's policy state, as its record says (a round-table's
+    panel position and its line, that a mention room's page follows its speak queue);
+    None when it shows nothing. ``ended``: why the run ended, None while it runs."""
+    return record_of(spec).dashboard_state(spec, policy_state, ended)
 
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
@@ -165,7 +168,7 @@ def room_turns(room: str, client: ClientDep,
 @router.get("/rooms/{room}/stats")
 def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
     """One room's floor share and Gini, usage over time, failed calls, policy settings and
-    a round-table's panel position."""
+    what the page shows of the policy's state."""
     return stats(client, room)
 
 
@@ -197,8 +200,8 @@ def newest_messages(client: Client, room: str, count: int) -> list[Message]:
 
 
 def stats(client: Client, room: str) -> dict[str, Any]:
-    """What the room page charts: floor share, usage over time, failures, policy and a
-    round-table's panel position."""
+    """What the room page charts: floor share, usage over time, failures, the policy's
+    settings, what it shows of the policy's state, and the calls whose scores it shows."""
     state = client.state(room)
     _, spec = client.store.read_spec(room)
     records = client.turns(room)
@@ -209,4 +212,5 @@ def stats(client: Client, room: str) -> dict[str, Any]:
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},
             "failures": failures(records),
-            "panel": panel_position(spec, state.policy_state, ended)}
+            "policy_state": policy_state_view(spec, state.policy_state, ended),
+            "scored_kinds": sorted(kind.value for kind in record_of(spec).scored)}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from parley.shared.models import Bid, CallKind, Message, RoomStatus, StopReason, TurnRecord
+from parley.shared.models import Answer, CallKind, Message, RoomStatus, StopReason, TurnRecord
 from parley.shared.store import RoomSummary
 
 
@@ -67,7 +67,7 @@ class TurnInFlight:
     agents: list[str]
     answered: list[str]
     pending: list[str]
-    answers: list[Bid] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
     opened_at: float = 0.0
     deadline: float = 0.0
 

@@ -13,7 +13,7 @@ from parley.client.results import TurnInFlight, TurnReport
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision
 from parley.coordinator.turn_loop import TurnAnswers, committed_calls, view_of
-from parley.shared.models import Bid, RoomSpec
+from parley.shared.models import Answer, RoomSpec
 from parley.shared.records import RoomState
 from parley.shared.store import RoomStore
 
@@ -29,7 +29,7 @@ def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> Tu
     return TurnReport(room, records, open_turn)
 
 
-def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Bid]]
+def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Answer]]
                        ) -> TurnInFlight:
     """Where the open turn of ``state`` stands, given the answers stream's entries since the
     turn opened (``turn_bids_from``): late answers of other turns are left out, and each

@@ -50,9 +50,9 @@ from parley.coordinator.policies.common import failure_reason, likely_fix
 from parley.shared.events import MessageChunk
 from parley.shared.models import (
     AgentSpec,
-    Bid,
+    Answer,
+    AnswerStatus,
     BidPolicy,
-    BidStatus,
     CallKind,
     Message,
     RoomSpec,
@@ -67,8 +67,8 @@ __all__ = ["OUTPUT_TYPES", "Conversation", "GroupChat", "RunFailed", "as_agent_s
            "format_history", "stream_message"]
 
 # The standard library's: a swarms user sees its warnings on stderr with no set-up, as
-# swarms' own; a parley process renders them with its other logs. Its name is the one the
-# README gives users to configure, whatever module holds GroupChat.
+# swarms' own; a parley process renders them with its other logs. Named as documented, not
+# after the module's place in the package: users filter on it.
 log = logging.getLogger("parley.groupchat")
 
 
@@ -180,13 +180,13 @@ def stream_message(message: Message, callback: StreamingCallback) -> None:
     callback(message.sender, "", True)
 
 
-def failed_bid_line(chat: str, answer: Bid) -> str:
+def failed_bid_line(chat: str, answer: Answer) -> str:
     """A failed, unparsed or missing answer as swarms words a failed bid: ``[chat] Alpha
     failed to bid on turn 1: <error> (likely fix: ...)``."""
     call = "reply" if answer.kind is CallKind.REPLY else "bid"
     happened = (f"'s {call} on turn {answer.turn} could not be parsed"
-                if answer.status is BidStatus.UNPARSED else f" failed to {call} on turn {answer.turn}")
-    fix = likely_fix(answer.error_kind, answer.error)
+                if answer.status is AnswerStatus.UNPARSED else f" failed to {call} on turn {answer.turn}")
+    fix = likely_fix(answer.error_kind, answer.error_variable)
     return (f"[{chat}] {answer.agent}{happened}: {failure_reason(answer)}"
             + (f" (likely fix: {fix})" if fix else ""))
 
@@ -195,7 +195,7 @@ class TurnsSeen:
     """A run's turn records, read as its messages arrive: each failed answer of a newly
     decided turn is told once, in turn order."""
 
-    def __init__(self, client: Client, room: str, tell: Callable[[Bid], None]) -> None:
+    def __init__(self, client: Client, room: str, tell: Callable[[Answer], None]) -> None:
         self.client = client
         self.room = room
         self.tell = tell
@@ -208,7 +208,7 @@ class TurnsSeen:
             self.after = entry_id
             self.records.append(record)
             for answer in record.bids:
-                if answer.status is not BidStatus.OK:
+                if answer.status is not AnswerStatus.OK:
                     self.tell(answer)
 
 
@@ -368,7 +368,7 @@ class GroupChat:
             deliver(lambda: warn(warning, **details))
         return Outcome(result, conversation, conversation.format(self.output_type))
 
-    def _tell_failure(self, answer: Bid) -> None:
+    def _tell_failure(self, answer: Answer) -> None:
         line = failed_bid_line(self.name, answer)
         warn(line, chat=self.name, agent=answer.agent, turn=answer.turn,
              status=answer.status.value, error_kind=answer.error_kind.value)

@@ -7,7 +7,7 @@ from typing import Any
 
 from parley.client.results import RunResult, TurnInFlight, TurnReport
 from parley.shared.events import Event
-from parley.shared.models import Bid, Message, TurnRecord
+from parley.shared.models import Answer, Message, TurnRecord
 from parley.views import explain
 
 
@@ -67,7 +67,7 @@ def open_turn_json(turn: TurnInFlight) -> dict[str, Any]:
             "answers": [answer_json(bid, None) for bid in turn.answers]}
 
 
-def answer_json(bid: Bid, adjusted: float | None) -> dict[str, Any]:
+def answer_json(bid: Answer, adjusted: float | None) -> dict[str, Any]:
     """One call's answer: raw and adjusted score, status, error, latency, tokens, cost."""
     return {"agent": bid.agent, "kind": bid.kind.value, "phase": bid.phase, "call": bid.call,
             "attempt": bid.attempt, "score": bid.score, "adjusted": adjusted,

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from parley.client.results import RunResult
+from parley.coordinator.policies import record_of
 from parley.shared.models import Message, RoomSpec, TurnRecord
 from parley.shared.store import RoomStore
 from parley.views import documents, explain, terminal
@@ -46,6 +47,9 @@ class RunPrinter:
             self.flush(lambda record: record.snapshot_seq < message.seq)
         else:
             self.flush(lambda record: record.turn < turn)
+        if not record_of(self.spec).scores_messages:
+            # Only a policy that scores its messages shows it: the others are stored with 0.
+            message = message.model_copy(update={"score": None})
         terminal.print_message(self.console, message)
         if turn is not None:
             self.flush(lambda record: record.turn == turn)

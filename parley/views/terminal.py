@@ -18,7 +18,7 @@ from rich.text import Text
 from parley.client.results import RoomDetails, RunResult, TurnReport
 from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
-from parley.shared.models import Bid, Message, RoomSpec, RoomStatus
+from parley.shared.models import Answer, Message, RoomSpec, RoomStatus
 from parley.shared.store import RoomSummary
 from parley.views import explain
 from parley.views.documents import event_fields
@@ -192,7 +192,7 @@ def print_turns(console: Console, report: TurnReport, spec: RoomSpec) -> None:
         console.print(f"room {report.room} has no turns yet", highlight=False, markup=False)
 
 
-def answers_table(spec: RoomSpec, answers: list[Bid], adjusted: dict[str, float]) -> Table:
+def answers_table(spec: RoomSpec, answers: list[Answer], adjusted: dict[str, float]) -> Table:
     """A turn's answers: agent, kind, phase, raw and adjusted score, status (``silent``
     where the agent chose to say nothing, as ``parley run`` marks it), error kind, latency
     and tokens (prompt + completion)."""

@@ -6,8 +6,9 @@
 -- Fails, writing nothing, with NOROOM when the room has no state (it was never created,
 -- or was deleted) or is an import still being restored, BADARG when the ttl is not a
 -- positive whole number of ms or the cap not a count, BADSTATE when the epoch is not a
--- count, and OVERFLOW when it has reached its limit (lib/counts.lua).
--- @include counts
+-- count, and OVERFLOW when it has reached its limit (lib/checks.lua).
+-- @include checks
+-- @include events
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOROOM the room has no state')
 end
@@ -16,11 +17,12 @@ end
 if redis.call('HGET', KEYS[2], 'importing') == '1' then
   return redis.error_reply('NOROOM the room is being imported')
 end
-if not string.match(ARGV[2] or '', '^%d+$') or tonumber(ARGV[2]) < 1 then
+local ttl = count(ARGV[2])
+if not ttl or ttl < 1 then
   return redis.error_reply('BADARG the lease ttl must be a positive whole number of ms')
 end
-if not string.match(ARGV[3] or '', '^%d+$') or #ARGV[3] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[3]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
@@ -37,7 +39,5 @@ end
 -- Every check is done: from here on, writes only.
 local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'type', 'lease_taken',
-  'coordinator', ARGV[1], 'epoch', epoch, 'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[3], ARGV[3], {'type', 'lease_taken', 'coordinator', ARGV[1], 'epoch', epoch})
 return epoch

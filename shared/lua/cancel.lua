@@ -11,12 +11,14 @@
 -- Returns {1 when a run was cancelled else 0 (no run in progress: nothing is written), the
 -- run's number, posts waiting in the inbox}.
 -- Fails, writing nothing, with NOROOM or BADARG (the cap is not a count).
+-- @include checks
+-- @include events
 local state = redis.call('HMGET', KEYS[2], 'status', 'run', 'answer')
 if not state[1] then
   return redis.error_reply('NOROOM no such room')
 end
-if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[2]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 local run = tonumber(state[2] or '0') or 0
 local waiting = redis.call('XLEN', KEYS[3])
@@ -34,8 +36,5 @@ if state[3] and state[3] ~= '' then
   table.insert(event, 'answer')
   table.insert(event, state[3])
 end
-local time = redis.call('TIME')
-table.insert(event, 'ts')
-table.insert(event, time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[2], '*', unpack(event))
+add_event(KEYS[4], ARGV[2], event)
 return {1, run, waiting}

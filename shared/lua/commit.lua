@@ -9,16 +9,20 @@
 --   stop:    {status (idle or failed), reason, detail} when the run ends with this turn
 --   usage:   {state field: increment} (finite numbers): the coordinator's are each
 --            agent's count of calls (agent:<name>:calls); the answers' tokens and cost
---            were counted as they landed (write_bids.lua)
+--            were counted as they landed (write_answers.lua)
 --   record:  flat fields of the turn record without seq
 --   turns_maxlen: approximate cap on the turns stream
 --   log_maxlen: approximate cap on the log ('0': never trimmed)
 --   events_maxlen: approximate cap on the events stream
+--   watch:   the policy's fields followers see change, and the event a change writes, or
+--            absent (lib/watched.lua: {event, fields: [[state field, event field, value
+--            when absent], ...]})
 -- A commit also resets failed_takes: the room got past whatever failed before.
 -- Its events, in order: message_committed (seq, sender, run, turn) when there is a winner,
--- queue_changed (run, queue, listening, asked, waiting, over: the floor:* fields afterwards)
--- when the fields it sets change a mention room's speak queue, turn_decided (turn, run, and winner, score, stop_reason when set), and run_ended (run,
--- status, stop_reason, stop_detail, answer if any) when the turn ends the run.
+-- the watch's event (run, then each watched field as it is afterwards: a mention room's
+-- queue_changed) when the fields it sets change a watched one, turn_decided (turn, run,
+-- and winner, score, stop_reason when set), and run_ended (run, status, stop_reason,
+-- stop_detail, answer if any) when the turn ends the run.
 -- Returns the new message's seq, or 0 when the turn had no winner. With KEYS[6]: {that
 -- seq, the number of inbox entries waiting, the state hash afterwards as a flat field/value
 -- list}: with an empty inbox a drain would move nothing, so the coordinator goes on from
@@ -27,9 +31,10 @@
 -- turn is not the open one), STALESEQ (the log moved since the coordinator read it),
 -- BADPAYLOAD (the payload is not as above), BADSTATE (a counter or total it would
 -- change is not a number, or the log is ahead of last_seq) or OVERFLOW (last_seq,
--- messages_in_run or a total would reach its limit, lib/counts.lua).
--- @include counts
--- @include finite
+-- messages_in_run or a total would reach its limit, lib/checks.lua).
+-- @include checks
+-- @include events
+-- @include watched
 
 -- Why `fields` is not a flat map of string or number values, or nil when it is.
 local function flat_problem(name, fields)
@@ -93,9 +98,12 @@ local function payload_problem(payload)
   if problem then
     return problem
   end
+  problem = watch_problem(payload['watch'])
+  if problem then
+    return problem
+  end
   for _, name in ipairs({'turns_maxlen', 'log_maxlen', 'events_maxlen'}) do
-    local maxlen = payload[name]
-    if type(maxlen) ~= 'string' or not string.match(maxlen, '^%d+$') or #maxlen > 15 then
+    if count(payload[name]) == nil then
       return name .. ' is not a count'
     end
   end
@@ -129,10 +137,10 @@ if problem then
 end
 local last_seq = tonumber(ARGV[3])
 if payload['message'] then
-  if not string.match(ARGV[3], '^%d+$') then
+  if count(ARGV[3]) == nil then
     return redis.error_reply('BADSTATE last_seq is not a count')
   end
-  if state[4] and not string.match(state[4], '^%d+$') then
+  if state[4] and count(state[4]) == nil then
     return redis.error_reply('BADSTATE messages_in_run is not a count')
   end
   local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
@@ -180,12 +188,11 @@ if payload['message'] then
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
 redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
--- @include speak_queue
-local queue_before = queue_fields()
+local watched_before = watched_values(payload['watch'])
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)
 end
-local queue_after = queue_fields()
+local watched_after = watched_values(payload['watch'])
 for field, amount in pairs(payload['usage']) do
   redis.call('HINCRBYFLOAT', KEYS[2], field, amount)
 end
@@ -201,19 +208,16 @@ for name, value in pairs(payload['record']) do
 end
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', payload['turns_maxlen'], '*', unpack(record))
 
-local time = redis.call('TIME')
-local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local ts = event_ts()
 local run = state[5] or '0'
-local function add_event(fields)
-  table.insert(fields, 'ts')
-  table.insert(fields, ts)
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', payload['events_maxlen'], '*', unpack(fields))
+local function add_turn_event(fields)
+  add_event(KEYS[5], payload['events_maxlen'], fields, ts)
 end
 local decided = {'type', 'turn_decided', 'turn', ARGV[2], 'run', run}
 if payload['message'] then
   local message = payload['message']
-  add_event({'type', 'message_committed', 'seq', seq, 'sender', message['sender'], 'run', run,
-    'turn', ARGV[2]})
+  add_turn_event({'type', 'message_committed', 'seq', seq, 'sender', message['sender'],
+    'run', run, 'turn', ARGV[2]})
   table.insert(decided, 'winner')
   table.insert(decided, message['sender'])
   if message['score'] ~= nil then
@@ -225,11 +229,11 @@ if payload['stop'] then
   table.insert(decided, 'stop_reason')
   table.insert(decided, payload['stop']['reason'])
 end
-local changed = queue_changed_event(queue_before, queue_after, run)
+local changed = watched_event(payload['watch'], watched_before, watched_after, run)
 if changed then
-  add_event(changed)
+  add_turn_event(changed)
 end
-add_event(decided)
+add_turn_event(decided)
 if payload['stop'] then
   local stop = payload['stop']
   local ended = {'type', 'run_ended', 'run', run, 'status', stop['status'],
@@ -239,7 +243,7 @@ if payload['stop'] then
     table.insert(ended, 'answer')
     table.insert(ended, answer)
   end
-  add_event(ended)
+  add_turn_event(ended)
 end
 if KEYS[6] then
   return {seq, redis.call('XLEN', KEYS[6]), redis.call('HGETALL', KEYS[2])}

@@ -19,7 +19,8 @@
 -- it was waiting when the room failed.
 -- Fails, writing nothing, with LEASELOST (the token does not hold the lease; for a refused
 -- take, somebody holds it), NOROOM (the room has no state) or BADARG.
--- @include counts
+-- @include checks
+-- @include events
 local holder = redis.call('GET', KEYS[1])
 if (ARGV[1] == '' and holder) or (ARGV[1] ~= '' and holder ~= ARGV[1]) then
   return redis.error_reply('LEASELOST failed take not counted')
@@ -27,21 +28,22 @@ end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('NOROOM the room has no state')
 end
-if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 or tonumber(ARGV[2]) < 1 then
+local most = count(ARGV[2])
+if not most or most < 1 then
   return redis.error_reply('BADARG the most failed takes must be a positive count')
 end
 if ARGV[3] == nil or ARGV[3] == '' then
   return redis.error_reply('BADARG the error is missing')
 end
-if not string.match(ARGV[4] or '', '^%d+$') or #ARGV[4] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[4]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 local previous = redis.call('HGET', KEYS[2], 'failed_takes')
 local failed_takes = 1
 -- A count that is not one (written by hand), or one at the limit, starts over rather than
 -- failing the count: the room must still be able to end failed.
-if previous and string.match(previous, '^%d+$') and tonumber(previous) + 1 < COUNT_LIMIT then
-  failed_takes = tonumber(previous) + 1
+if count(previous) and count(previous) + 1 < COUNT_LIMIT then
+  failed_takes = count(previous) + 1
 end
 if ARGV[1] == '' and failed_takes > tonumber(ARGV[2])
     and redis.call('HGET', KEYS[2], 'status') == 'failed' then
@@ -51,7 +53,7 @@ local newest = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
 
 -- Every check is done: from here on, writes only.
 redis.call('HSET', KEYS[2], 'failed_takes', failed_takes, 'last_error', ARGV[3])
-if failed_takes < tonumber(ARGV[2]) then
+if failed_takes < most then
   return {failed_takes, 0}
 end
 local failed_inbox_id = '0-0'
@@ -60,9 +62,6 @@ if #newest > 0 then
 end
 redis.call('HSET', KEYS[2], 'status', 'failed', 'stop_reason', 'room_error',
   'stop_detail', ARGV[3], 'turn_open', 0, 'failed_inbox_id', failed_inbox_id)
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'run_ended',
-  'run', redis.call('HGET', KEYS[2], 'run') or '0', 'status', 'failed',
-  'stop_reason', 'room_error', 'stop_detail', ARGV[3],
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[4], ARGV[4], {'type', 'run_ended', 'run', redis.call('HGET', KEYS[2], 'run') or '0',
+  'status', 'failed', 'stop_reason', 'room_error', 'stop_detail', ARGV[3]})
 return {failed_takes, 1}

@@ -1,7 +1,7 @@
 -- Remove a room: every key it has. Refused while a coordinator holds it, unless forced;
 -- forced, the lease goes with the rest, so the holder is fenced out: its next fenced write
 -- fails (LEASELOST), its lease keeper stops its work at the next renewal, and acquire finds
--- no room (NOROOM). Answers still out find no room either (write_bids.lua).
+-- no room (NOROOM). Answers still out find no room either (write_answers.lua).
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4..] the room's other keys
 -- ARGV[1] '1' to delete even while a coordinator holds the room, else '0'
 -- ARGV[2] '1' to delete only an idle room (no run in progress, no turn open, no post

@@ -22,16 +22,11 @@
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), BADARG (an
 -- argument is malformed), BADSTATE (a state counter is not a count, or the log is ahead
 -- of last_seq: no message could be appended there) or OVERFLOW (last_seq, run or
--- messages_in_run would reach its limit, lib/counts.lua).
--- @include counts
+-- messages_in_run would reach its limit, lib/checks.lua).
+-- @include checks
+-- @include events
+-- @include new_run
 local MAX_FIELDS = 16
-
-local function count(value)
-  if type(value) ~= 'string' or #value > 15 or not string.match(value, '^%d+$') then
-    return nil
-  end
-  return tonumber(value)
-end
 
 local function utf8_valid(text)
   if not string.find(text, '[\128-\255]') then
@@ -241,27 +236,16 @@ if #good > 0 then
     end
   end
   if new_run then
-    redis.call('HSET', KEYS[2], 'status', 'running', 'run_turns', 0, 'recent', '[]',
-      'stop_reason', '', 'stop_detail', '', 'answer', '', 'failed_takes', 0,
-      'run_prompt_tokens', 0, 'run_completion_tokens', 0, 'run_cost_usd', 0)
-    -- The policy's own fields (policy:*) belong to the run that ends here.
-    for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
-      if string.sub(field, 1, 7) == 'policy:' then
-        redis.call('HDEL', KEYS[2], field)
-      end
-    end
+    start_run(KEYS[2])
   end
   redis.call('HSET', KEYS[2], 'run', run, 'last_seq', seq, 'messages_in_run', in_run + #good)
-  local time = redis.call('TIME')
-  local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+  local ts = event_ts()
   if new_run then
-    redis.call('XADD', KEYS[6], 'MAXLEN', '~', events_cap, '*', 'type', 'run_started',
-      'run', run, 'ts', ts)
+    add_event(KEYS[6], events_cap, {'type', 'run_started', 'run', run}, ts)
   end
   for _, message in ipairs(good) do
-    redis.call('XADD', KEYS[6], 'MAXLEN', '~', events_cap, '*', 'type', 'message_committed',
-      'seq', message.seq, 'sender', message.sender, 'run', run, 'inbox_id', message.inbox_id,
-      'ts', ts)
+    add_event(KEYS[6], events_cap, {'type', 'message_committed', 'seq', message.seq,
+      'sender', message.sender, 'run', run, 'inbox_id', message.inbox_id}, ts)
   end
 end
 local set_aside = {}

@@ -9,8 +9,10 @@
 -- ARGV[5] approximate cap of the ops stream   ARGV[6] events stream cap
 -- Returns {op id, 1 when the room is paused else 0}.
 -- Fails, writing nothing, with NOROOM (no such room), BADARG or OVERFLOW (the run number
--- has reached its limit, lib/counts.lua).
--- @include counts
+-- has reached its limit, lib/checks.lua).
+-- @include checks
+-- @include events
+-- @include new_run
 if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
   return redis.error_reply('NOROOM no such room')
 end
@@ -18,12 +20,12 @@ local op = ARGV[1]
 if op ~= 'listen' and op ~= 'talk' and op ~= 'instruct' and op ~= 'regenerate' then
   return redis.error_reply('BADARG op must be listen, talk, instruct or regenerate')
 end
-local cap = tonumber(ARGV[5] or '')
+local cap = count(ARGV[5])
 if not cap or cap < 1 then
   return redis.error_reply('BADARG the ops stream cap must be a positive count')
 end
-if not string.match(ARGV[6] or '', '^%d+$') or #ARGV[6] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[6]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 local held = redis.call('HMGET', KEYS[2], 'status', 'paused', 'run')
 local paused = 0
@@ -42,16 +44,8 @@ local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', cap, '*', 'op', op, 'agent
   'text', ARGV[3], 'ts', ARGV[4])
 if held[1] ~= 'running' then
   local run = (tonumber(held[3] or '0') or 0) + 1
-  redis.call('HSET', KEYS[2], 'status', 'running', 'run', run, 'messages_in_run', 0,
-    'run_turns', 0, 'recent', '[]', 'stop_reason', '', 'stop_detail', '', 'answer', '',
-    'failed_takes', 0, 'run_prompt_tokens', 0, 'run_completion_tokens', 0, 'run_cost_usd', 0)
-  for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
-    if string.sub(field, 1, 7) == 'policy:' then
-      redis.call('HDEL', KEYS[2], field)
-    end
-  end
-  local time = redis.call('TIME')
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'type', 'run_started', 'run', run,
-    'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+  start_run(KEYS[2])
+  redis.call('HSET', KEYS[2], 'run', run, 'messages_in_run', 0)
+  add_event(KEYS[4], ARGV[6], {'type', 'run_started', 'run', run})
 end
 return {id, paused}

@@ -9,9 +9,9 @@
 -- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
 -- BADARG (a time is not a finite number, the cap not a count), BADSTATE (turn, run_turns
 -- or last_seq is not a count) or OVERFLOW (turn or run_turns has reached its limit,
--- lib/counts.lua).
--- @include counts
--- @include finite
+-- lib/checks.lua).
+-- @include checks
+-- @include events
 
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('LEASELOST open refused')
@@ -30,12 +30,12 @@ end
 if finite(ARGV[3]) == nil then
   return redis.error_reply('BADARG now is not a unix time')
 end
-if not string.match(ARGV[4] or '', '^%d+$') or #ARGV[4] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[4]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 for i, name in ipairs({'turn', 'run_turns', 'last_seq'}) do
   local value = state[i + 1]
-  if value and (#value > 15 or not string.match(value, '^%d+$')) then
+  if value and count(value) == nil then
     return redis.error_reply('BADSTATE ' .. name .. ' is not a count')
   end
 end
@@ -57,8 +57,6 @@ redis.call('HINCRBY', KEYS[2], 'run_turns', 1)
 local snapshot = state[4] or '0'
 redis.call('HSET', KEYS[2], 'turn_open', 1, 'turn_deadline', ARGV[2], 'turn_opened_at', ARGV[3],
   'turn_snapshot_seq', snapshot, 'turn_bids_from', bids_from)
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[4], '*', 'type', 'turn_opened', 'turn', turn,
-  'run', state[5] or '0', 'phase', 0, 'deadline', ARGV[2],
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[4], ARGV[4], {'type', 'turn_opened', 'turn', turn, 'run', state[5] or '0',
+  'phase', 0, 'deadline', ARGV[2]})
 return {turn, tonumber(snapshot), bids_from}

@@ -8,12 +8,14 @@
 -- ARGV[1] now (unix s)   ARGV[2] events stream cap
 -- Returns 1 when the room was paused, 0 when it already was (nothing is written then).
 -- Fails, writing nothing, with NOROOM or BADARG (the cap is not a count).
+-- @include checks
+-- @include events
 local state = redis.call('HMGET', KEYS[1], 'status', 'paused', 'run', 'turn_open')
 if not state[1] then
   return redis.error_reply('NOROOM no such room')
 end
-if not string.match(ARGV[2] or '', '^%d+$') or #ARGV[2] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[2]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 if state[2] == '1' then
   return 0
@@ -21,8 +23,6 @@ end
 
 -- Every check is done: from here on, writes only.
 redis.call('HSET', KEYS[1], 'paused', 1, 'paused_at', ARGV[1])
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'type', 'room_paused',
-  'run', state[3] or '0', 'status', state[1], 'turn_open', state[4] or '0',
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[2], ARGV[2], {'type', 'room_paused', 'run', state[3] or '0', 'status', state[1],
+  'turn_open', state[4] or '0'})
 return 1

@@ -7,12 +7,14 @@
 -- Returns {1 when the room was paused else 0, 1 when a coordinator is needed (a run in
 -- progress, a turn open, or posts waiting) else 0}. The caller then makes the room due.
 -- Fails, writing nothing, with NOROOM or BADARG (the cap is not a count).
+-- @include checks
+-- @include events
 local state = redis.call('HMGET', KEYS[1], 'status', 'paused', 'turn_open', 'run')
 if not state[1] then
   return redis.error_reply('NOROOM no such room')
 end
-if not string.match(ARGV[1] or '', '^%d+$') or #ARGV[1] > 15 then
-  return redis.error_reply('BADARG the events stream cap must be a count')
+if not count(ARGV[1]) then
+  return redis.error_reply(BAD_EVENTS_CAP)
 end
 local waiting = redis.call('XLEN', KEYS[2])
 local needed = 0
@@ -25,8 +27,6 @@ end
 
 -- Every check is done: from here on, writes only.
 redis.call('HDEL', KEYS[1], 'paused', 'paused_at')
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[1], '*', 'type', 'room_resumed',
-  'run', state[4] or '0', 'status', state[1], 'waiting', waiting,
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[3], ARGV[1], {'type', 'room_resumed', 'run', state[4] or '0', 'status', state[1],
+  'waiting', waiting})
 return {1, needed}

@@ -7,8 +7,10 @@
 -- ARGV[6] text
 -- Returns 1 when the chunk was written, 0 when not (room gone, turn not open).
 -- Fails, writing nothing, with BADARG (the cap, turn, phase or index not a count).
+-- @include checks
+-- @include events
 for _, i in ipairs({1, 2, 3, 5}) do
-  if not string.match(ARGV[i] or '', '^%d+$') or #ARGV[i] > 15 then
+  if count(ARGV[i]) == nil then
     return redis.error_reply('BADARG the cap, turn, phase and index must be counts')
   end
 end
@@ -18,9 +20,6 @@ if not state[1] or state[2] ~= '1' or state[3] ~= ARGV[2] then
 end
 
 -- Every check is done: from here on, writes only.
-local time = redis.call('TIME')
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'type', 'message_chunk',
-  'turn', ARGV[2], 'run', state[4] or '0', 'phase', ARGV[3], 'agent', ARGV[4],
-  'index', ARGV[5], 'text', ARGV[6],
-  'ts', time[1] .. '.' .. string.format('%06d', tonumber(time[2])))
+add_event(KEYS[2], ARGV[1], {'type', 'message_chunk', 'turn', ARGV[2], 'run', state[4] or '0',
+  'phase', ARGV[3], 'agent', ARGV[4], 'index', ARGV[5], 'text', ARGV[6]})
 return 1

@@ -26,8 +26,8 @@ from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.keys import Keys
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     Message,
     RoomSpec,
@@ -36,7 +36,7 @@ from parley.shared.models import (
     TurnRecord,
 )
 from parley.shared.protocol import CALL_TASK
-from parley.shared.records import bid_from_fields
+from parley.shared.records import answer_from_fields
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from tests.chaos.mention_rooms import check_mention_rules, is_mention_room
@@ -227,7 +227,7 @@ def tasks_run_twice(group: processes.ProcessGroup) -> list[str]:
     return [task for task, count in runs.items() if count > 1]
 
 
-def unique(bids: list[Bid]) -> list[Bid]:
+def unique(bids: list[Answer]) -> list[Answer]:
     """The bids without exact copies (the same answer, down to its latency, written twice)."""
     return list({bid.model_dump_json(): bid for bid in bids}.values())
 
@@ -269,7 +269,7 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
     records = store.read_turns(room)
     assert [r.turn for r in records] == list(range(1, len(records) + 1)), room
     check_replay(room, spec, messages, records)
-    first_timeout = next((r for r in records if any(b.status is BidStatus.TIMEOUT
+    first_timeout = next((r for r in records if any(b.status is AnswerStatus.TIMEOUT
                                                     for b in r.bids)), None)
     compared = len(expected) if first_timeout is None else first_timeout.snapshot_seq
     actual = [(m.sender, m.content) for m in messages]
@@ -320,7 +320,7 @@ def check_no_call_twice(store: RoomStore, room: str, records: list[TurnRecord],
     was asked again (nobody had answered a phase by its deadline), when an answer that was
     only late comes twice."""
     entries = store.redis.xrange(store.keys.bids(room))
-    answers = [bid_from_fields(fields) for _, fields in entries]
+    answers = [answer_from_fields(fields) for _, fields in entries]
     # A write retried on a Redis that hung stores the same answer twice: one request.
     requests = Counter((a.turn, a.phase, a.agent, a.attempt) for a in unique(answers)
                        if a.turn not in asked_again)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from parley.client import Client
-from parley.shared.models import BidStatus, RoomSpec, StopReason
+from parley.shared.models import AnswerStatus, RoomSpec, StopReason
 from parley.shared.spec_limits import DEFAULT_MAX_AGENTS
 from tests.support.polling import wait_until
 
@@ -72,7 +72,7 @@ def test_a_room_at_the_agent_bound_leaves_its_neighbours_turns_on_time(processes
     small_turns = client.turns(small)
     assert len(small_turns) == SMALL_TURNS
     late = [(record.turn, bid.agent) for record in small_turns for bid in record.bids
-            if bid.status is BidStatus.TIMEOUT]
+            if bid.status is AnswerStatus.TIMEOUT]
     assert late == []
     big_turns = client.turns(big)
     assert [record.winner for record in big_turns] == [f"Agent {t}" for t in range(1, 4)]

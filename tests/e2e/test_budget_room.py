@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from parley.client import Client
-from parley.shared.models import BidPolicy, BidStatus, RoomLimits, RoomSpec, StopReason
+from parley.shared.models import AnswerStatus, BidPolicy, RoomLimits, RoomSpec, StopReason
 from tests.support.openai_stub import OpenAIStub, tool_call
 from tests.support.polling import wait_until
 
@@ -112,8 +112,8 @@ def test_late_answers_and_a_cancelled_turns_count_and_the_room_stops_once_over_i
     assert (state.usage.prompt_tokens, state.usage.completion_tokens) == (600, 60)
     assert state.usage.cost_usd == pytest.approx(0.12)
     first, second = client.turns(room)
-    assert {b.agent: b.status for b in first.bids} == {"alpha": BidStatus.OK,
-                                                       "beta": BidStatus.TIMEOUT}
+    assert {b.agent: b.status for b in first.bids} == {"alpha": AnswerStatus.OK,
+                                                       "beta": AnswerStatus.TIMEOUT}
     assert [(b.agent, b.turn, b.message) for b in second.late] == [
         ("beta", first.turn, "too late")]
     assert second.cost_usd == pytest.approx(0.06)

@@ -13,7 +13,7 @@ import pytest
 
 from parley.client import Client
 from parley.coordinator.transport import CeleryTransport
-from parley.shared.models import BidStatus, RoomSpec
+from parley.shared.models import AnswerStatus, RoomSpec
 from tests.chaos.harness import TASK
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
@@ -78,7 +78,7 @@ def test_calls_past_their_deadline_free_the_workers_slots_for_other_rooms(
                                                                 ("Quick", "on time")]
     wait_until(lambda: worker.active() == 0, 20, "the worker's slots to be free again")
     # Its calls were cut at the deadline: none answered in time.
-    assert not any(bid.status is BidStatus.OK for bid in client.turns(sleepers)[0].bids)
+    assert not any(bid.status is AnswerStatus.OK for bid in client.turns(sleepers)[0].bids)
 
 
 def test_a_worker_stopped_warmly_does_not_wait_for_its_calls_sleeps(processes, settings, queue):

@@ -14,8 +14,8 @@ import redis
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from parley.shared.models import BidStatus, RoomSpec
-from parley.shared.records import bid_from_fields
+from parley.shared.models import AnswerStatus, RoomSpec
+from parley.shared.records import answer_from_fields
 from parley.shared.settings import Settings
 from tests.chaos.harness import (
     TASK,
@@ -135,7 +135,7 @@ def test_a_worker_stopped_with_sigterm_finishes_its_task_first(processes, settin
 def agents_bid(client: Client, room: str, turn: int = 1) -> set[str]:
     """Agents whose bid for ``turn`` is in the room's bids stream."""
     entries = client.redis.xrange(client.store.keys.bids(room))
-    return {bid.agent for bid in map(bid_from_fields, (f for _, f in entries)) if bid.turn == turn}
+    return {bid.agent for bid in map(answer_from_fields, (f for _, f in entries)) if bid.turn == turn}
 
 
 VISIBILITY_S = 3.0  # above the bid timeout: a message redelivered after it is stale
@@ -183,9 +183,9 @@ def test_a_killed_worker_costs_only_the_bid_it_was_making(tmp_path, prefix, queu
             ("User", TASK), ("Quick", "fills in on turn 1"), ("Slow", "back on turn 2"),
             ("Quick", "closes on turn 3")]
         first, *later = client.turns(room)
-        assert {b.agent: b.status for b in first.bids} == {"Slow": BidStatus.TIMEOUT,
-                                                            "Quick": BidStatus.OK}
-        assert all(b.status is BidStatus.OK for turn in later for b in turn.bids)
+        assert {b.agent: b.status for b in first.bids} == {"Slow": AnswerStatus.TIMEOUT,
+                                                            "Quick": AnswerStatus.OK}
+        assert all(b.status is AnswerStatus.OK for turn in later for b in turn.bids)
         # The killed task's message is still unacknowledged (the last turn's task may still
         # be acknowledging: its worker acks once the task returns, after its bid committed).
         # A worker starting after the visibility timeout restores it; it is past its turn's

@@ -13,7 +13,7 @@ from parley import GroupChat
 from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.events import AnswerArrived, MessageChunk
-from parley.shared.models import BidStatus, CallKind, RoomSpec, StopReason
+from parley.shared.models import AnswerStatus, CallKind, RoomSpec, StopReason
 from tests.support.events import check_event_order
 from tests.support.openai_stub import OpenAIStub, Reply, raw_arguments, text
 
@@ -140,7 +140,7 @@ def test_a_reply_that_fails_midway_posts_nothing_and_the_next_bidder_speaks(
     first = client.turns(result.room)[0]
     replies = [(bid.agent, bid.phase, bid.status) for bid in first.bids
                if bid.kind is CallKind.REPLY]
-    assert replies == [("Planner", 1, BidStatus.ERROR), ("Skeptic", 2, BidStatus.OK)]
+    assert replies == [("Planner", 1, AnswerStatus.ERROR), ("Skeptic", 2, AnswerStatus.OK)]
     assert (first.winner, first.score) == ("Skeptic", 0.6)
 
     # The Planner's partial chunks reached the client; its failed answer tells they were
@@ -151,7 +151,7 @@ def test_a_reply_that_fails_midway_posts_nothing_and_the_next_bidder_speaks(
     events = list(client.events(result.room, follow=False))
     failed = [event for event in events if isinstance(event, AnswerArrived)
               and (event.turn, event.agent, event.phase) == (1, "Planner", 1)]
-    assert [event.status for event in failed] == [BidStatus.ERROR]
+    assert [event.status for event in failed] == [AnswerStatus.ERROR]
     check_event_order(events, client.messages(result.room))
 
 

@@ -15,7 +15,7 @@ import yaml
 from parley.client import Client
 from parley.coordinator import policies
 from parley.shared.models import RoomSpec, RoomStatus, StopReason
-from parley.shared.records import bid_from_fields
+from parley.shared.records import answer_from_fields
 from tests.chaos.harness import check_room, expected_messages, turns_asked_again
 from tests.support.commands import run_parley
 from tests.support.observe import log_events
@@ -143,6 +143,6 @@ def test_a_coordinator_killed_mid_debate_is_replaced_and_the_debate_resumes_wher
     # Whoever asked, each turn's calls went to one agent: the position never moved twice.
     asked: dict[int, set[str]] = {}
     for _, fields in client.redis.xrange(client.store.keys.bids(room)):
-        answer = bid_from_fields(fields)
+        answer = answer_from_fields(fields)
         asked.setdefault(answer.turn, set()).add(answer.agent)
     assert all(len(agents) == 1 for agents in asked.values()), asked

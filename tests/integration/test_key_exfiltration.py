@@ -11,9 +11,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from parley.coordinator.policies.common import likely_fix
-from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, ErrorKind, Message
 from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, get_settings
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.credentials import NO_KEY
 from parley.workers.llm import KEYLESS_PROVIDERS
 from tests.support.openai_stub import OpenAIStub, error, tool_call
@@ -44,8 +44,8 @@ def agent_on(stub: OpenAIStub, model: str = "openai/m", litellm_kwargs: dict | N
     return spec.model_copy(update={"litellm_kwargs": litellm_kwargs or {}})
 
 
-def bid(agent: AgentSpec) -> Bid:
-    return make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 20,
+def bid(agent: AgentSpec) -> Answer:
+    return answer_call(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 20,
                     settings=get_settings())
 
 
@@ -60,7 +60,7 @@ def test_a_key_named_by_the_spec_never_reaches_a_base_that_is_not_allowed(stub, 
 
     result = bid(agent_on(stub, api_key_env="OPENAI_API_KEY"))
 
-    assert (result.status, result.message) == (BidStatus.OK, "Local models need no key.")
+    assert (result.status, result.message) == (AnswerStatus.OK, "Local models need no key.")
     assert len(stub.seen) == 1
     assert stub.requests_carrying(SECRET) == []
     assert authorizations(stub) == [f"Bearer {NO_KEY}"]
@@ -72,7 +72,7 @@ def test_the_providers_default_variable_never_reaches_a_base_that_is_not_allowed
 
     result = bid(agent_on(stub))
 
-    assert result.status is BidStatus.OK
+    assert result.status is AnswerStatus.OK
     assert len(stub.seen) == 1
     assert stub.requests_carrying(SECRET) == []
 
@@ -83,7 +83,7 @@ def test_an_allowed_base_receives_the_key(stub, worker_env, key_env):
 
     result = bid(agent_on(stub, api_key_env=key_env))
 
-    assert result.status is BidStatus.OK
+    assert result.status is AnswerStatus.OK
     assert authorizations(stub) == [f"Bearer {SECRET}"]
 
 
@@ -95,11 +95,11 @@ def test_a_variable_outside_the_key_list_is_refused_naming_the_setting(
     with capture_logs() as logs:
         result = bid(agent_on(stub, api_key_env=variable))
 
-    assert result.status is BidStatus.ERROR
+    assert result.status is AnswerStatus.ERROR
     assert result.error.startswith(f"KeyEnvNotAllowed: api_key_env {variable} ")
     assert "PARLEY_WORKER_KEY_ENVS" in result.error
     assert result.error_kind is ErrorKind.KEY_NOT_ALLOWED
-    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error_kind, result.error)
+    assert "PARLEY_WORKER_KEY_ENVS" in likely_fix(result.error_kind, result.error_variable)
     assert stub.seen == []
     assert SECRET not in repr(logs)
 
@@ -110,12 +110,12 @@ def test_a_base_that_wants_a_key_it_may_not_receive_fails_naming_the_setting(wor
         url = stub.url
         result = bid(agent_on(stub, api_key_env="OPENAI_API_KEY"))
 
-    assert result.status is BidStatus.ERROR
+    assert result.status is AnswerStatus.ERROR
     assert result.error == (
         f"ApiBaseNotAllowed: {url} refused the call without a key (401); "
         "this worker sends keys only to the API bases in PARLEY_WORKER_ALLOWED_API_BASES")
     assert result.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
-    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error_kind, result.error)
+    assert "PARLEY_WORKER_ALLOWED_API_BASES" in likely_fix(result.error_kind, result.error_variable)
     assert stub.requests_carrying(SECRET) == []
 
 
@@ -155,7 +155,7 @@ def test_a_provider_that_may_read_its_own_credentials_is_not_called_at_a_base_no
 
     result = bid(agent_on(stub, model=model))
 
-    assert result.status is BidStatus.ERROR
+    assert result.status is AnswerStatus.ERROR
     assert result.error.startswith("ApiBaseNotAllowed: ")
     assert result.error_kind is ErrorKind.API_BASE_NOT_ALLOWED
     assert "PARLEY_WORKER_ALLOWED_API_BASES" in result.error

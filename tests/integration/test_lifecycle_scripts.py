@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, StopReason
+from parley.shared.models import Answer, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound, RoomStore
 from tests.support.rooms import scripted_spec
@@ -64,17 +64,17 @@ def test_a_post_into_a_room_that_is_gone_is_refused_and_leaves_no_key(store):
 
 
 def test_answers_for_a_room_that_is_gone_are_dropped(store):
-    assert store.write_bids(ROOM, [Bid(agent="A", turn=1)], 100) == 1
+    assert store.write_answers(ROOM, [Answer(agent="A", turn=1)], 100) == 1
     store.delete(ROOM)
     # Not even its totals or its answer ids come back.
-    late = [Bid(agent="A", turn=1, answer_id="a", prompt_tokens=5), Bid(agent="B", turn=1)]
-    assert store.write_bids(ROOM, late, 100) == 0
+    late = [Answer(agent="A", turn=1, answer_id="a", prompt_tokens=5), Answer(agent="B", turn=1)]
+    assert store.write_answers(ROOM, late, 100) == 0
     assert room_keys_present(store.redis, store.keys) == []
 
 
 def test_answers_keep_their_fields_and_order(store):
-    bids = [Bid(agent="A", turn=3, score=0.5, message="x"), Bid(agent="B", turn=3)]
-    store.write_bids(ROOM, bids, 100)
+    bids = [Answer(agent="A", turn=3, score=0.5, message="x"), Answer(agent="B", turn=3)]
+    store.write_answers(ROOM, bids, 100)
     entries = store.redis.xrange(store.keys.bids(ROOM))
     assert [fields[b"agent"] for _, fields in entries] == [b"A", b"B"]
     assert entries[0][1][b"message"] == b"x" and entries[0][1][b"score"] == b"0.5"
@@ -196,7 +196,7 @@ def test_delete_is_refused_while_a_coordinator_holds_the_room(store, scripts, ke
 
 def test_a_forced_delete_fences_the_holder_out_and_leaves_nothing(store, scripts, keys):
     running_with_open_turn(store, scripts, keys)
-    store.write_bids(ROOM, [Bid(agent="A", turn=1)], 100)
+    store.write_answers(ROOM, [Answer(agent="A", turn=1)], 100)
 
     assert store.delete(ROOM, force=True) >= 5
 

@@ -11,9 +11,9 @@ import litellm
 import pytest
 
 from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
-from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, ErrorKind, Message
 from parley.shared.settings import get_settings
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.deadlines import DeadlinePassed
 from parley.workers.llm import call_model, token_counter
 from parley.workers.prompts import input_budget
@@ -52,9 +52,9 @@ def agent_on(stub: OpenAIStub, name: str, model: str | None = None, **fields) ->
                      api_base=stub.url, api_key_env=KEY_ENV, **fields)
 
 
-def bid(agent: AgentSpec, transcript: list[Message] = TRANSCRIPT, deadline_s: float = 10) -> Bid:
+def bid(agent: AgentSpec, transcript: list[Message] = TRANSCRIPT, deadline_s: float = 10) -> Answer:
     others = [AgentSpec(name="Optimist", model="scripted", script=[])]
-    return make_bid(agent, [*others, agent], Call(1, 0), lambda: transcript,
+    return answer_call(agent, [*others, agent], Call(1, 0), lambda: transcript,
                     time.time() + deadline_s, settings=get_settings())
 
 
@@ -63,7 +63,7 @@ def test_a_tool_call_reply_is_a_bid_with_the_providers_token_counts(stub):
                                      prompt_tokens=321, completion_tokens=12))
     result = bid(agent_on(stub, "Skeptic", "skeptic"))
 
-    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.8,
+    assert (result.status, result.score, result.message) == (AnswerStatus.OK, 0.8,
                                                              "Rehearse the migration.")
     assert (result.prompt_tokens, result.completion_tokens) == (321, 12)
     assert result.cost_usd == 0.0  # litellm has no price for a stub model
@@ -105,26 +105,26 @@ def test_a_line_forging_another_speaker_reaches_the_provider_quoted(stub):
 def test_a_score_sent_as_a_string_is_read(stub):
     stub.script("economist", raw_arguments('{"score": "0.7", "message": "Delay is cheap."}'))
     result = bid(agent_on(stub, "Economist", "economist"))
-    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.7, "Delay is cheap.")
+    assert (result.status, result.score, result.message) == (AnswerStatus.OK, 0.7, "Delay is cheap.")
 
 
 def test_a_reply_without_a_tool_call_is_an_unparsed_silent_bid(stub):
     stub.script("chatty", text("I think we should ship it."))
     result = bid(agent_on(stub, "Chatty", "chatty"))
-    assert (result.status, result.score, result.message) == (BidStatus.UNPARSED, 0.0, "")
+    assert (result.status, result.score, result.message) == (AnswerStatus.UNPARSED, 0.0, "")
     assert "I think we should ship it." in result.error
     assert result.error_kind is ErrorKind.NO_TOOL_CALL
-    assert likely_fix(result.error_kind, result.error) == FUNCTION_CALLING_FIX
+    assert likely_fix(result.error_kind, result.error_variable) == FUNCTION_CALLING_FIX
     assert result.prompt_tokens > 0
 
 
 def test_a_wrong_key_is_a_401_recorded_as_an_authentication_error(stub, worker_env):
     worker_env(**{KEY_ENV: "sk-wrong"})
     result = bid(agent_on(stub, "Skeptic", "skeptic"))
-    assert result.status is BidStatus.ERROR and result.score == 0.0
+    assert result.status is AnswerStatus.ERROR and result.score == 0.0
     assert result.error.startswith("AuthenticationError: ") and "Incorrect API key" in result.error
     assert result.error_kind is ErrorKind.AUTH
-    assert likely_fix(result.error_kind, result.error).startswith("the provider refused the API key")
+    assert likely_fix(result.error_kind, result.error_variable).startswith("the provider refused the API key")
     assert len(stub.received) == 1
 
 
@@ -133,7 +133,7 @@ def test_a_rate_limit_then_success_is_retried_after_the_providers_delay(stub):
     started = time.monotonic()
     result = bid(agent_on(stub, "Busy", "busy"))
 
-    assert (result.status, result.score, result.message) == (BidStatus.OK, 0.9,
+    assert (result.status, result.score, result.message) == (AnswerStatus.OK, 0.9,
                                                              "Now I can answer.")
     assert [item.reply.status for item in stub.requests_for("busy")] == [429, 200]
     assert time.monotonic() - started >= 0.3
@@ -144,7 +144,7 @@ def test_rate_limits_past_the_deadline_give_up_before_it(stub):
     started = time.monotonic()
     result = bid(agent_on(stub, "Swamped", "swamped"), deadline_s=1.0)
 
-    assert result.status is BidStatus.ERROR and result.error.startswith("RateLimitError: ")
+    assert result.status is AnswerStatus.ERROR and result.error.startswith("RateLimitError: ")
     assert result.error_kind is ErrorKind.RATE_LIMIT
     assert 2 <= len(stub.requests_for("swamped")) < 10
     assert time.monotonic() - started < 1.0
@@ -153,7 +153,7 @@ def test_rate_limits_past_the_deadline_give_up_before_it(stub):
 def test_a_server_error_is_a_silent_bid_and_is_not_retried(stub):
     stub.script("broken", error(500))
     result = bid(agent_on(stub, "Broken", "broken"))
-    assert result.status is BidStatus.ERROR
+    assert result.status is AnswerStatus.ERROR
     assert result.error.startswith("InternalServerError: ")
     assert result.error_kind is ErrorKind.PROVIDER_ERROR
     assert len(stub.requests_for("broken")) == 1
@@ -164,14 +164,14 @@ def test_an_unknown_model_is_recorded_with_the_model_name_hint(stub):
     result = bid(agent_on(stub, "Nope", "gpt-nope"))
     assert result.error.startswith("NotFoundError: ") and "gpt-nope" in result.error
     assert result.error_kind is ErrorKind.NOT_FOUND
-    assert likely_fix(result.error_kind, result.error).startswith("check the model name")
+    assert likely_fix(result.error_kind, result.error_variable).startswith("check the model name")
 
 
 def test_a_slow_reply_times_out_at_the_agents_timeout(stub):
     stub.script("slow", tool_call(0.9, "late", delay_s=2.0))
     started = time.monotonic()
     result = bid(agent_on(stub, "Slow", "slow", timeout_s=0.3))
-    assert result.status is BidStatus.ERROR and result.error.startswith("Timeout: ")
+    assert result.status is AnswerStatus.ERROR and result.error.startswith("Timeout: ")
     assert result.error_kind is ErrorKind.TIMEOUT
     assert time.monotonic() - started < 1.5
 
@@ -215,7 +215,7 @@ def test_calls_with_different_time_left_reuse_one_connection(worker_env):
         bids = [bid(agent, deadline_s=deadline) for deadline in (9.3, 9.6, 9.1, 9.4)]
         connections = set(server.connections)
 
-    assert [b.status for b in bids] == [BidStatus.OK] * 4
+    assert [b.status for b in bids] == [AnswerStatus.OK] * 4
     # litellm keeps a client per timeout: the time left, rounded up, is one value here.
     assert len(connections) == 1
 
@@ -267,7 +267,7 @@ def test_the_max_tokens_sent_to_the_model_is_lowered_to_what_is_left_of_the_limi
     agent = agent_on(stub, "Capped", "capped", max_tokens=300, litellm_kwargs=prices)
     for left in [(None, None), (120, None), (120, 0.05)]:
         stub.script("capped", tool_call(0.5, "x"))
-        make_bid(agent, [agent], Call(1, 0, max_tokens=left[0], max_cost_usd=left[1]),
+        answer_call(agent, [agent], Call(1, 0, max_tokens=left[0], max_cost_usd=left[1]),
                  lambda: TRANSCRIPT, time.time() + 10, settings=get_settings())
 
     # The agent's own 300; the 120 tokens left; the 50 output tokens $0.05 buys at $0.001.

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.models import Bid
+from parley.shared.models import Answer
 from parley.shared.records import COUNT_LIMIT, RoomState
 from parley.shared.scripts import Scripts, source
 from parley.shared.store import RoomStore
@@ -404,7 +404,7 @@ def test_cancel_pause_resume_and_answers_with_a_bad_events_cap_write_nothing(
         scripts.resume(keys=[keys.state(ROOM), keys.inbox(ROOM), keys.events(ROOM)], args=[cap])
     store.redis.hdel(keys.state(ROOM), "paused")
     with pytest.raises(redis.ResponseError, match="BADARG the caps"):
-        scripts.write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM),
+        scripts.write_answers(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM),
                                  keys.answer_ids(ROOM)],
                            args=[100, cap, "", 1, "agent", "A", 1, "agent", "A", 0])
     assert (snapshot(store, keys), store.redis.get(keys.lease(ROOM)),
@@ -425,7 +425,7 @@ def test_answers_that_are_not_counted_pairs_write_nothing(store, keys, any_redis
 
 
 def write_bids_raw(client: redis.Redis, keys: Keys, args: list) -> int:
-    return Scripts(client).write_bids(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM),
+    return Scripts(client).write_answers(keys=[keys.state(ROOM), keys.bids(ROOM), keys.events(ROOM),
                                             keys.answer_ids(ROOM)], args=args)
 
 
@@ -444,7 +444,7 @@ def test_an_answer_whose_total_is_not_a_number_writes_nothing(store, keys, any_r
     any_redis.hset(keys.state(ROOM), "cost_usd", "a lot")
     before = snapshot(store, keys)
     with pytest.raises(redis.ResponseError, match="BADSTATE cost_usd is not a number"):
-        store.write_bids(ROOM, [Bid(agent="A", turn=1, prompt_tokens=10, cost_usd=0.5)], 100)
+        store.write_answers(ROOM, [Answer(agent="A", turn=1, prompt_tokens=10, cost_usd=0.5)], 100)
     assert snapshot(store, keys) == before
     assert any_redis.xlen(keys.bids(ROOM)) == any_redis.xlen(keys.events(ROOM)) == 0
 

@@ -7,8 +7,8 @@ import pytest
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, Usage
-from parley.shared.records import RoomState, bid_from_fields, usage_increments
+from parley.shared.models import Answer, Usage
+from parley.shared.records import RoomState, answer_from_fields, usage_increments
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from tests.support.polling import wait_until
@@ -125,7 +125,7 @@ def test_a_new_run_starts_its_totals_from_zero_and_the_rooms_carry_on(store, scr
     store.post(ROOM, "User", "task")
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
-    usage = usage_increments([Bid(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
+    usage = usage_increments([Answer(agent="A", turn=1, prompt_tokens=7, completion_tokens=3,
                                   cost_usd=0.25)])
     payload = {"fields": {}, "usage": usage, "record": {"turn": "1"}, "turns_maxlen": "1000",
                "log_maxlen": "0", "events_maxlen": "1000",
@@ -153,11 +153,11 @@ def test_an_answer_counts_in_the_totals_as_it_lands_whether_its_turn_waits_for_i
     store.post(ROOM, "User", "task")
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
-    store.write_bids(ROOM, [Bid(agent="A", turn=1, **PRICED)], 100)  # in time
+    store.write_answers(ROOM, [Answer(agent="A", turn=1, **PRICED)], 100)  # in time
     commit(scripts, keys, "c1:1", 1, 1)
-    store.write_bids(ROOM, [Bid(agent="B", turn=1, **PRICED)], 100)  # after its turn's commit
+    store.write_answers(ROOM, [Answer(agent="B", turn=1, **PRICED)], 100)  # after its turn's commit
     store.cancel(ROOM)
-    store.write_bids(ROOM, [Bid(agent="B", turn=2, **PRICED)], 100)  # after a cancel
+    store.write_answers(ROOM, [Answer(agent="B", turn=2, **PRICED)], 100)  # after a cancel
 
     state = store.read_state(ROOM)
     # The commit adds only its own 10 prompt tokens (see commit()): answers count as they land.
@@ -170,24 +170,24 @@ def test_an_answer_counts_in_the_totals_as_it_lands_whether_its_turn_waits_for_i
 
 
 def test_an_answer_written_again_under_its_id_is_kept_and_counted_once(store, keys):
-    first = Bid(agent="A", turn=1, answer_id="a1", **PRICED)
-    assert store.write_bids(ROOM, [first], 100) == 1
+    first = Answer(agent="A", turn=1, answer_id="a1", **PRICED)
+    assert store.write_answers(ROOM, [first], 100) == 1
     # A write retried after its reply was lost: the same answer again, beside a new one.
-    again = [first, Bid(agent="B", turn=1, answer_id="b1", **PRICED)]
-    assert store.write_bids(ROOM, again, 100) == 1
+    again = [first, Answer(agent="B", turn=1, answer_id="b1", **PRICED)]
+    assert store.write_answers(ROOM, again, 100) == 1
     # Answers without an id are never taken for a repeat.
-    assert store.write_bids(ROOM, [Bid(agent="A", turn=1, **PRICED)] * 2, 100) == 2
+    assert store.write_answers(ROOM, [Answer(agent="A", turn=1, **PRICED)] * 2, 100) == 2
 
-    written = [bid_from_fields(fields) for _, fields in store.redis.xrange(keys.bids(ROOM))]
+    written = [answer_from_fields(fields) for _, fields in store.redis.xrange(keys.bids(ROOM))]
     assert [bid.agent for bid in written] == ["A", "B", "A", "A"]
     assert store.read_state(ROOM).usage.prompt_tokens == 400
 
 
 def test_the_answer_ids_kept_are_as_many_as_the_answers_stream_keeps(store, keys):
-    store.write_bids(ROOM, [Bid(agent="A", turn=1, answer_id=f"a{i}") for i in range(150)], 100)
+    store.write_answers(ROOM, [Answer(agent="A", turn=1, answer_id=f"a{i}") for i in range(150)], 100)
 
     assert store.redis.zcard(keys.answer_ids(ROOM)) == 100
-    assert store.write_bids(ROOM, [Bid(agent="A", turn=1, answer_id="a149")], 100) == 0
+    assert store.write_answers(ROOM, [Answer(agent="A", turn=1, answer_id="a149")], 100) == 0
 
 
 def test_commit_with_a_stale_epoch_is_refused(store, scripts, keys):

@@ -11,7 +11,7 @@ from benchmarks.stream_sizes import measure, measure_dead_letters, measure_event
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import InMemoryTransport
 from parley.shared.keys import Keys
-from parley.shared.models import Bid
+from parley.shared.models import Answer
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
 from tests.support.rooms import scripted_spec
@@ -24,7 +24,7 @@ def test_the_bids_stream_is_capped(any_redis: redis.Redis, keys: Keys):
     store = RoomStore(any_redis, keys)
     store.create_room(ROOM, scripted_spec({"A": [], "B": []}))
     for turn in range(60):
-        store.write_bids(ROOM, [Bid(agent=f"a{i}", turn=turn, message="m" * 100)
+        store.write_answers(ROOM, [Answer(agent=f"a{i}", turn=turn, message="m" * 100)
                                 for i in range(10)], maxlen=100)
     # Approximate trimming drops whole stream nodes (at most 100 entries each).
     assert 100 <= any_redis.xlen(keys.bids(ROOM)) <= 200

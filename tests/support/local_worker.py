@@ -6,16 +6,16 @@ from __future__ import annotations
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.models import BidRequest
+from parley.shared.models import CallRequest
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
-from parley.workers.bidding import call_in, make_bid
+from parley.workers.calls import answer_call, call_in
 from parley.workers.tasks import chunk_writer
 
 
 class LocalWorkerTransport:
     """Bids for every request as it is sent (optionally only for some agents). Scripted
-    answers cost nothing; ``usage`` (Bid fields: prompt_tokens, completion_tokens,
+    answers cost nothing; ``usage`` (Answer fields: prompt_tokens, completion_tokens,
     cost_usd) is what every answer reports instead, as a priced model's would."""
 
     def __init__(self, client: redis.Redis, keys: Keys, answering: set[str] | None = None,
@@ -24,10 +24,10 @@ class LocalWorkerTransport:
         self.answering = answering
         self.usage = usage or {}
         self.streams = streams  # write message_chunk events as a worker does
-        self.sent: list[tuple[str, BidRequest]] = []
+        self.sent: list[tuple[str, CallRequest]] = []
         self.settings = get_settings()  # the keys a real model's call may borrow
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Record each request and write the bids of the agents that answer."""
         self.sent.extend(requests)
         for _, request in requests:
@@ -36,6 +36,6 @@ class LocalWorkerTransport:
                 if self.answering is not None and name not in self.answering:
                     continue
                 stream = chunk_writer(self.store, spec, request, name) if self.streams else None
-                bid = make_bid(spec.agent(name), spec.agents, call_in(request, name),
+                bid = answer_call(spec.agent(name), spec.agents, call_in(request, name),
                                lambda: [], request.deadline, stream, settings=self.settings)
-                self.store.write_bid(request.room, bid.model_copy(update=self.usage), 1000)
+                self.store.write_answer(request.room, bid.model_copy(update=self.usage), 1000)

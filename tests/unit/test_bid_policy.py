@@ -6,7 +6,7 @@ import pytest
 
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, TurnView, bid
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 
@@ -23,8 +23,8 @@ def view(recent: tuple[str, ...] = (), messages_in_run: int = 1, run_turns: int 
                     recent=recent, snapshot_seq=messages_in_run)
 
 
-def bids(*scored: tuple[str, float, str]) -> list[Bid]:
-    return [Bid(agent=name, turn=5, score=score, message=message) for name, score, message in scored]
+def bids(*scored: tuple[str, float, str]) -> list[Answer]:
+    return [Answer(agent=name, turn=5, score=score, message=message) for name, score, message in scored]
 
 
 def test_highest_bid_above_threshold_wins():
@@ -117,13 +117,13 @@ def test_no_turn_once_max_messages_are_posted_seed_included():
 
 
 def test_failed_agent_is_silent():
-    failed = Bid(agent="A", turn=5, status=BidStatus.ERROR, error="RuntimeError: down")
+    failed = Answer(agent="A", turn=5, status=AnswerStatus.ERROR, error="RuntimeError: down")
     decision = policies.decide(spec(), view(), [failed, *bids(("B", 0.6, "b"))])
     assert decision.winner == "B"
 
 
 def test_every_agent_timing_out_stops_the_run_naming_the_queue():
-    missing = [Bid(agent=name, turn=5, status=BidStatus.TIMEOUT) for name in AGENTS]
+    missing = [Answer(agent=name, turn=5, status=AnswerStatus.TIMEOUT) for name in AGENTS]
     decision = policies.decide(spec(bid_timeout_s=2), view(), missing)
     assert decision.stop is StopReason.NO_BIDS
     assert decision.status == "failed"
@@ -131,7 +131,7 @@ def test_every_agent_timing_out_stops_the_run_naming_the_queue():
 
 
 def test_every_agent_failing_on_the_first_turn_fails_the_run_with_each_error():
-    failed = [Bid(agent=name, turn=1, status=BidStatus.ERROR, error="AuthenticationError: no key",
+    failed = [Answer(agent=name, turn=1, status=AnswerStatus.ERROR, error="AuthenticationError: no key",
                   error_kind=ErrorKind.AUTH) for name in AGENTS]
     decision = policies.decide(spec(), view(run_turns=1), failed)
     assert decision.stop is StopReason.ALL_FAILED
@@ -142,7 +142,7 @@ def test_every_agent_failing_on_the_first_turn_fails_the_run_with_each_error():
 
 
 def test_every_agent_failing_after_the_first_turn_is_a_lull():
-    failed = [Bid(agent=name, turn=3, status=BidStatus.ERROR, error="x") for name in AGENTS]
+    failed = [Answer(agent=name, turn=3, status=AnswerStatus.ERROR, error="x") for name in AGENTS]
     assert policies.decide(spec(), view(run_turns=3), failed).stop is StopReason.LULL
 
 

@@ -17,7 +17,7 @@ from parley.coordinator.policies import TurnView
 from parley.coordinator.turn_loop import TurnAnswers
 from parley.shared import speakers
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, CallKind, RoomSpec
+from parley.shared.models import Answer, CallKind, RoomSpec
 from parley.shared.settings import Settings
 from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, TooManyAgents, create_context
 from parley.shared.store import RoomStore
@@ -58,7 +58,7 @@ class Counted:
 def test_a_turn_of_a_room_at_the_bound_builds_one_matcher_and_reads_each_line_once(monkeypatch):
     spec = RoomSpec.model_validate(room_data(DEFAULT_MAX_AGENTS))
     lines = 40
-    bids = [Bid(agent=f"Agent {i}", turn=1, score=0.4, message=long_reply(i, lines))
+    bids = [Answer(agent=f"Agent {i}", turn=1, score=0.4, message=long_reply(i, lines))
             for i in range(DEFAULT_MAX_AGENTS)]
     speakers._speaker_lines.cache_clear()
     counted = Counted(monkeypatch)
@@ -75,7 +75,7 @@ def test_a_turn_of_a_room_at_the_bound_builds_one_matcher_and_reads_each_line_on
 
 def test_the_next_turn_of_the_same_room_reuses_its_matcher():
     spec = RoomSpec.model_validate(room_data(DEFAULT_MAX_AGENTS))
-    bids = [Bid(agent="Agent 0", turn=1, score=0.9, message="Fine.\nAgent 1: no")]
+    bids = [Answer(agent="Agent 0", turn=1, score=0.9, message="Fine.\nAgent 1: no")]
     speakers._speaker_lines.cache_clear()
 
     policies.decide(spec, view(), bids)
@@ -96,7 +96,7 @@ def test_a_cut_reads_a_long_reply_in_work_proportional_to_its_lines(monkeypatch)
 def test_call_numbers_of_a_big_phase_count_each_answer_once():
     names = tuple(f"Agent {i}" for i in range(DEFAULT_MAX_AGENTS))
     inbox = TurnAnswers(turn=1, cursor="0-0", committed_calls={"Agent 0": 4})
-    inbox.answers = [Bid(agent=name, turn=1) for name in names] + [Bid(agent="Agent 1", turn=1)]
+    inbox.answers = [Answer(agent=name, turn=1) for name in names] + [Answer(agent="Agent 1", turn=1)]
 
     numbers = inbox.numbers(policies.Calls(CallKind.BID, names))
 

@@ -18,7 +18,7 @@ from parley.client import Client
 from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.models import Bid, BidRequest, CallKind, ErrorKind, RoomSpec, StopReason, Usage
+from parley.shared.models import Answer, CallKind, CallRequest, ErrorKind, RoomSpec, StopReason, Usage
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
@@ -179,12 +179,12 @@ class LateTransport(LocalWorkerTransport):
     """agent2's answer to each turn is written only as the next turn's calls go out, after
     its turn was decided: a late answer, paid for all the same."""
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         for _, request in requests:
             if request.turn > 1 and "agent2" in request.agents:
-                late = Bid(agent="agent2", turn=request.turn - 1, score=0.2, message="-",
+                late = Answer(agent="agent2", turn=request.turn - 1, score=0.2, message="-",
                            call=request.turn - 1, answer_id=f"late-{request.turn}", **PER_CALL)
-                self.store.write_bid(request.room, late, 1000)
+                self.store.write_answer(request.room, late, 1000)
         super().send(requests)
 
 
@@ -217,7 +217,7 @@ def test_the_answers_of_a_cancelled_turn_count_and_stop_the_next_run(server, sto
     class CancelledMidTurn(LocalWorkerTransport):
         """The run is cancelled once the calls went out; the answers land after it."""
 
-        def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        def send(self, requests: list[tuple[str, CallRequest]]) -> None:
             self.store.cancel(ROOM, "changed my mind")
             super().send(requests)
 
@@ -291,13 +291,13 @@ def test_a_call_asked_again_counts_both_its_answers_once_each(server, store):
         """Nobody answers the first ask in time; its answers land as the turn is asked
         again, just before the second ask's."""
 
-        def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        def send(self, requests: list[tuple[str, CallRequest]]) -> None:
             if self.sent:
                 for _, request in self.sent:
                     for name in request.agents:
-                        first = Bid(agent=name, turn=request.turn, score=0.2, message="-",
+                        first = Answer(agent=name, turn=request.turn, score=0.2, message="-",
                                     call=1, answer_id=f"first-{name}", **PER_CALL)
-                        self.store.write_bid(request.room, first, 1000)
+                        self.store.write_answer(request.room, first, 1000)
                 super().send(requests)
             else:
                 self.sent.extend(requests)

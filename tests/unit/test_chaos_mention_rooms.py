@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from parley.shared.models import BidStatus, RoomSpec
+from parley.shared.models import AnswerStatus, RoomSpec
 from parley.shared.store import RoomStore
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.mention_rooms import ENDINGS, random_mention_room
@@ -38,6 +38,6 @@ def test_the_random_discussions_end_every_way_and_play_every_rule(rooms):
         for record in store.read_turns("room"):
             if record.winner is None and record.stop_reason is None:
                 played["silence"] += 1
-            if any(b.status is BidStatus.ERROR for b in record.bids):
+            if any(b.status is AnswerStatus.ERROR for b in record.bids):
                 played["failure"] += 1
     assert {str(reason) for reason in ENDINGS} | {"silence", "failure"} <= set(played), played

@@ -12,7 +12,7 @@ import pytest
 
 from parley.coordinator import policies
 from parley.coordinator.policies import roundtable
-from parley.shared.models import BidStatus, CallKind, RoomSpec, RoundtablePolicy, StopReason, TurnRecord
+from parley.shared.models import AnswerStatus, CallKind, RoomSpec, RoundtablePolicy, StopReason, TurnRecord
 from parley.shared.store import RoomStore
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.roundtable_rooms import random_roundtable_room
@@ -26,7 +26,7 @@ def rules_played(spec: RoomSpec, record: TurnRecord) -> set[str]:
     assert isinstance(policy, RoundtablePolicy)
     (answer,) = record.bids
     played = set()
-    if answer.kind is CallKind.PANEL and answer.status is BidStatus.ERROR:
+    if answer.kind is CallKind.PANEL and answer.status is AnswerStatus.ERROR:
         played.add("panelist failed")
     if record.cuts:
         played.add("impersonation cut")

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from parley.coordinator.policies import selector
-from parley.shared.models import BidStatus, CallKind, RoomSpec, SelectorPolicy, StopReason, TurnRecord
+from parley.shared.models import AnswerStatus, CallKind, RoomSpec, SelectorPolicy, StopReason, TurnRecord
 from tests.chaos.harness import check_room, reference_store
 from tests.chaos.selector_rooms import random_selector_room
 
@@ -33,7 +33,7 @@ def rules_played(spec: RoomSpec, record: TurnRecord) -> set[str]:
     if any(selector.read_choice(pick.message).casefold() == (last or "").casefold()
            and choice is None for pick, choice in zip(picks, choices, strict=True)):
         played.add("back to back refused")
-    if any(pick.status is BidStatus.ERROR for pick in picks):
+    if any(pick.status is AnswerStatus.ERROR for pick in picks):
         played.add("selector failed")
     if record.stop_reason is StopReason.TERMINATE:
         played.add("participant TERMINATE" if record.winner else "selector TERMINATE")
@@ -41,7 +41,7 @@ def rules_played(spec: RoomSpec, record: TurnRecord) -> set[str]:
         played.add("max_turns")
     if record.cuts:
         played.add("impersonation cut")
-    if any(answer.kind is CallKind.SPEAK and answer.status is BidStatus.ERROR
+    if any(answer.kind is CallKind.SPEAK and answer.status is AnswerStatus.ERROR
            for answer in record.bids):
         played.add("participant failed")
     return played

@@ -17,7 +17,7 @@ from parley.client.turn_report import open_turn_progress, read_turn_report
 from parley.coordinator.lease import Leases
 from parley.coordinator.room_io import RoomIO
 from parley.shared.events import Event, MessageCommitted, RunStarted
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind
 from parley.shared.scripts import Scripts
 from tests.support.fake_turns import serve_until_idle
 from tests.support.reads import BlockingReads
@@ -236,8 +236,8 @@ def test_the_open_turn_shows_who_answered_and_who_is_pending(client, store, serv
     store.create_room(ROOM, scripted_spec(rotating_scripts(4, 2)))
     client.post(ROOM, "go")
     open_a_turn(server, keys)
-    store.write_bids(ROOM, [Bid(agent="agent2", turn=1, score=0.4, message="hm"),
-                            Bid(agent="agent0", turn=1, status=BidStatus.ERROR,
+    store.write_answers(ROOM, [Answer(agent="agent2", turn=1, score=0.4, message="hm"),
+                            Answer(agent="agent0", turn=1, status=AnswerStatus.ERROR,
                                 error_kind=ErrorKind.AUTH)], 1000)
 
     report = json.loads(invoke("turns", ROOM, "--json").output)
@@ -255,7 +255,7 @@ def test_a_late_answer_of_an_earlier_turn_does_not_count_for_the_open_one(store,
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 3)))
     store.post(ROOM, "User", "go")
     open_a_turn(server, keys)
-    store.write_bids(ROOM, [Bid(agent="agent0", turn=0), Bid(agent="agent1", turn=1)], 1000)
+    store.write_answers(ROOM, [Answer(agent="agent0", turn=0), Answer(agent="agent1", turn=1)], 1000)
 
     in_flight = read_turn_report(store, ROOM).open_turn
 
@@ -269,7 +269,7 @@ def test_a_selector_turn_past_its_pick_waits_on_the_chosen_participant(store, se
     store.post(ROOM, "User", "Plan a trip")
     open_a_turn(server, keys)
     state = store.read_state(ROOM)
-    picked = Bid(agent="selector", turn=1, kind=CallKind.SELECT, message="budget")
+    picked = Answer(agent="selector", turn=1, kind=CallKind.SELECT, message="budget")
 
     before = open_turn_progress(spec, state, [])
     after = open_turn_progress(spec, state, [("1-0", picked)])
@@ -286,7 +286,7 @@ def test_a_selector_asked_again_is_pending_in_the_next_phase(store, server, keys
     store.post(ROOM, "User", "Plan a trip")
     open_a_turn(server, keys)
     state = store.read_state(ROOM)
-    no_pick = Bid(agent="selector", turn=1, kind=CallKind.SELECT, message="nobody")
+    no_pick = Answer(agent="selector", turn=1, kind=CallKind.SELECT, message="nobody")
 
     progress = open_turn_progress(spec, state, [("1-0", no_pick)])
 

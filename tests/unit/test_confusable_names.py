@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from parley.coordinator import policies
 from parley.coordinator.policies import TurnView
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, Message, RoomSpec
+from parley.shared.models import Answer, Message, RoomSpec
 from parley.shared.speakers import name_skeleton
 from parley.shared.store import RoomStore
 from parley.workers.prompts import build_prompt
@@ -80,7 +80,7 @@ def test_a_reply_is_cut_at_a_line_under_a_look_alike_of_another_agent(form, agen
     speaker = "Ann"
     view = TurnView(turn=1, run=1, run_turns=1, messages_in_run=1, recent=(), snapshot_seq=1)
     decision = policies.decide(spec(), view, [
-        Bid(agent=speaker, turn=1, score=0.9, message=f"My view.\n**{form}**: I agree")])
+        Answer(agent=speaker, turn=1, score=0.9, message=f"My view.\n**{form}**: I agree")])
     assert (decision.winner, decision.message) == (speaker, "My view.")
     assert decision.cuts == {speaker: agent}
 
@@ -89,7 +89,7 @@ def test_distinct_names_stay_distinct():
     room = spec("Ann", "Anna")
     view = TurnView(turn=1, run=1, run_turns=1, messages_in_run=1, recent=(), snapshot_seq=1)
     decision = policies.decide(room, view, [
-        Bid(agent="Ann", turn=1, score=0.9, message="Ann: my view\nAnna: I agree")])
+        Answer(agent="Ann", turn=1, score=0.9, message="Ann: my view\nAnna: I agree")])
     assert (decision.message, decision.cuts) == ("Ann: my view", {"Ann": "Anna"})
 
 

@@ -8,11 +8,12 @@ import time
 
 import pytest
 
-from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
+from parley.shared.models import AgentSpec, AnswerStatus, CallKind, Message
 from parley.shared.settings import get_settings
 from parley.workers import llm
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.prompts import (
+    CALL_PROMPTS,
     build_moderate_prompt,
     build_panel_prompt,
     build_prompt,
@@ -174,10 +175,10 @@ def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keepi
     participants = [agent if agent.name == "planner" else PLANNER, *PARTICIPANTS[1:]]
     count = llm.token_counter(agent.model, with_respond_tool=False)
     budget = input_budget(1024, 100)
-    builder = llm.PROMPTS[kind]
+    builder = CALL_PROMPTS[kind].build
 
     prompt = builder(agent, participants, LONG_TWO_RUNS, budget, count)
-    answer = make_bid(agent, participants, Call(1, 0, kind, 0, 1), lambda: LONG_TWO_RUNS,
+    answer = answer_call(agent, participants, Call(1, 0, kind, 0, 1), lambda: LONG_TWO_RUNS,
                       time.time() + 10, settings=get_settings())
 
     assert count(prompt.messages) <= budget
@@ -185,7 +186,7 @@ def test_selector_participant_panel_and_moderator_calls_fit_litellms_count_keepi
     assert kept[0] == "User: Now plan Kyoto."
     assert kept[-1].startswith("local: reply 52 of run 2")
     assert not any("of run 1" in entry for entry in kept)
-    assert (answer.status, answer.kind) == (BidStatus.OK, kind)
+    assert (answer.status, answer.kind) == (AnswerStatus.OK, kind)
     assert answer.message == agent.litellm_kwargs["mock_response"]
     assert answer.dropped_messages == prompt.dropped > 20
 

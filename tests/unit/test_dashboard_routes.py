@@ -42,7 +42,7 @@ def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured,
     assert [point["turn"] for point in stats["usage"]["points"]] == [t["turn"] for t in turns]
     assert [(f["agent"], f["status"], f["error_kind"]) for f in stats["failures"]] == [
         ("agent1", "error", "scripted")]
-    assert stats["panel"] is None
+    assert stats["policy_state"] is None
     monkeypatch.setattr(dashboard, "FLOOR_WINDOW", 2)  # only the newest messages count
     newest = secured.get(f"/dashboard/rooms/{room}/stats", headers=AUTH).json()["floor"]
     assert newest["total"] == 2

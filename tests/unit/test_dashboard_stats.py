@@ -10,12 +10,13 @@ from parley.api.dashboard import (
     floor_share,
     gini,
     lease_age,
-    panel_position,
+    policy_state_view,
+    policy_view,
     usage_series,
 )
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     CallKind,
     ErrorKind,
     Message,
@@ -35,7 +36,7 @@ def post(seq: int, sender: str) -> Message:
     return Message(seq=seq, sender=sender, content="x", run=1)
 
 
-def record(turn: int, bids: list[Bid], decided_at: float = 0.0) -> TurnRecord:
+def record(turn: int, bids: list[Answer], decided_at: float = 0.0) -> TurnRecord:
     return TurnRecord(turn=turn, run=1, run_turns=turn, epoch=1, snapshot_seq=turn,
                       messages_in_run=turn, recent=[], bids=bids, decided_at=decided_at)
 
@@ -78,10 +79,10 @@ def test_floor_share_of_a_room_nobody_spoke_in_is_all_zero() -> None:
 
 
 def test_usage_series_is_cumulative_and_ends_at_the_room_totals() -> None:
-    records = [record(1, [Bid(agent="a", turn=1, prompt_tokens=10, completion_tokens=2,
+    records = [record(1, [Answer(agent="a", turn=1, prompt_tokens=10, completion_tokens=2,
                               cost_usd=0.01),
-                          Bid(agent="b", turn=1, prompt_tokens=5, cost_usd=0.005)], 100.0),
-               record(2, [Bid(agent="a", turn=2, prompt_tokens=20, completion_tokens=4,
+                          Answer(agent="b", turn=1, prompt_tokens=5, cost_usd=0.005)], 100.0),
+               record(2, [Answer(agent="a", turn=2, prompt_tokens=20, completion_tokens=4,
                               cost_usd=0.02)], 101.0)]
     # 7 prompt tokens were spent on a turn no record has (cancelled, or trimmed away).
     totals = Usage(prompt_tokens=42, completion_tokens=6, cost_usd=0.035)
@@ -93,15 +94,15 @@ def test_usage_series_is_cumulative_and_ends_at_the_room_totals() -> None:
 
 
 def test_usage_series_never_starts_below_zero() -> None:
-    records = [record(1, [Bid(agent="a", turn=1, prompt_tokens=10)])]
+    records = [record(1, [Answer(agent="a", turn=1, prompt_tokens=10)])]
     assert usage_series(records, Usage())[0]["prompt_tokens"] == 10
 
 
 def test_failures_lists_failed_calls_newest_first_with_their_kinds() -> None:
-    records = [record(1, [Bid(agent="a", turn=1),
-                          Bid(agent="b", turn=1, status=BidStatus.ERROR,
+    records = [record(1, [Answer(agent="a", turn=1),
+                          Answer(agent="b", turn=1, status=AnswerStatus.ERROR,
                               error_kind=ErrorKind.SCRIPTED, error="provider down")]),
-               record(2, [Bid(agent="c", turn=2, status=BidStatus.TIMEOUT,
+               record(2, [Answer(agent="c", turn=2, status=AnswerStatus.TIMEOUT,
                               error_kind=ErrorKind.NO_ANSWER)])]
     rows = failures(records)
     assert [(r["turn"], r["agent"], r["status"], r["error_kind"]) for r in rows] == [
@@ -119,24 +120,25 @@ def test_panel_position_names_the_next_panelist_then_the_moderator() -> None:
     spec = RoomSpec.model_validate({
         "policy": {"kind": "roundtable", "moderator": "m", "rounds": 1},
         "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
-    assert panel_position(spec, {"spoken": "1"})["next"] == "b"
-    done = panel_position(spec, {"spoken": "2"})
+    assert policy_state_view(spec, {"spoken": "1"})["next"] == "b"
+    done = policy_state_view(spec, {"spoken": "2"})
     assert (done["next"], done["panel"], done["spoken"]) == ("m", ["a", "b"], 2)
 
 
 def test_panel_position_of_a_bid_room_is_none() -> None:
     spec = RoomSpec.model_validate(
         {"agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
-    assert panel_position(spec, {}) is None
+    assert policy_state_view(spec, {}) is None
 
 
 def test_panel_position_after_the_verdict_names_nobody_next() -> None:
     spec = RoomSpec.model_validate({
         "policy": {"kind": "roundtable", "moderator": "m", "rounds": 1},
         "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
-    over = panel_position(spec, {"spoken": "2"}, StopReason.VERDICT)
+    over = policy_state_view(spec, {"spoken": "2"}, StopReason.VERDICT)
     assert (over["next"], over["ended"], over["spoken"]) == (None, "verdict", 2)
-    assert panel_position(spec, {"spoken": "2"})["ended"] is None
+    assert over["note"] == "panel: 2 of 2 spoken, m gave the verdict"
+    assert policy_state_view(spec, {"spoken": "2"})["ended"] is None
 
 
 def test_an_answer_is_silent_when_its_agent_chose_to_say_nothing() -> None:
@@ -146,14 +148,14 @@ def test_an_answer_is_silent_when_its_agent_chose_to_say_nothing() -> None:
     bid_room = RoomSpec.model_validate(
         {"agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
 
-    def answer(kind: CallKind, message: str, status: BidStatus = BidStatus.OK) -> Bid:
-        return Bid(agent="a", turn=1, kind=kind, message=message, status=status)
+    def answer(kind: CallKind, message: str, status: AnswerStatus = AnswerStatus.OK) -> Answer:
+        return Answer(agent="a", turn=1, kind=kind, message=message, status=status)
 
     assert is_silent_answer(mention, answer(CallKind.DISCUSS, "[Pass.]"))
     assert not is_silent_answer(mention, answer(CallKind.DISCUSS, "pass it on"))
     assert is_silent_answer(bid_room, answer(CallKind.BID, ""))
     assert is_silent_answer(bid_room, answer(CallKind.INTENT, ""))
-    assert not is_silent_answer(bid_room, answer(CallKind.BID, "", BidStatus.ERROR))
+    assert not is_silent_answer(bid_room, answer(CallKind.BID, "", AnswerStatus.ERROR))
     assert not is_silent_answer(bid_room, answer(CallKind.REPLY, ""))  # a failed reply, not silence
     assert not is_silent_answer(bid_room, answer(CallKind.BID, "go"))
 
@@ -166,3 +168,22 @@ def test_agent_cards_are_in_spec_order_with_role_and_description() -> None:
     assert agent_cards(spec) == [
         {"name": "dev", "role": "Developer", "description": "Knows the code", "model": "scripted"},
         {"name": "sre", "role": "", "description": "", "model": "openai/gpt-4o-mini"}]
+
+
+def test_the_page_is_told_what_to_show_of_a_policy_by_its_record() -> None:
+    panel = RoomSpec.model_validate({
+        "policy": {"kind": "roundtable", "moderator": "m", "rounds": 2},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "m", "b")]})
+    assert policy_state_view(panel, {"spoken": "3"})["note"] == "panel: 3 of 4 spoken, next b"
+    mention = RoomSpec.model_validate({
+        "policy": {"kind": "mention"},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+    assert policy_state_view(mention, {}) == {"speak_queue": True}
+
+
+def test_the_policy_settings_shown_leave_out_the_agent_specs_a_policy_holds() -> None:
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("a", "b")]})
+    assert policy_view(spec) == {"kind": "selector", "max_turns": 12, "allow_repeat": False,
+                                 "call_timeout_s": 60.0}

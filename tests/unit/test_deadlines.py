@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from parley.shared.models import AgentSpec, BidStatus, CallKind, ErrorKind
+from parley.shared.models import AgentSpec, AnswerStatus, CallKind, ErrorKind
 from parley.shared.settings import get_settings
 from parley.workers import deadlines
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.deadlines import DeadlinePassed, until_deadline
 
 HOUR = 3600
@@ -33,7 +33,7 @@ def sleeper(**fields) -> AgentSpec:
 
 def timed_bid(agent: AgentSpec, deadline_s: float, kind: CallKind = CallKind.BID):
     started = time.monotonic()
-    bid = make_bid(agent, [agent], Call(1, 1, kind, 0, 1), lambda: [], time.time() + deadline_s,
+    bid = answer_call(agent, [agent], Call(1, 1, kind, 0, 1), lambda: [], time.time() + deadline_s,
                    settings=get_settings())
     return bid, time.monotonic() - started
 
@@ -43,7 +43,7 @@ def test_a_scripted_sleep_ends_at_the_deadline_as_a_timeout(kind):
     bid, took = timed_bid(sleeper(), 0.3, kind)
 
     assert 0.25 < took < 1.5
-    assert (bid.status, bid.error_kind) == (BidStatus.ERROR, ErrorKind.TIMEOUT)
+    assert (bid.status, bid.error_kind) == (AnswerStatus.ERROR, ErrorKind.TIMEOUT)
     assert bid.error == "DeadlinePassed: the script's sleep of 3600s outlasted the call's deadline"
 
 
@@ -60,7 +60,7 @@ def test_a_scripted_sleep_shorter_than_the_time_left_is_slept_whole():
     bid, took = timed_bid(agent, 5)
 
     assert took >= 0.2
-    assert (bid.status, bid.message) == (BidStatus.OK, "done")
+    assert (bid.status, bid.message) == (AnswerStatus.OK, "done")
 
 
 def test_a_worker_shutting_down_wakes_a_sleeping_call_which_answers_at_once(shutting_down):
@@ -74,7 +74,7 @@ def test_a_worker_shutting_down_wakes_a_sleeping_call_which_answers_at_once(shut
     assert not call.is_alive()
     [(bid, took)] = result
     assert took < 5
-    assert (bid.status, bid.message) == (BidStatus.OK, "at last")
+    assert (bid.status, bid.message) == (AnswerStatus.OK, "at last")
 
 
 def stalling(pieces: list[str], stalled: threading.Event) -> Iterator[str]:

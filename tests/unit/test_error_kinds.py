@@ -11,10 +11,15 @@ import litellm
 import pytest
 
 from parley.coordinator.turn_loop import cancelled, timed_out
-from parley.shared.models import AgentSpec, Bid, BidStatus, CallKind, ErrorKind, Message, TurnRecord
-from parley.shared.records import bid_fields, bid_from_fields, turn_record_fields, turn_record_from_fields
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, ErrorKind, Message, TurnRecord
+from parley.shared.records import (
+    answer_fields,
+    answer_from_fields,
+    turn_record_fields,
+    turn_record_from_fields,
+)
 from parley.shared.settings import get_settings
-from parley.workers.bidding import Call, failure_kind, make_bid
+from parley.workers.calls import Call, answer_call, failure_kind, failure_variable
 from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, MissingApiKey
 from parley.workers.llm import BudgetSpent, DeadlinePassed, classify_error
 from parley.workers.parsing import parse_respond, parse_text
@@ -99,11 +104,11 @@ def test_a_model_calls_error_is_classified_by_its_class_and_what_its_message_nam
 def test_a_scripted_entrys_error_is_of_kind_scripted():
     agent = AgentSpec(name="A", model="scripted", script=[{"error": "provider down"}])
 
-    bid = make_bid(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10,
+    bid = answer_call(agent, [agent], Call(1, 0, number=1), lambda: TASK, time.time() + 10,
                    settings=get_settings())
 
     assert (bid.status, bid.error, bid.error_kind) == (
-        BidStatus.ERROR, "ScriptedError: provider down", ErrorKind.SCRIPTED)
+        AnswerStatus.ERROR, "ScriptedError: provider down", ErrorKind.SCRIPTED)
 
 
 def test_a_scripted_agents_error_that_its_script_did_not_ask_for_is_other():
@@ -138,7 +143,7 @@ def test_an_answer_read_cleanly_has_no_kind():
 
 def test_an_answer_that_never_came_is_of_kind_no_answer():
     answer = timed_out("A", 3)
-    assert (answer.status, answer.error_kind) == (BidStatus.TIMEOUT, ErrorKind.NO_ANSWER)
+    assert (answer.status, answer.error_kind) == (AnswerStatus.TIMEOUT, ErrorKind.NO_ANSWER)
 
 
 def test_every_kind_but_none_is_set_somewhere():
@@ -152,25 +157,53 @@ def test_every_kind_but_none_is_set_somewhere():
 
 
 def test_the_kind_goes_through_the_answers_stream():
-    answer = Bid(agent="A", turn=1, status=BidStatus.ERROR, error="RateLimitError: slow",
+    answer = Answer(agent="A", turn=1, status=AnswerStatus.ERROR, error="RateLimitError: slow",
                  error_kind=ErrorKind.RATE_LIMIT)
-    fields = bid_fields(answer)
+    fields = answer_fields(answer)
     assert fields["error_kind"] == "rate_limit"
-    assert bid_from_fields(fields) == answer
+    assert answer_from_fields(fields) == answer
 
 
 def test_an_answer_written_before_kinds_existed_loads_without_one():
     old = {"agent": "A", "turn": "1", "status": "error", "error": "RuntimeError: down"}
-    assert bid_from_fields(old).error_kind is ErrorKind.NONE
+    assert answer_from_fields(old).error_kind is ErrorKind.NONE
 
 
 def test_a_turn_record_keeps_each_answers_kind_and_older_records_load():
     record = TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1,
                         messages_in_run=1, recent=[], bids=[
-                            Bid(agent="A", turn=1, score=0.5, message="ok"),
+                            Answer(agent="A", turn=1, score=0.5, message="ok"),
                             timed_out("B", 1)])
     fields = turn_record_fields(record)
     assert turn_record_from_fields(fields).bids == record.bids
 
     fields["bids"] = '[{"agent": "B", "turn": 1, "status": "timeout"}]'
     assert turn_record_from_fields(fields).bids[0].error_kind is ErrorKind.NONE
+
+
+# (error, the key variable a failed answer carries for it): parley's own refusals say it as
+# a field; only a provider's refusal is read for it, at the model client's edge.
+NAMED = [
+    (MissingApiKey("environment variable PARLEY_KEY is not set", "PARLEY_KEY"), "PARLEY_KEY"),
+    (KeyEnvNotAllowed("api_key_env INTERNAL_TOKEN is not lent", "INTERNAL_TOKEN"),
+     "INTERNAL_TOKEN"),
+    (litellm.InternalServerError(
+        "OpenAIException - Missing credentials. Please pass an `api_key`, or set the "
+        "`OPENAI_API_KEY` environment variable.", "openai", "gpt-4o-mini"), "OPENAI_API_KEY"),
+    (litellm.APIConnectionError("Missing Gemini API key. Set the GEMINI_API_KEY or "
+                                "GOOGLE_API_KEY environment variable.", "gemini", "m"),
+     "GEMINI_API_KEY"),
+    # A variable an error other than a missing key happens to name is not its cause.
+    (litellm.RateLimitError("OPENAI_API_KEY is over its quota", "openai", "m"), ""),
+]
+
+
+@pytest.mark.parametrize(("error", "variable"), NAMED)
+def test_a_failed_answer_carries_the_key_variable_its_failure_names(error, variable):
+    kind = classify_error(error)
+    assert failure_variable(LLM_AGENT, error, kind) == variable
+
+
+def test_a_refusals_variable_is_the_one_it_was_given_whatever_its_text_says():
+    error = MissingApiKey("environment variable OTHER_API_KEY is not set", "ANTHROPIC_API_KEY")
+    assert failure_variable(LLM_AGENT, error, ErrorKind.MISSING_KEY) == "ANTHROPIC_API_KEY"

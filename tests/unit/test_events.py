@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from parley.coordinator.lease import LeaseLost
+from parley.coordinator.policies import POLICIES
 from parley.shared.events import (
     EVENT_MODELS,
     AnswerArrived,
@@ -27,7 +28,7 @@ from parley.shared.events import (
     answer_event_fields,
     event_from_entry,
 )
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from parley.views.terminal import event_line
@@ -93,9 +94,9 @@ def test_a_turn_without_a_winner_is_decided_with_its_stop(sync_redis, async_redi
     assert (decided.winner, decided.score, decided.stop_reason) == (None, None, StopReason.LULL)
     answers = {e.agent: e for e in events if isinstance(e, AnswerArrived)}
     assert (answers["A"].score, answers["A"].status, answers["A"].error_kind) == (
-        0.1, BidStatus.OK, ErrorKind.NONE)
+        0.1, AnswerStatus.OK, ErrorKind.NONE)
     assert (answers["B"].status, answers["B"].kind, answers["B"].phase) == (
-        BidStatus.ERROR, CallKind.BID, 0)
+        AnswerStatus.ERROR, CallKind.BID, 0)
     assert kinds(events)[-2:] == ["turn_decided", "run_ended"]
 
 
@@ -178,7 +179,10 @@ def test_the_events_stream_is_capped_by_the_scripts_and_the_workers(sync_redis, 
 
 
 def test_every_event_type_has_a_model_and_a_script_that_writes_it():
-    writers = "\n".join(path.read_text() for path in LUA.rglob("*.lua"))
+    # A policy's watched fields' event is written by commit.lua and end_run.lua, which
+    # take its type from the policy's record.
+    watched = [f"'{policy.watched.event}'" for policy in POLICIES.values() if policy.watched]
+    writers = "\n".join([*(path.read_text() for path in LUA.rglob("*.lua")), *watched])
     for kind in EventType:
         assert EVENT_MODELS[kind].__doc__
         assert f"'{kind.value}'" in writers, kind
@@ -187,18 +191,18 @@ def test_every_event_type_has_a_model_and_a_script_that_writes_it():
 def test_an_answer_event_reads_back_as_it_was_written(sync_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
-    bid = Bid(agent="B", turn=4, kind=CallKind.SPEAK, phase=1, score=0.25,
-              status=BidStatus.ERROR, error_kind=ErrorKind.AUTH, latency_ms=12.5)
+    bid = Answer(agent="B", turn=4, kind=CallKind.SPEAK, phase=1, score=0.25,
+              status=AnswerStatus.ERROR, error_kind=ErrorKind.AUTH, latency_ms=12.5)
 
-    assert store.write_bids(ROOM, [bid, Bid(agent="A", turn=4)], 1000) == 2
+    assert store.write_answers(ROOM, [bid, Answer(agent="A", turn=4)], 1000) == 2
 
     event, quiet = store.read_events(ROOM)
     assert isinstance(event, AnswerArrived)
     assert (event.turn, event.agent, event.kind, event.phase, event.score, event.status,
             event.error_kind, event.latency_ms) == (
-        4, "B", CallKind.SPEAK, 1, 0.25, BidStatus.ERROR, ErrorKind.AUTH, 12.5)
+        4, "B", CallKind.SPEAK, 1, 0.25, AnswerStatus.ERROR, ErrorKind.AUTH, 12.5)
     assert event.ts > 1e9
-    assert "error_kind" not in answer_event_fields(Bid(agent="A", turn=4))
+    assert "error_kind" not in answer_event_fields(Answer(agent="A", turn=4))
     assert (quiet.agent, quiet.error_kind) == ("A", ErrorKind.NONE)
     assert sync_redis.xlen(keys.bids(ROOM)) == 2
 
@@ -208,7 +212,7 @@ def test_answers_for_a_room_that_is_gone_write_no_event(sync_redis, keys):
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
     store.delete(ROOM)
 
-    assert store.write_bids(ROOM, [Bid(agent="A", turn=1)], 1000) == 0
+    assert store.write_answers(ROOM, [Answer(agent="A", turn=1)], 1000) == 0
 
     assert not sync_redis.exists(keys.events(ROOM))
 

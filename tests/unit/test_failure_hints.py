@@ -12,11 +12,12 @@ import pytest
 from parley.client import load_spec
 from parley.coordinator import policies
 from parley.coordinator.policies import TurnView
-from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, likely_fix
+from parley.coordinator.policies.common import FUNCTION_CALLING_FIX, failure_line, likely_fix
 from parley.coordinator.turn_loop import timed_out
-from parley.shared.models import AgentSpec, Bid, BidStatus, ErrorKind, Message, RoomSpec, StopReason
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, ErrorKind, Message, RoomSpec, StopReason
+from parley.shared.records import answer_fields, answer_from_fields
 from parley.shared.settings import get_settings
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -34,25 +35,26 @@ def no_provider_keys(worker_env):
                PARLEY_WORKER_KEY_ENVS="OPENAI_API_KEY,ANTHROPIC_API_KEY,PARLEY_TEST_UNSET_KEY")
 
 
-def failure_of(model: str, litellm_kwargs: dict | None = None, **fields) -> Bid:
+def failure_of(model: str, litellm_kwargs: dict | None = None, **fields) -> Answer:
     # litellm_kwargs go in unchecked, as a spec written straight into Redis past the spec's
     # allow-list would: the worker checks them again.
     agent = AgentSpec(name="A", model=model, timeout_s=5, **fields).model_copy(
         update={"litellm_kwargs": litellm_kwargs or {}})
-    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10,
+    bid = answer_call(agent, [agent], Call(1, 0), lambda: TASK, time.time() + 10,
                    settings=get_settings())
-    assert bid.status is BidStatus.ERROR
+    assert bid.status is AnswerStatus.ERROR
     return bid
 
 
-def fix_for(bid: Bid) -> str:
-    return likely_fix(bid.error_kind, bid.error)
+def fix_for(bid: Answer, key_env: str | None = None) -> str:
+    return likely_fix(bid.error_kind, bid.error_variable, key_env)
 
 
 def test_an_unset_key_variable_names_the_variable():
     bid = failure_of("openai/gpt-4o-mini", api_key_env="PARLEY_TEST_UNSET_KEY")
     assert bid.error_kind is ErrorKind.MISSING_KEY
-    assert fix_for(bid).startswith("set PARLEY_TEST_UNSET_KEY in the environment of the workers")
+    assert fix_for(bid, "PARLEY_TEST_UNSET_KEY").startswith(
+        "set PARLEY_TEST_UNSET_KEY in the environment of the workers")
 
 
 def test_a_missing_openai_key_names_openai_api_key():
@@ -93,7 +95,8 @@ def test_an_unreachable_api_base_asks_to_check_it(worker_env):
 def test_a_key_variable_the_workers_do_not_lend_names_it_and_the_setting():
     bid = failure_of("openai/gpt-4o-mini", api_key_env="INTERNAL_TOKEN")
     assert bid.error_kind is ErrorKind.KEY_NOT_ALLOWED
-    assert "PARLEY_WORKER_KEY_ENVS" in fix_for(bid) and "add INTERNAL_TOKEN there" in fix_for(bid)
+    fix = fix_for(bid, "INTERNAL_TOKEN")
+    assert "PARLEY_WORKER_KEY_ENVS" in fix and "add INTERNAL_TOKEN there" in fix
 
 
 def test_an_endpoint_that_may_not_receive_a_key_names_the_setting():
@@ -106,7 +109,7 @@ def test_an_endpoint_that_may_not_receive_a_key_names_the_setting():
 
 def test_a_call_past_its_deadline_asks_for_more_time():
     agent = AgentSpec(name="A", model="openai/gpt-4o-mini")
-    bid = make_bid(agent, [agent], Call(1, 0), lambda: TASK, time.time() - 1,
+    bid = answer_call(agent, [agent], Call(1, 0), lambda: TASK, time.time() - 1,
                    settings=get_settings())
     assert bid.error_kind is ErrorKind.TIMEOUT
     assert fix_for(bid).startswith("raise the agent's timeout_s or the policy's bid_timeout_s")
@@ -119,7 +122,8 @@ def test_every_kind_but_the_self_explaining_ones_has_a_fix():
 
 
 def test_no_fix_breaks_the_all_failed_detail_into_more_entries():
-    fixes = [likely_fix(kind, "environment variable X_API_KEY is not set") for kind in ErrorKind]
+    fixes = [likely_fix(kind, "X_API_KEY", key_env) for kind in ErrorKind
+             for key_env in ("X_API_KEY", None)]
     assert not [fix for fix in fixes if "; " in fix]
 
 
@@ -130,12 +134,12 @@ def test_the_fix_follows_the_kind_not_the_error_text():
 
 
 def test_a_missing_key_whose_error_names_no_variable_gets_the_general_fix():
-    fix = likely_fix(ErrorKind.MISSING_KEY, "AuthenticationError: no key")
+    fix = likely_fix(ErrorKind.MISSING_KEY)
     assert fix.startswith("set the provider's API key variable on the workers")
 
 
 def test_a_key_not_lent_whose_error_names_no_variable_gets_the_general_fix():
-    fix = likely_fix(ErrorKind.KEY_NOT_ALLOWED, "KeyEnvNotAllowed")
+    fix = likely_fix(ErrorKind.KEY_NOT_ALLOWED)
     assert fix.endswith("have the operator add the agent's variable there")
 
 
@@ -153,7 +157,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
         {"name": "B", "model": "no-such-model-anywhere"},
         {"name": "C", "model": "openai/gpt-4o-mini"},
     ]})
-    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10,
+    bids = [answer_call(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10,
                      settings=get_settings())
             for agent in spec.agents]
     decision = policies.decide(spec, FIRST_TURN, bids + [timed_out("D", 1)])
@@ -171,7 +175,7 @@ def test_a_room_whose_agents_all_fail_lists_each_error_and_fix():
 
 def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():
     spec = load_spec(EXAMPLE)
-    bids = [make_bid(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10,
+    bids = [answer_call(agent, spec.agents, Call(1, 0), lambda: TASK, time.time() + 10,
                      settings=get_settings())
             for agent in spec.agents]
 
@@ -182,30 +186,53 @@ def test_the_openai_example_without_a_key_fails_saying_which_variable_to_set():
     assert decision.detail.startswith(f"{', '.join(spec.agent_names)}: MissingApiKey: ")
 
 
-def failed(agent: str, error: str, kind: ErrorKind) -> Bid:
-    return Bid(agent=agent, turn=1, status=BidStatus.ERROR, error=error, error_kind=kind)
+def failed_with(agent: str, error: str, kind: ErrorKind, variable: str = "") -> Answer:
+    return Answer(agent=agent, turn=1, status=AnswerStatus.ERROR, error=error, error_kind=kind,
+                  error_variable=variable)
 
 
 def test_the_all_failed_detail_says_each_error_and_fix_once_with_its_agents():
     unset = "MissingApiKey: environment variable OPENAI_API_KEY is not set"
-    bids = [failed("A", unset, ErrorKind.MISSING_KEY),
-            failed("B", "RateLimitError: slow down", ErrorKind.RATE_LIMIT),
-            failed("C", unset, ErrorKind.MISSING_KEY),
-            failed("D", "RateLimitError: quota", ErrorKind.RATE_LIMIT),
-            failed("E", "scripted failure", ErrorKind.SCRIPTED),
-            timed_out("F", 1)]
+    answers = [failed_with("A", unset, ErrorKind.MISSING_KEY, "OPENAI_API_KEY"),
+               failed_with("B", "RateLimitError: slow down", ErrorKind.RATE_LIMIT),
+               failed_with("C", unset, ErrorKind.MISSING_KEY, "OPENAI_API_KEY"),
+               failed_with("D", "RateLimitError: quota", ErrorKind.RATE_LIMIT),
+               failed_with("E", "scripted failure", ErrorKind.SCRIPTED),
+               timed_out("F", 1)]
     spec = RoomSpec.model_validate({"agents": [
-        {"name": bid.agent, "model": "scripted", "script": []} for bid in bids]})
+        {"name": answer.agent, "model": "scripted", "script": []} for answer in answers]})
 
-    decision = policies.decide(spec, FIRST_TURN, bids)
+    decision = policies.decide(spec, FIRST_TURN, answers)
 
     assert decision.detail == (
         "A, C: MissingApiKey: environment variable OPENAI_API_KEY is not set (likely fix: set "
-        "OPENAI_API_KEY in the environment of the workers serving this agent (the variable "
-        "its api_key_env names)); "
+        "OPENAI_API_KEY on the workers, or name the key's variable in the agent's "
+        "api_key_env); "
         "B: RateLimitError: slow down; D: RateLimitError: quota (likely fix for B, D: lower "
         "the request rate or raise the provider's quota); "
         "E: scripted failure; "
         "F: no answer before the deadline (likely fix: check that a worker consumes the "
         "agent's queue, or raise the policy's bid_timeout_s (call_timeout_s in a selector or "
         "round-table room))")
+
+
+def test_the_fix_names_the_variable_the_answer_carries_not_one_read_from_its_text():
+    spec = RoomSpec.model_validate({"agents": [
+        {"name": "A", "model": "openai/gpt-4o-mini", "api_key_env": "PARLEY_TEST_UNSET_KEY"},
+        {"name": "B", "model": "openai/gpt-4o-mini"}]})
+    unset = failure_of("openai/gpt-4o-mini", api_key_env="PARLEY_TEST_UNSET_KEY")
+    assert unset.error_variable == "PARLEY_TEST_UNSET_KEY"
+    # The error's text is for people: another wording names the same variable.
+    reworded = unset.model_copy(update={"error": "MissingApiKey: no key"})
+    assert "(likely fix: set PARLEY_TEST_UNSET_KEY in the environment of the workers" in (
+        failure_line(spec, reworded))
+    provider = failure_of("openai/gpt-4o-mini").model_copy(update={"agent": "B"})
+    assert provider.error_variable == "OPENAI_API_KEY"
+    assert "(likely fix: set OPENAI_API_KEY on the workers" in failure_line(spec, provider)
+
+
+def test_the_variable_is_kept_with_the_answer_and_costs_nothing_when_there_is_none():
+    failed = Answer(agent="A", turn=1, status=AnswerStatus.ERROR,
+                    error_kind=ErrorKind.MISSING_KEY, error_variable="X_API_KEY")
+    assert answer_from_fields(answer_fields(failed)) == failed
+    assert "error_variable" not in answer_fields(Answer(agent="A", turn=1))

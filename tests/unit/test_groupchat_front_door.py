@@ -18,8 +18,8 @@ from parley import GroupChat, RunFailed
 from parley.client import RunResult
 from parley.coordinator.policies.bid import recent_window
 from parley.shared.models import (
-    Bid,
-    BidStatus,
+    Answer,
+    AnswerStatus,
     ErrorKind,
     Message,
     RoomStatus,
@@ -44,7 +44,7 @@ def result(task: str, replies: list[tuple[str, str, float]], status: RoomStatus 
 def first_turn(*bids: tuple[str, float, str]) -> list[TurnRecord]:
     """A run's turn records: only its first turn, with these (agent, score, message) bids."""
     return [TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1, messages_in_run=1,
-                       recent=[], bids=[Bid(agent=agent, turn=1, score=score, message=message)
+                       recent=[], bids=[Answer(agent=agent, turn=1, score=score, message=message)
                                         for agent, score, message in bids])]
 
 
@@ -335,13 +335,14 @@ def test_a_recency_window_below_one_is_kept_and_penalises_the_last_speaker_as_sw
 
 def failed_turns() -> list[TurnRecord]:
     """Two turns in which A failed (no key, then prose instead of the respond call)."""
-    no_key = Bid(agent="A", turn=1, status=BidStatus.ERROR, error_kind=ErrorKind.MISSING_KEY,
-                 error="AuthenticationError: OPENAI_API_KEY is not set")
-    prose = Bid(agent="A", turn=2, status=BidStatus.UNPARSED, error_kind=ErrorKind.NO_TOOL_CALL,
+    no_key = Answer(agent="A", turn=1, status=AnswerStatus.ERROR, error_kind=ErrorKind.MISSING_KEY,
+                    error="AuthenticationError: OPENAI_API_KEY is not set",
+                    error_variable="OPENAI_API_KEY")
+    prose = Answer(agent="A", turn=2, status=AnswerStatus.UNPARSED, error_kind=ErrorKind.NO_TOOL_CALL,
                 error="no respond tool call")
     return [TurnRecord(turn=turn, run=1, run_turns=turn, epoch=1, snapshot_seq=turn,
                        messages_in_run=turn, recent=[],
-                       bids=[failed, Bid(agent="B", turn=turn, score=0.9, message=f"b{turn}")])
+                       bids=[failed, Answer(agent="B", turn=turn, score=0.9, message=f"b{turn}")])
             for turn, failed in ((1, no_key), (2, prose))]
 
 

@@ -8,7 +8,7 @@ import pytest
 from parley.coordinator import policies
 from parley.coordinator.policies import TurnView
 from parley.coordinator.policies.impersonation import cut_reply
-from parley.shared.models import Bid, RoomSpec, StopReason, TurnRecord
+from parley.shared.models import Answer, RoomSpec, StopReason, TurnRecord
 from parley.shared.records import turn_record_fields, turn_record_from_fields
 from parley.shared.speakers import speaker_lines
 
@@ -25,8 +25,8 @@ def view() -> TurnView:
     return TurnView(turn=5, run=1, run_turns=2, messages_in_run=3, recent=(), snapshot_seq=3)
 
 
-def bids(*scored: tuple[str, float, str]) -> list[Bid]:
-    return [Bid(agent=name, turn=5, score=score, message=message) for name, score, message in scored]
+def bids(*scored: tuple[str, float, str]) -> list[Answer]:
+    return [Answer(agent=name, turn=5, score=score, message=message) for name, score, message in scored]
 
 
 def decide(*scored: tuple[str, float, str]) -> policies.Decision:
@@ -96,7 +96,7 @@ def test_every_cut_is_recorded_not_only_the_winners():
     assert decision.cuts == {"A": "B", "B": "A"}
 
 
-def record_of(bids_in: list[Bid], decision: policies.Decision, v: TurnView) -> TurnRecord:
+def record_of(bids_in: list[Answer], decision: policies.Decision, v: TurnView) -> TurnRecord:
     return TurnRecord(
         turn=v.turn, run=v.run, run_turns=v.run_turns, epoch=1, snapshot_seq=v.snapshot_seq,
         messages_in_run=v.messages_in_run, recent=list(v.recent), bids=bids_in,

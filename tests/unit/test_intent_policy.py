@@ -7,7 +7,7 @@ import pytest
 
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, TurnView
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomSpec, StopReason
 
 AGENTS = ("A", "B", "C")
 
@@ -24,13 +24,13 @@ def view(recent: tuple[str, ...] = (), messages_in_run: int = 1, run_turns: int 
                     recent=recent, snapshot_seq=messages_in_run)
 
 
-def scored(kind: CallKind, *bids: tuple[str, float, str]) -> list[Bid]:
-    return [Bid(agent=name, turn=5, kind=kind, score=score, message=text)
+def scored(kind: CallKind, *bids: tuple[str, float, str]) -> list[Answer]:
+    return [Answer(agent=name, turn=5, kind=kind, score=score, message=text)
             for name, score, text in bids]
 
 
-def reply(agent: str, text: str, phase: int = 1, **fields: object) -> Bid:
-    return Bid(agent=agent, turn=5, kind=CallKind.REPLY, phase=phase, message=text, **fields)
+def reply(agent: str, text: str, phase: int = 1, **fields: object) -> Answer:
+    return Answer(agent=agent, turn=5, kind=CallKind.REPLY, phase=phase, message=text, **fields)
 
 
 # (policy settings, recent speakers, (agent, score, non-empty?) bids): threshold, recency,
@@ -80,7 +80,7 @@ def test_the_winners_reply_is_posted_with_its_raw_intent_score():
 
 def test_a_failed_reply_makes_its_agent_silent_and_the_next_bidder_is_asked():
     answers = [*scored(CallKind.INTENT, ("A", 0.7, "a line"), ("B", 0.9, "b line")),
-               reply("B", "", status=BidStatus.ERROR, error="boom",
+               reply("B", "", status=AnswerStatus.ERROR, error="boom",
                      error_kind=ErrorKind.CONNECTION)]
     decision = policies.decide(spec(), view(), answers)
     assert decision.next == Calls(CallKind.REPLY, ("A",), instructions=(("A", "a line"),))
@@ -104,7 +104,7 @@ def test_the_cap_still_counts_the_posted_reply():
 
 
 def test_every_intent_failing_on_the_first_turn_fails_the_run():
-    answers = [Bid(agent=name, turn=5, kind=CallKind.INTENT, status=BidStatus.ERROR,
+    answers = [Answer(agent=name, turn=5, kind=CallKind.INTENT, status=AnswerStatus.ERROR,
                    error="no key", error_kind=ErrorKind.MISSING_KEY) for name in AGENTS]
     decision = policies.decide(spec(), view(run_turns=1), answers)
     assert decision.stop is StopReason.ALL_FAILED

@@ -10,7 +10,7 @@ import pytest
 
 from parley.coordinator import policies
 from parley.shared.events import MessageChunk
-from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.models import CallKind, CallRequest, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
@@ -95,7 +95,7 @@ class DiesBeforeReplying(LocalWorkerTransport):
     """Answers the intents, then fails as a coordinator would die right before asking the
     winner for its reply."""
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if any(request.kind is CallKind.REPLY for _, request in requests):
             raise ConnectionError("coordinator died")
         super().send(requests)
@@ -174,12 +174,12 @@ def test_the_example_intent_room_runs_offline_to_a_lull(sync_redis, async_redis,
 
 
 def test_an_intent_turns_line_shows_the_intents_scores_and_a_failed_reply():
-    from parley.shared.models import Bid, BidStatus, ErrorKind, TurnRecord
+    from parley.shared.models import Answer, AnswerStatus, ErrorKind, TurnRecord
     from parley.views.explain import turn_line
 
     def answer(agent: str, kind: CallKind, phase: int, score: float = 0.0, text: str = "",
-               **fields) -> Bid:
-        return Bid(agent=agent, turn=1, kind=kind, phase=phase, score=score, message=text,
+               **fields) -> Answer:
+        return Answer(agent=agent, turn=1, kind=kind, phase=phase, score=score, message=text,
                    **fields)
 
     record = TurnRecord(
@@ -187,7 +187,7 @@ def test_an_intent_turns_line_shows_the_intents_scores_and_a_failed_reply():
         bids=[answer("A", CallKind.INTENT, 0, 0.9, "plan"),
               answer("B", CallKind.INTENT, 0, 0.6, "object"),
               answer("C", CallKind.INTENT, 0),
-              answer("A", CallKind.REPLY, 1, status=BidStatus.ERROR, error="cut off",
+              answer("A", CallKind.REPLY, 1, status=AnswerStatus.ERROR, error="cut off",
                      error_kind=ErrorKind.CONNECTION),
               answer("B", CallKind.REPLY, 2, text=B_REPLY)],
         adjusted={"A": 0.9, "B": 0.6, "C": 0.0}, winner="B", score=0.6)

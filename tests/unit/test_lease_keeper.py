@@ -15,7 +15,7 @@ from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
 from parley.shared.keys import Keys
-from parley.shared.models import BidStatus, StopReason
+from parley.shared.models import AnswerStatus, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from tests.support.local_worker import LocalWorkerTransport
@@ -179,6 +179,6 @@ def test_a_turn_nobody_answered_is_asked_once_more_before_it_counts_as_no_bids(s
 
     turns = store.read_turns(ROOM)
     assert [t.winner for t in turns] == ["agent1", "agent0", None]
-    assert all(b.status is BidStatus.OK for t in turns for b in t.bids)
+    assert all(b.status is AnswerStatus.OK for t in turns for b in t.bids)
     assert turns[-1].stop_reason is StopReason.LULL
     assert transport.asked == [1, 1, 2, 2, 3, 3]

@@ -14,7 +14,7 @@ from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.retention import SWEEP_BATCH, IdleRooms, sweep_period_s
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
-from parley.shared.models import Bid, BidRequest, StopReason
+from parley.shared.models import Answer, CallRequest, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore, now_ms
@@ -43,7 +43,7 @@ class HookedTransport(LocalWorkerTransport):
         super().__init__(client, keys)
         self.hook, self.on_turn, self.answer_first = hook, on_turn, answer_first
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Run the hook at the chosen turn, around answering as the workers would."""
         hooked = any(request.turn == self.on_turn for _, request in requests)
         if hooked and not self.answer_first:
@@ -163,13 +163,13 @@ def test_a_forced_delete_while_a_turn_is_in_flight_leaves_no_key(sync_redis, asy
     store.post(ROOM, "User", "go")
 
     class DeletingTransport(LocalWorkerTransport):
-        def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+        def send(self, requests: list[tuple[str, CallRequest]]) -> None:
             if any(request.turn == 2 for _, request in requests):
                 if sync_redis.exists(keys.state(ROOM)):
                     store.delete(ROOM, force=True)
                 # The workers' answers arrive after the delete.
                 for _, request in requests:
-                    written = store.write_bids(ROOM, [Bid(agent=name, turn=2, score=0.9)
+                    written = store.write_answers(ROOM, [Answer(agent=name, turn=2, score=0.9)
                                                       for name in request.agents], 100)
                     assert written == 0
                 return

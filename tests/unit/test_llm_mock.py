@@ -9,10 +9,10 @@ import litellm
 import pytest
 from structlog.testing import capture_logs
 
-from parley.shared.models import AgentSpec, BidStatus, ErrorKind, Message
+from parley.shared.models import AgentSpec, AnswerStatus, ErrorKind, Message
 from parley.shared.settings import get_settings
 from parley.workers import deadlines, llm
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.credentials import read_api_key
 from parley.workers.prompts import build_prompt, input_budget
 
@@ -34,7 +34,7 @@ def mocked(name: str = "Mock", model: str = "gpt-4o-mini", **fields) -> AgentSpe
 
 def bid_of(agent: AgentSpec, transcript: list[Message] = TASK, deadline_s: float = 5.0):
     other = AgentSpec(name="Other", model="scripted", script=[])
-    return make_bid(agent, [agent, other], Call(1, 0), lambda: transcript, time.time() + deadline_s,
+    return answer_call(agent, [agent, other], Call(1, 0), lambda: transcript, time.time() + deadline_s,
                     settings=get_settings())
 
 
@@ -47,7 +47,7 @@ def test_a_mocked_tool_call_becomes_an_accounted_bid():
     price = litellm.model_cost["gpt-4o-mini"]
     expected_cost = (MOCK_PROMPT_TOKENS * price["input_cost_per_token"]
                      + MOCK_COMPLETION_TOKENS * price["output_cost_per_token"])
-    assert (bid.status, bid.score, bid.message, bid.error) == (BidStatus.OK, 0.8, "Go.", "")
+    assert (bid.status, bid.score, bid.message, bid.error) == (AnswerStatus.OK, 0.8, "Go.", "")
     assert bid.error_kind is ErrorKind.NONE
     assert (bid.prompt_tokens, bid.completion_tokens) == (MOCK_PROMPT_TOKENS, MOCK_COMPLETION_TOKENS)
     assert bid.cost_usd == pytest.approx(expected_cost) and bid.cost_usd > 0
@@ -58,7 +58,7 @@ def test_a_model_litellm_has_no_price_for_costs_zero():
     agent = mocked(model="openai/our-local-model", litellm_kwargs={
         "mock_response": "", "mock_tool_calls": respond_call('{"score": 0.6, "message": "x"}')})
     bid = bid_of(agent)
-    assert bid.status is BidStatus.OK and bid.cost_usd == 0.0
+    assert bid.status is AnswerStatus.OK and bid.cost_usd == 0.0
     assert bid.prompt_tokens == MOCK_PROMPT_TOKENS
 
 
@@ -72,7 +72,7 @@ def test_a_local_model_with_its_own_prices_is_costed_with_them():
 
 def test_a_mocked_reply_without_a_tool_call_is_an_unparsed_silent_bid_still_accounted():
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "I would rather chat."}))
-    assert (bid.status, bid.score, bid.message) == (BidStatus.UNPARSED, 0.0, "")
+    assert (bid.status, bid.score, bid.message) == (AnswerStatus.UNPARSED, 0.0, "")
     assert "no respond tool call" in bid.error and "I would rather chat." in bid.error
     assert bid.error_kind is ErrorKind.NO_TOOL_CALL
     assert bid.prompt_tokens == MOCK_PROMPT_TOKENS
@@ -80,7 +80,7 @@ def test_a_mocked_reply_without_a_tool_call_is_an_unparsed_silent_bid_still_acco
 
 def test_a_context_overflow_is_a_silent_bid_naming_the_error_class():
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "litellm.ContextWindowExceededError"}))
-    assert bid.status is BidStatus.ERROR and bid.score == 0.0
+    assert bid.status is AnswerStatus.ERROR and bid.score == 0.0
     assert bid.error.startswith("ContextWindowExceededError: ")
     assert "litellm." not in bid.error
     assert bid.error_kind is ErrorKind.CONTEXT_WINDOW
@@ -90,7 +90,7 @@ def test_each_attempt_is_bounded_by_the_agents_timeout():
     agent = mocked(timeout_s=0.2, litellm_kwargs={"mock_response": "x", "mock_timeout": True})
     started = time.monotonic()
     bid = bid_of(agent, deadline_s=10)
-    assert bid.status is BidStatus.ERROR and bid.error.startswith("Timeout: ")
+    assert bid.status is AnswerStatus.ERROR and bid.error.startswith("Timeout: ")
     assert bid.error_kind is ErrorKind.TIMEOUT
     assert time.monotonic() - started < 5
 
@@ -109,7 +109,7 @@ def test_a_rate_limit_is_retried_with_backoff_until_the_deadline_and_no_further(
     with capture_logs() as logs:
         bid = bid_of(agent, deadline_s=1.5)
     retries = [entry for entry in logs if entry["event"] == "rate_limited_retry"]
-    assert bid.status is BidStatus.ERROR and bid.error.startswith("RateLimitError: ")
+    assert bid.status is AnswerStatus.ERROR and bid.error.startswith("RateLimitError: ")
     assert bid.error_kind is ErrorKind.RATE_LIMIT
     assert len(retries) >= 2
     assert [entry["attempt"] for entry in retries] == list(range(1, len(retries) + 1))
@@ -118,7 +118,7 @@ def test_a_rate_limit_is_retried_with_backoff_until_the_deadline_and_no_further(
 
 def test_no_call_is_made_once_the_deadline_has_passed():
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "x"}), deadline_s=-1)
-    assert bid.status is BidStatus.ERROR and bid.error.startswith("DeadlinePassed: ")
+    assert bid.status is AnswerStatus.ERROR and bid.error.startswith("DeadlinePassed: ")
     assert bid.error_kind is ErrorKind.TIMEOUT
 
 
@@ -126,7 +126,7 @@ def test_a_missing_key_variable_is_a_clear_error(worker_env):
     worker_env(PARLEY_TEST_NO_SUCH_KEY=None, PARLEY_WORKER_KEY_ENVS="PARLEY_TEST_NO_SUCH_KEY")
     agent = mocked(api_key_env="PARLEY_TEST_NO_SUCH_KEY", litellm_kwargs={"mock_response": "x"})
     bid = bid_of(agent)
-    assert bid.status is BidStatus.ERROR
+    assert bid.status is AnswerStatus.ERROR
     assert bid.error == "MissingApiKey: environment variable PARLEY_TEST_NO_SUCH_KEY is not set"
     assert bid.error_kind is ErrorKind.MISSING_KEY
 
@@ -169,7 +169,7 @@ def test_a_transcript_over_the_budget_is_trimmed_with_litellms_token_counter():
     bid = bid_of(agent, long)
     prompt = build_prompt(agent, [agent], long, budget, count)
 
-    assert bid.status is BidStatus.OK and bid.dropped_messages == prompt.dropped > 0
+    assert bid.status is AnswerStatus.OK and bid.dropped_messages == prompt.dropped > 0
     assert count(prompt.messages) <= budget
     assert prompt.messages[1]["content"] == "User: Should we launch the beta?"
     assert prompt.messages[-2]["content"].startswith("Skeptic: point 59:")
@@ -252,10 +252,10 @@ def test_a_call_the_dollars_left_buy_no_token_of_is_not_made():
     agent = mocked(litellm_kwargs={**PRICED, "mock_response": "",
                                    "mock_tool_calls": respond_call('{"score": 0.9, "message": "x"}')})
 
-    bid = make_bid(agent, [agent], Call(1, 0, max_cost_usd=0.0004), lambda: TASK,
+    bid = answer_call(agent, [agent], Call(1, 0, max_cost_usd=0.0004), lambda: TASK,
                    time.time() + 5, settings=get_settings())
 
-    assert (bid.status, bid.error_kind) == (BidStatus.ERROR, ErrorKind.BUDGET)
+    assert (bid.status, bid.error_kind) == (AnswerStatus.ERROR, ErrorKind.BUDGET)
     assert bid.error == ("BudgetSpent: not made: the $0.0004 left of the cost limits buys no "
                          "output token at $0.001 a token")
     assert (bid.prompt_tokens, bid.cost_usd) == (0, 0.0)

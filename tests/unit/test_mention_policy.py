@@ -9,7 +9,7 @@ from typing import Any
 from parley.coordinator.policies import decide, first_calls
 from parley.coordinator.policies import mention as m
 from parley.coordinator.policies.base import Calls, Decision, Posted, TurnView
-from parley.shared.models import Bid, CallKind, RoomSpec, StopReason
+from parley.shared.models import Answer, CallKind, RoomSpec, StopReason
 
 AGENTS = ("investigator", "dev", "sre")
 
@@ -57,7 +57,7 @@ class Room:
         agent = first.agents[0]
         self.turn += 1
         decision = decide(self.spec, self.view(),
-                          [Bid(agent=agent, turn=self.turn, kind=CallKind.DISCUSS, message=text)])
+                          [Answer(agent=agent, turn=self.turn, kind=CallKind.DISCUSS, message=text)])
         self.keep(decision)
         if decision.winner:
             self.seq += 1  # the agent's message takes a seq; the policy reads it itself
@@ -191,8 +191,8 @@ def test_failed_call_is_posted_as_a_note() -> None:
     first = first_calls(room.spec, room.view())
     assert isinstance(first, Calls)
     decision = decide(room.spec, room.view(), [
-        Bid(agent="dev", turn=1, kind=CallKind.DISCUSS, status="error", error="boom @sre"),
-        Bid(agent="x", turn=1, kind=CallKind.DISCUSS)])
+        Answer(agent="dev", turn=1, kind=CallKind.DISCUSS, status="error", error="boom @sre"),
+        Answer(agent="x", turn=1, kind=CallKind.DISCUSS)])
     assert decision.message == "(dev could not respond: boom @sre)"
     assert m.Floor.read(decision.floor_state).queue == []
 
@@ -297,10 +297,10 @@ def dispatch_spec(**policy: Any) -> RoomSpec:
 def turn_with(room: Room, dispatch_reply: str | None, status: str = "ok") -> Decision:
     """A turn whose classifier answers ``dispatch_reply`` (None: no call expected)."""
     first = first_calls(room.spec, room.view())
-    answers: list[Bid] = []
+    answers: list[Answer] = []
     if dispatch_reply is not None:
         assert isinstance(first, Calls) and first.kind is CallKind.DISPATCH
-        answers.append(Bid(agent="dispatch", turn=1, kind=CallKind.DISPATCH,
+        answers.append(Answer(agent="dispatch", turn=1, kind=CallKind.DISPATCH,
                            message=dispatch_reply, status=status, prompt_tokens=7))
     return decide(room.spec, room.view(), answers)
 
@@ -310,7 +310,7 @@ def test_dispatch_picks_the_likeliest_agents_above_the_threshold() -> None:
     room.post("oncall", "customers write to support, what do they say?")
     decision = turn_with(room, '{"investigator": 0.6, "dev": 0.1, "sre": 0.9}')
     assert decision.next == Calls(CallKind.DISCUSS, ("sre",))
-    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+    floor = m.plan(room.spec, room.view(), [Answer(agent="dispatch", turn=1,
                    kind=CallKind.DISPATCH, message='{"investigator": 0.6, "sre": 0.9}')]).floor
     assert floor.queue == ["sre", "investigator"]
     assert floor.dispatched == {"seq": 1, "agents": ["sre", "investigator"],
@@ -321,7 +321,7 @@ def test_dispatch_reads_name_probability_lines_and_caps_max_agents() -> None:
     room = Room(dispatch_spec())
     room.post("oncall", "what now")
     reply = "investigator: 0.7\ndev: 0.8\nsre: 0.95\nghost: 1.0"
-    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+    floor = m.plan(room.spec, room.view(), [Answer(agent="dispatch", turn=1,
                    kind=CallKind.DISPATCH, message=reply)]).floor
     assert floor.queue == ["sre", "dev"]
 
@@ -342,7 +342,7 @@ def test_a_failing_classifier_falls_back_to_the_rule() -> None:
     for reply, status in (("no idea", "ok"), ("", "error"), ("", "timeout")):
         decision = turn_with(room, reply, status)
         assert decision.next == Calls(CallKind.DISCUSS, ("dev",)), (reply, status)
-        judged = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1, status=status,
+        judged = m.plan(room.spec, room.view(), [Answer(agent="dispatch", turn=1, status=status,
                         kind=CallKind.DISPATCH, message=reply)])
         assert judged.dispatch.reason == "fallback"
 
@@ -352,7 +352,7 @@ def test_the_classifier_marks_the_askers_first_on_a_tie() -> None:
     room.post("oncall", "@sre status?")
     room.answer("@oncall which region?")
     room.post("oncall", "eu-west")
-    floor = m.plan(room.spec, room.view(), [Bid(agent="dispatch", turn=1,
+    floor = m.plan(room.spec, room.view(), [Answer(agent="dispatch", turn=1,
                    kind=CallKind.DISPATCH, message='{"investigator": 0.7, "sre": 0.7}')]).floor
     assert floor.queue == ["sre", "investigator"]
 

@@ -33,7 +33,7 @@ def test_an_earlier_question_answered_before_is_not_marked():
 
 
 def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_work():
-    from parley.shared.models import BidRequest, CallKind, RoomSpec
+    from parley.shared.models import CallKind, CallRequest, RoomSpec
     from parley.workers.tasks import caller
 
     spec = RoomSpec.model_validate({
@@ -41,7 +41,7 @@ def test_a_discussion_turn_tells_the_agent_how_names_silence_and_instructions_wo
         "agents": [{"name": "dev", "role": "reads the code", "model": "scripted",
                     "script": []},
                    {"name": "sre", "model": "scripted", "script": []}]})
-    request = BidRequest(prefix="t", room="r", turn=1, attempt=1, agents=["dev"],
+    request = CallRequest(prefix="t", room="r", turn=1, attempt=1, agents=["dev"],
                          kind=CallKind.DISCUSS, snapshot_seq=1, deadline=0, spec_version=1,
                          instructions={"dev": "summarise the incident"})
     agent = caller(spec, request, "dev")

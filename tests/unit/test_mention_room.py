@@ -13,7 +13,7 @@ from parley.client import speak_queue
 from parley.coordinator import policies
 from parley.coordinator.policies import mention
 from parley.shared.events import MessageCommitted, QueueChanged, RunEnded, RunStarted, TurnDecided
-from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.models import CallKind, CallRequest, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from tests.support.events import check_event_order
 from tests.support.fake_turns import serve_once
@@ -99,7 +99,7 @@ class PostsDuringTheTurn(LocalWorkerTransport):
         super().__init__(*args)
         self.store = store
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if len(self.sent) == 0:
             self.store.post(ROOM, "oncall", "@sre you too")
         super().send(requests)
@@ -125,7 +125,7 @@ def test_a_roster_refuses_other_senders(sync_redis, async_redis, keys):
 class DiesOnTheSecondSpeak(LocalWorkerTransport):
     """Fails as a coordinator dying right as it asks the second agent."""
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if any(r.kind is CallKind.DISCUSS and r.turn == 2 for _, r in requests):
             raise ConnectionError("coordinator died")
         super().send(requests)
@@ -259,7 +259,7 @@ class ListensMidTurn(LocalWorkerTransport):
         super().__init__(*args)
         self.store = store
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if any(r.turn == 1 for _, r in requests):
             self.sent.extend(requests)
             speak_queue.change(self.store, ROOM, "listen", requests[0][1].agents[0])

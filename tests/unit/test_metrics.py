@@ -14,7 +14,7 @@ from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.shared import metrics
 from parley.shared.keys import Keys
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, TurnRecord
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, TurnRecord
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
@@ -42,11 +42,11 @@ class Delta:
         return sample(name, **labels) - self.before.get(key, 0.0)
 
 
-def answer(agent: str, phase: int = 0, latency_ms: float = 0.0, **fields) -> Bid:
-    return Bid(agent=agent, turn=1, phase=phase, latency_ms=latency_ms, **fields)
+def answer(agent: str, phase: int = 0, latency_ms: float = 0.0, **fields) -> Answer:
+    return Answer(agent=agent, turn=1, phase=phase, latency_ms=latency_ms, **fields)
 
 
-def record(bids: list[Bid], seconds: float) -> TurnRecord:
+def record(bids: list[Answer], seconds: float) -> TurnRecord:
     return TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1, messages_in_run=1,
                       recent=[], bids=bids, opened_at=100.0, decided_at=100.0 + seconds)
 
@@ -58,7 +58,7 @@ def test_added_latency_is_the_turn_less_the_slowest_answer_of_each_phase():
 
 
 def test_a_turn_with_a_timeout_has_no_added_latency():
-    bids = [answer("a", 0, 300.0), answer("b", status=BidStatus.TIMEOUT,
+    bids = [answer("a", 0, 300.0), answer("b", status=AnswerStatus.TIMEOUT,
                                           error_kind=ErrorKind.NO_ANSWER)]
 
     assert metrics.added_seconds(record(bids, 30.0)) is None
@@ -66,8 +66,8 @@ def test_a_turn_with_a_timeout_has_no_added_latency():
 
 def test_a_committed_turn_counts_its_answers_timeouts_and_failures():
     bids = [answer("a", latency_ms=10.0),
-            answer("b", status=BidStatus.ERROR, error_kind=ErrorKind.RATE_LIMIT),
-            answer("c", status=BidStatus.TIMEOUT, error_kind=ErrorKind.NO_ANSWER)]
+            answer("b", status=AnswerStatus.ERROR, error_kind=ErrorKind.RATE_LIMIT),
+            answer("c", status=AnswerStatus.TIMEOUT, error_kind=ErrorKind.NO_ANSWER)]
     delta = Delta(("parley_turns_total", {}), ("parley_timeouts_total", {}),
                   ("parley_answers_total", {"kind": "bid", "status": "ok"}),
                   ("parley_answers_total", {"kind": "bid", "status": "error"}),
@@ -127,7 +127,7 @@ def test_a_served_room_counts_each_recorded_turn_and_answer(sync_redis, async_re
     turns = store.read_turns(ROOM)
     statuses = Counter(bid.status for turn in turns for bid in turn.bids)
     assert delta("parley_turns_total") == len(turns) == 5
-    assert delta("parley_answers_total", kind="bid", status="ok") == statuses[BidStatus.OK]
+    assert delta("parley_answers_total", kind="bid", status="ok") == statuses[AnswerStatus.OK]
     assert delta("parley_turn_added_seconds_count") == len(turns)
 
 

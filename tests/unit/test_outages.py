@@ -19,7 +19,7 @@ from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import InMemoryTransport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.models import BidStatus
+from parley.shared.models import AnswerStatus
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
@@ -110,7 +110,7 @@ def serve_room(server, store, keys, transport, clock) -> list[dict]:
     return logs
 
 
-def first_turn_statuses(store: RoomStore) -> dict[str, BidStatus]:
+def first_turn_statuses(store: RoomStore) -> dict[str, AnswerStatus]:
     return {bid.agent: bid.status for bid in store.read_turns(ROOM)[0].bids}
 
 
@@ -123,7 +123,7 @@ def test_an_agent_cut_off_by_an_outage_is_asked_again_with_the_full_bid_time(ser
 
     logs = serve_room(server, store, keys, transport, clock)
 
-    assert first_turn_statuses(store) == {"agent0": BidStatus.OK, "agent1": BidStatus.OK}
+    assert first_turn_statuses(store) == {"agent0": AnswerStatus.OK, "agent1": AnswerStatus.OK}
     assert transport.asked_agent1 == 2
     assert [r.agents for _, r in transport.sent if r.turn == 1][1:] == [["agent1"]], (
         "only the missing agent is asked again")
@@ -140,7 +140,7 @@ def test_a_turn_without_an_outage_times_its_missing_agent_out(server, store, key
 
     serve_room(server, store, keys, transport, clock)
 
-    assert first_turn_statuses(store) == {"agent0": BidStatus.OK, "agent1": BidStatus.TIMEOUT}
+    assert first_turn_statuses(store) == {"agent0": AnswerStatus.OK, "agent1": AnswerStatus.TIMEOUT}
     assert transport.asked_agent1 == 1
 
 
@@ -152,7 +152,7 @@ def test_one_outage_gives_a_turn_its_time_again_once(server, store, keys):
 
     serve_room(server, store, keys, transport, clock)
 
-    assert first_turn_statuses(store) == {"agent0": BidStatus.OK, "agent1": BidStatus.TIMEOUT}
+    assert first_turn_statuses(store) == {"agent0": AnswerStatus.OK, "agent1": AnswerStatus.TIMEOUT}
     assert transport.asked_agent1 == 2
 
 
@@ -164,7 +164,7 @@ def test_a_flapping_redis_cannot_keep_a_turn_open_forever(server, store, keys):
 
     serve_room(server, store, keys, transport, clock)
 
-    assert first_turn_statuses(store) == {"agent0": BidStatus.OK, "agent1": BidStatus.TIMEOUT}
+    assert first_turn_statuses(store) == {"agent0": AnswerStatus.OK, "agent1": AnswerStatus.TIMEOUT}
     assert transport.asked_agent1 == 1 + MAX_GRACES
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision, LogLine, TurnView, roundtable
 from parley.coordinator.turn_loop import timed_out
-from parley.shared.models import Bid, BidStatus, CallKind, ErrorKind, RoomSpec, RoomStatus, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomSpec, RoomStatus, StopReason
 
 QUESTION = "Is the Sony WH-1000XM5 worth it?"
 
@@ -26,15 +26,15 @@ def view(spoken: int = 0, run_turns: int = 1) -> TurnView:
                     policy_state={"spoken": str(spoken)} if spoken else {})
 
 
-def panel(agent: str, text: str, status: BidStatus = BidStatus.OK, error: str = "",
-          kind: ErrorKind = ErrorKind.NONE) -> Bid:
-    return Bid(agent=agent, turn=1, kind=CallKind.PANEL, message=text, status=status,
+def panel(agent: str, text: str, status: AnswerStatus = AnswerStatus.OK, error: str = "",
+          kind: ErrorKind = ErrorKind.NONE) -> Answer:
+    return Answer(agent=agent, turn=1, kind=CallKind.PANEL, message=text, status=status,
                error=error, error_kind=kind)
 
 
-def moderate(text: str, status: BidStatus = BidStatus.OK, error: str = "",
-             kind: ErrorKind = ErrorKind.NONE) -> Bid:
-    return Bid(agent="Moderator", turn=1, kind=CallKind.MODERATE, message=text, status=status,
+def moderate(text: str, status: AnswerStatus = AnswerStatus.OK, error: str = "",
+             kind: ErrorKind = ErrorKind.NONE) -> Answer:
+    return Answer(agent="Moderator", turn=1, kind=CallKind.MODERATE, message=text, status=status,
                error=error, error_kind=kind)
 
 
@@ -76,7 +76,7 @@ def test_the_verdict_is_posted_ends_the_run_and_is_its_answer():
 
 
 def test_a_failed_panelist_is_posted_as_a_note_logged_and_the_debate_goes_on():
-    failed = panel("value", "", BidStatus.ERROR, "ScriptedError: boom", ErrorKind.SCRIPTED)
+    failed = panel("value", "", AnswerStatus.ERROR, "ScriptedError: boom", ErrorKind.SCRIPTED)
     decision = policies.decide(spec(), view(), [failed])
     assert (decision.winner, decision.message) == (
         "value", "(value could not respond: ScriptedError: boom)")
@@ -93,7 +93,7 @@ def test_a_panelist_that_timed_out_on_the_runs_first_turn_does_not_end_the_run()
 
 
 def test_an_unparsed_panelist_reply_is_a_note_too():
-    unread = panel("quality", "", BidStatus.UNPARSED, "unparsed: no text in the output",
+    unread = panel("quality", "", AnswerStatus.UNPARSED, "unparsed: no text in the output",
                    ErrorKind.UNPARSED)
     decision = policies.decide(spec(), view(spoken=1), [unread])
     assert decision.message == "(quality could not respond: unparsed: no text in the output)"
@@ -118,7 +118,7 @@ def test_a_reply_that_is_only_another_speakers_line_is_an_empty_reply():
 
 
 def test_a_failed_moderator_ends_the_run_failed_with_the_error_and_its_likely_fix():
-    failed = moderate("", BidStatus.ERROR, "RateLimitError: slow down", ErrorKind.RATE_LIMIT)
+    failed = moderate("", AnswerStatus.ERROR, "RateLimitError: slow down", ErrorKind.RATE_LIMIT)
     decision = policies.decide(spec(), view(spoken=2), [failed])
     assert (decision.winner, decision.stop, decision.status) == (
         None, StopReason.MODERATOR_FAILED, RoomStatus.FAILED)
@@ -162,11 +162,11 @@ def play(room: RoomSpec, answer: dict[str, object]) -> tuple[list[tuple[str, str
         name = calls.agents[0]
         reply = answer[name]
         if isinstance(reply, Exception):
-            bid = Bid(agent=name, turn=current.turn, kind=calls.kind, status=BidStatus.ERROR,
+            bid = Answer(agent=name, turn=current.turn, kind=calls.kind, status=AnswerStatus.ERROR,
                       error=f"{type(reply).__name__}: {reply}", error_kind=ErrorKind.SCRIPTED)
         else:
             text = reply(QUESTION, posted) if callable(reply) else str(reply)
-            bid = Bid(agent=name, turn=current.turn, kind=calls.kind, message=text)
+            bid = Answer(agent=name, turn=current.turn, kind=calls.kind, message=text)
         decision = policies.decide(room, current, [bid])
         assert decision.next is None
         if decision.winner:
@@ -213,5 +213,5 @@ def test_every_panelist_failing_still_reaches_the_moderator():
 
 
 def test_a_failure_recorded_without_a_kind_is_logged_as_other():
-    decision = policies.decide(spec(), view(), [panel("value", "", BidStatus.ERROR, "boom")])
+    decision = policies.decide(spec(), view(), [panel("value", "", AnswerStatus.ERROR, "boom")])
     assert decision.log_lines[0].fields["error_kind"] == "other"

@@ -8,11 +8,10 @@ import time
 
 import pytest
 
-from parley.shared.models import AgentSpec, BidStatus, CallKind, Message
+from parley.shared.models import AgentSpec, AnswerStatus, CallKind, Message
 from parley.shared.settings import get_settings
-from parley.workers.bidding import Call, make_bid
-from parley.workers.llm import PROMPTS
-from parley.workers.prompts import build_moderate_prompt, build_panel_prompt, template
+from parley.workers.calls import Call, answer_call
+from parley.workers.prompts import CALL_PROMPTS, build_moderate_prompt, build_panel_prompt, template
 
 VALUE = AgentSpec(name="Value", role="value and pricing", model="openai/gpt-4o-mini",
                   system_prompt="You weigh price against features.")
@@ -30,8 +29,8 @@ def instruction(messages: list[dict]) -> str:
 
 
 def test_every_call_kind_has_a_prompt_builder():
-    assert set(PROMPTS) == set(CallKind)
-    assert (PROMPTS[CallKind.PANEL], PROMPTS[CallKind.MODERATE]) == (
+    assert set(CALL_PROMPTS) == set(CallKind)
+    assert (CALL_PROMPTS[CallKind.PANEL].build, CALL_PROMPTS[CallKind.MODERATE].build) == (
         build_panel_prompt, build_moderate_prompt)
 
 
@@ -80,7 +79,7 @@ def test_a_forged_speaker_line_inside_a_message_is_quoted(builder):
 
 @pytest.mark.parametrize("kind", ["panel", "moderate"])
 def test_the_templates_fill_every_placeholder(kind):
-    builder = PROMPTS[CallKind(kind)]
+    builder = CALL_PROMPTS[CallKind(kind)].build
     text = instruction(builder(QUALITY, TABLE, DEBATE, None, len).messages)
     assert "{{" not in text and template(kind).count("{{") >= 3
 
@@ -90,8 +89,8 @@ def test_the_templates_fill_every_placeholder(kind):
 def test_a_panel_or_moderate_call_through_litellms_mock_is_a_plain_text_answer(kind):
     agent = AgentSpec(name="Quality", model="gpt-4o-mini",
                       litellm_kwargs={"mock_response": "  Solid build, great ANC.  "})
-    answer = make_bid(agent, [VALUE, agent, MODERATOR], Call(2, 1, kind, 0, 1), lambda: DEBATE,
+    answer = answer_call(agent, [VALUE, agent, MODERATOR], Call(2, 1, kind, 0, 1), lambda: DEBATE,
                       time.time() + 10, settings=get_settings())
     assert (answer.status, answer.kind, answer.message) == (
-        BidStatus.OK, kind, "Solid build, great ANC.")
+        AnswerStatus.OK, kind, "Solid build, great ANC.")
     assert answer.prompt_tokens > 0

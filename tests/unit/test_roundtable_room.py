@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from parley.coordinator import policies
-from parley.shared.models import BidRequest, BidStatus, RoomSpec, RoomStatus, StopReason
+from parley.shared.models import AnswerStatus, CallRequest, RoomSpec, RoomStatus, StopReason
 from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
@@ -185,7 +185,7 @@ class PostsDuringTurn(LocalWorkerTransport):
         super().__init__(*args)
         self.turn = turn
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if any(request.turn == self.turn for _, request in requests):
             self.store.post(ROOM, "Ann", "What about battery life?")
         super().send(requests)
@@ -216,7 +216,7 @@ class DiesOnTurn(LocalWorkerTransport):
         self.turn = turn
         self.after_sending = after_sending
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         dying = any(request.turn == self.turn for _, request in requests)
         if dying and not self.after_sending:
             raise ConnectionError("coordinator died")
@@ -260,7 +260,7 @@ def test_a_takeover_after_a_panelist_answered_reuses_its_answer_and_nobody_speak
                                 ("Moderator", VERDICT)]
     second = store.read_turns(ROOM)[1]
     assert [(a.agent, a.attempt, a.status) for a in second.bids] == [
-        ("quality", 1, BidStatus.OK)]
+        ("quality", 1, AnswerStatus.OK)]
     assert second.epoch == 2
     assert store.read_state(ROOM).agent_totals("calls") == {
         "value": 1.0, "quality": 1.0, "Moderator": 1.0}

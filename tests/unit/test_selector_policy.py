@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision, TurnView, selector
-from parley.shared.models import Bid, BidStatus, CallKind, RoomSpec, StopReason
+from parley.shared.models import Answer, AnswerStatus, CallKind, RoomSpec, StopReason
 
 NAMES = ("planner", "local", "budget")
 SELECTOR = "selector"
@@ -26,14 +26,14 @@ def view(last: str | None = None, spoken: int = 0) -> TurnView:
                     policy_state={"spoken": str(spoken)} if spoken else {})
 
 
-def select(text: str, phase: int = 0, status: BidStatus = BidStatus.OK) -> Bid:
-    return Bid(agent=SELECTOR, turn=3, kind=CallKind.SELECT, phase=phase, message=text,
+def select(text: str, phase: int = 0, status: AnswerStatus = AnswerStatus.OK) -> Answer:
+    return Answer(agent=SELECTOR, turn=3, kind=CallKind.SELECT, phase=phase, message=text,
                status=status)
 
 
-def speak(agent: str, text: str, phase: int = 1, status: BidStatus = BidStatus.OK,
-          error: str = "") -> Bid:
-    return Bid(agent=agent, turn=3, kind=CallKind.SPEAK, phase=phase, message=text,
+def speak(agent: str, text: str, phase: int = 1, status: AnswerStatus = AnswerStatus.OK,
+          error: str = "") -> Answer:
+    return Answer(agent=agent, turn=3, kind=CallKind.SPEAK, phase=phase, message=text,
                status=status, error=error)
 
 
@@ -102,7 +102,7 @@ def test_back_to_back_is_allowed_when_the_spec_says_so():
 
 
 def test_a_failed_selector_call_counts_as_an_invalid_pick():
-    decision = policies.decide(spec(), view(), [select("", status=BidStatus.ERROR)])
+    decision = policies.decide(spec(), view(), [select("", status=AnswerStatus.ERROR)])
     assert decision.next == Calls(CallKind.SELECT, (SELECTOR,))
 
 
@@ -134,7 +134,7 @@ def test_a_run_at_its_cap_does_not_open_another_turn():
 
 def test_a_failed_reply_is_posted_as_a_note_and_counts_toward_the_cap():
     decision = policies.decide(spec(max_turns=1), view(), [
-        select("local"), speak("local", "", status=BidStatus.ERROR, error="RateLimitError: slow")])
+        select("local"), speak("local", "", status=AnswerStatus.ERROR, error="RateLimitError: slow")])
     assert decision.message == "(local could not respond: RateLimitError: slow)"
     assert decision.stop is StopReason.MAX_TURNS
     assert decision.answer is None

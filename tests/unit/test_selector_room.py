@@ -11,7 +11,7 @@ import structlog
 
 from parley.coordinator import policies
 from parley.coordinator.turn_loop import MESSAGE_LOG_CHARS
-from parley.shared.models import BidRequest, CallKind, RoomSpec, StopReason
+from parley.shared.models import CallKind, CallRequest, RoomSpec, StopReason
 from parley.shared.store import RoomStore
 from parley.views.transcript import transcript_text
 from tests.support.fake_turns import serve_once
@@ -144,7 +144,7 @@ class DiesBeforeSpeaking(LocalWorkerTransport):
     """Answers the selector, then fails as a coordinator would die right before asking
     the chosen participant."""
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if any(request.kind is CallKind.SPEAK for _, request in requests):
             raise ConnectionError("coordinator died")
         super().send(requests)
@@ -172,9 +172,9 @@ class LosesTheFirstSpeakCall(LocalWorkerTransport):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.lost: list[BidRequest] = []
+        self.lost: list[CallRequest] = []
 
-    def send(self, requests: list[tuple[str, BidRequest]]) -> None:
+    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         if not self.lost and any(request.kind is CallKind.SPEAK for _, request in requests):
             self.lost.extend(request for _, request in requests)
             return

@@ -9,11 +9,11 @@ import pytest
 
 from parley.shared.events import MessageChunk
 from parley.shared.keys import Keys
-from parley.shared.models import AgentSpec, Bid, CallKind, Message, RoomSpec, TurnRecord
+from parley.shared.models import AgentSpec, Answer, CallKind, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState, usage_from, usage_increments
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
-from parley.workers.bidding import Call, make_bid
+from parley.workers.calls import Call, answer_call
 from parley.workers.prompts import (
     CACHE_BREAKPOINT,
     build_intent_prompt,
@@ -99,11 +99,11 @@ def test_a_scripted_reply_streams_word_by_word_and_a_bid_does_not():
                       script=[{"content": "three short words"}, {"score": 0.9, "message": "x y"}])
     pieces: list[str] = []
     stream = ChunkWriter(lambda i, t: pieces.append(t) or True, clock=lambda: 0.0)
-    bid = make_bid(agent, [agent], Call(1, 1, CallKind.REPLY, 1, 1), lambda: [], 1e12, stream,
+    bid = answer_call(agent, [agent], Call(1, 1, CallKind.REPLY, 1, 1), lambda: [], 1e12, stream,
                    settings=get_settings())
     assert bid.message == "three short words"
     assert "".join(pieces) == "three short words" and len(pieces) == 2
-    bid = make_bid(agent, [agent], Call(1, 1, CallKind.INTENT, 0, 2), lambda: [], 1e12,
+    bid = answer_call(agent, [agent], Call(1, 1, CallKind.INTENT, 0, 2), lambda: [], 1e12,
                    settings=get_settings())
     assert (bid.score, bid.message) == (0.9, "x y")
 
@@ -167,8 +167,8 @@ def test_the_cache_breakpoint_marks_the_end_of_what_the_next_prompt_repeats():
 
 
 def test_cached_prompt_tokens_are_counted_apart_in_the_turn_and_the_totals():
-    bids = [Bid(agent="A", turn=1, prompt_tokens=100, cached_tokens=80, completion_tokens=5),
-            Bid(agent="B", turn=1, prompt_tokens=50, completion_tokens=5)]
+    bids = [Answer(agent="A", turn=1, prompt_tokens=100, cached_tokens=80, completion_tokens=5),
+            Answer(agent="B", turn=1, prompt_tokens=50, completion_tokens=5)]
     increments = usage_increments(bids)
     assert float(increments["cached_tokens"]) == 80
     assert float(increments["run_cached_tokens"]) == 80
@@ -193,9 +193,9 @@ def test_the_cached_tokens_a_provider_reports_are_read_from_its_usage():
 
 @pytest.mark.parametrize("kind", ["speak", "select", "panel", "moderate", "discuss"])
 def test_a_thread_prompt_keeps_the_thread_before_its_instruction(kind):
-    from parley.workers.llm import PROMPTS
+    from parley.workers.prompts import CALL_PROMPTS
 
-    build = PROMPTS[CallKind(kind)]
+    build = CALL_PROMPTS[CallKind(kind)].build
     earlier = build(AGENT, [AGENT, OTHER], TRANSCRIPT[:2], None, count).messages[-1]["content"]
     later = build(AGENT, [AGENT, OTHER], TRANSCRIPT, None, count).messages[-1]["content"]
     # The next turn's prompt repeats this one up to the end of its thread: cacheable.

@@ -12,7 +12,7 @@ from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.models import Bid, StopReason
+from parley.shared.models import Answer, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
@@ -71,7 +71,7 @@ def test_a_resumed_turn_reuses_arrived_bids_and_asks_only_the_missing(sync_redis
         await io.drain_inbox(lease)
         await io.open_turn(lease, 30)
         # A worker answered for agent1 before the coordinator died.
-        store.write_bid(ROOM, Bid(agent="agent1", turn=1, score=0.9, message="kept", attempt=1),
+        store.write_answer(ROOM, Answer(agent="agent1", turn=1, score=0.9, message="kept", attempt=1),
                         1000)
         sync_redis.delete(keys.lease(ROOM))
 

@@ -8,7 +8,6 @@ const POLL_MS = 2000;
 const STATS_EVERY = 5;  // polls
 const STATS_MIN_MS = 2000;
 const EVENTS_KEPT = 200;
-const SCORED_KINDS = ["bid", "intent", "dispatch"];
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
   "queue_changed", "message_chunk", "room_deleted"];
@@ -250,7 +249,7 @@ function renderWorkers(data) {
 
 function openRoom(room) {
   view = {room, lastSeq: 0, lastTurn: 0, turn: null, refreshing: null, polls: 0, statsAt: 0, answers: new Map(), chunks: new Map(), policy: {},
-          adjusted: {}, decided: null, loadingMessages: null};
+          policyState: null, scoredKinds: [], adjusted: {}, decided: null, loadingMessages: null};
   crumbs(el("a", {href: "#/"}, "overview"), el("span", {}, room));
   $("room-title").textContent = room;
   $("transcript").replaceChildren();
@@ -274,8 +273,11 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
   renderDetails(details);
   if (stats) {
     current.statsAt = Date.now();
+    // What the page shows of the policy comes from its record on the server: no kind is
+    // named here.
     current.policy = stats.policy || {};
-    current.panel = stats.panel;
+    current.policyState = stats.policy_state;
+    current.scoredKinds = stats.scored_kinds || [];
     current.agents = stats.agents || [];
     renderAgents(current.agents);
     renderFloor(stats.floor);
@@ -283,7 +285,7 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
     renderFailures(stats.failures || []);
   }
   renderTurns(current, turns);
-  if (current.policy.kind === "mention") {
+  if (current.policyState && current.policyState.speak_queue) {
     guarded(async () => renderSpeakQueue(await api(roomPath(current, "/queue"))));
   }
 }
@@ -492,21 +494,17 @@ function renderAnswers(current) {
   } else if (current.pending && current.pending.length) {
     notes.push(`waiting on ${current.pending.join(", ")}`);
   }
-  if (current.panel) {
-    const p = current.panel;
-    const after = p.next ? `next ${p.next}` : p.ended === "verdict" ? `${p.moderator} gave the verdict` : "run over";
-    notes.push(`panel: ${p.spoken} of ${p.rounds * p.panel.length} spoken, ${after}`);
-  }
+  if (current.policyState && current.policyState.note) notes.push(current.policyState.note);
   $("turn-note").textContent = notes.join(" · ");
   const winner = current.decided && current.decided.winner;
   const rows = [...current.answers.values()].sort((a, b) => (a.phase || 0) - (b.phase || 0)
     || specPlace(current, a.agent) - specPlace(current, b.agent)).map((a) => {
     const failed = a.status && a.status !== "ok";
-    const scored = !a.kind || SCORED_KINDS.includes(a.kind);  // other calls carry no score
+    const scored = current.scoredKinds.includes(a.kind);  // other calls carry no score
     const picked = a.kind === "select" && winner ? `picked ${winner}` : null;
     const status = failed ? `${a.status}${a.error_kind ? " · " + a.error_kind : ""}` : a.silent ? "silent" : (picked || a.status || "ok");
     return el("tr", {class: `${failed ? "failed" : ""} ${a.silent ? "silent" : ""} ${winner === a.agent ? "winner" : ""}`, "data-agent": a.agent},
-      el("td", {title: profile(current, a.agent)}, a.agent), el("td", {class: "muted"}, a.kind || "bid"),
+      el("td", {title: profile(current, a.agent)}, a.agent), el("td", {class: "muted"}, a.kind || "-"),
       el("td", {class: "num score"}, failed || !scored ? "-" : num(a.score)),
       el("td", {class: "num adjusted"}, scored && a.adjusted !== null && a.adjusted !== undefined ? num(a.adjusted) : "-"),
       el("td", {}, scored ? scoreBar(a.adjusted ?? a.score, threshold, failed) : ""),

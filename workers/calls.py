@@ -1,4 +1,4 @@
-"""One agent's bid for one turn: get the model's output, parse it, account for it.
+"""One call of an agent's model, of any kind: get its output, parse it, account for it.
 
 A failed call is a silent answer that says why: its ``error`` text, and its ``error_kind``,
 told here where it happened (a scripted entry's error, or whatever workers.llm's call
@@ -16,18 +16,16 @@ from typing import Any
 
 import structlog
 
-from parley.shared.models import AgentSpec, Bid, BidRequest, BidStatus, CallKind, ErrorKind, Message
+from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
 from parley.shared.settings import Settings
-from parley.workers.credentials import redact_keys
+from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.deadlines import DeadlinePassed
 from parley.workers.parsing import parse_respond, parse_text
+from parley.workers.prompts import CALL_PROMPTS
 from parley.workers.scripted import ScriptedError, scripted_completion
 from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.worker")
-
-# The calls answered with a respond(score, ...) tool call.
-RESPOND_KINDS = frozenset({CallKind.BID, CallKind.INTENT})
 
 Transcript = Callable[[], list[Message]]
 
@@ -46,22 +44,23 @@ class Call:
     kind: CallKind = CallKind.BID
     phase: int = 0
     number: int = 0  # 0 for a request that does not number its calls: the turn stands in
-    intent: str = ""  # an intent-mode reply's: what the agent said it would say
+    # The input the call takes: an operator's instruction, or an intent-mode winner's intent.
+    instruction: str = ""
     # What is left of the room's spending limits: the call's output is capped by it.
     max_tokens: int | None = None
     max_cost_usd: float | None = None
 
 
-def call_in(request: BidRequest, agent: str) -> Call:
+def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
-    intent = request.instructions.get(agent, "") if request.kind is CallKind.REPLY else ""
     return Call(request.turn, request.attempt, request.kind, request.phase,
-                request.calls.get(agent, 0), intent, request.max_tokens, request.max_cost_usd)
+                request.calls.get(agent, 0), request.instructions.get(agent, ""),
+                request.max_tokens, request.max_cost_usd)
 
 
-def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
-             transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
-             settings: Settings) -> Bid:
+def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
+                transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
+                settings: Settings) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
@@ -69,8 +68,8 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     ``settings`` say which keys it lends, and where."""
     started = time.perf_counter()
     turn = call.turn
-    bid = Bid(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
-              phase=call.phase, call=call.number, answer_id=new_answer_id())
+    answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
+                    phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
     try:
         on_text = stream.write if stream is not None else None
@@ -80,27 +79,31 @@ def make_bid(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             from parley.workers.llm import call_model  # imports litellm: only for real agents
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
-                                    on_text=on_text, intent=call.intent, settings=settings,
-                                    left=(call.max_tokens, call.max_cost_usd))
+                                    on_text=on_text, instruction=call.instruction,
+                                    settings=settings, left=(call.max_tokens, call.max_cost_usd))
         if stream is not None:
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
-        bid = bid.model_copy(update={"status": BidStatus.ERROR, "error": describe_error(error, settings),
-                                     "error_kind": failure_kind(agent, error)})
+        kind = failure_kind(agent, error)
+        answer = answer.model_copy(update={
+            "status": AnswerStatus.ERROR, "error": describe_error(error, settings),
+            "error_kind": kind, "error_variable": failure_variable(agent, error, kind)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
-                    kind=call.kind.value, error=bid.error, error_kind=bid.error_kind.value)
+                    kind=call.kind.value, error=answer.error, error_kind=answer.error_kind.value)
     else:
-        parsed = parse_respond(raw) if call.kind in RESPOND_KINDS else parse_text(raw)
-        status = BidStatus.UNPARSED if parsed.error else BidStatus.OK
-        bid = bid.model_copy(update={"score": parsed.score, "message": parsed.message,
-                                     "status": status, "error": parsed.error,
-                                     "error_kind": parsed.error_kind, **usage})
+        # A call that forced the respond tool is read as that call; any other, as text.
+        forced = CALL_PROMPTS[call.kind].forces is not None
+        parsed = parse_respond(raw) if forced else parse_text(raw)
+        status = AnswerStatus.UNPARSED if parsed.error else AnswerStatus.OK
+        answer = answer.model_copy(update={"score": parsed.score, "message": parsed.message,
+                                           "status": status, "error": parsed.error,
+                                           "error_kind": parsed.error_kind, **usage})
         if parsed.error:
             log.warning("answer_unparsed", agent=agent.name, model=agent.model, turn=turn,
                         kind=call.kind.value, error=parsed.error,
                         error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
-    return bid.model_copy(update={"latency_ms": latency_ms})
+    return answer.model_copy(update={"latency_ms": latency_ms})
 
 
 def new_answer_id() -> str:
@@ -120,6 +123,18 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
     from parley.workers.llm import classify_error  # imports litellm: only for real agents
 
     return classify_error(error)
+
+
+def failure_variable(agent: AgentSpec, error: Exception, kind: ErrorKind) -> str:
+    """The key variable a failed call names: the one parley's own refusal is about, or (a
+    real model's missing key) the one the provider asked for; "" when none."""
+    if isinstance(error, KeyRefusal):
+        return error.variable
+    if kind is not ErrorKind.MISSING_KEY or agent.is_scripted:
+        return ""
+    from parley.workers.llm import provider_key_variable  # imports litellm: only for real agents
+
+    return provider_key_variable(error)
 
 
 def describe_error(error: BaseException, settings: Settings) -> str:

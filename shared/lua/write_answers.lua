@@ -16,10 +16,10 @@
 -- Fails, writing nothing, with BADARG (a cap that is not a count, malformed counts or
 -- pairs, an amount that is not a finite number) or BADSTATE (a total it would increment
 -- is not a number).
--- @include finite
-
+-- @include checks
+-- @include events
 for i = 1, 2 do
-  if not string.match(ARGV[i] or '', '^%d+$') or #ARGV[i] > 15 then
+  if count(ARGV[i]) == nil then
     return redis.error_reply('BADARG the caps must be counts')
   end
 end
@@ -77,18 +77,16 @@ for _, written in ipairs(answers) do
 end
 
 -- Every check is done: from here on, writes only.
-local time = redis.call('TIME')
-local ts = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
-local ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ts = event_ts()
+-- An answer id's score: when it was written, in ms.
+local ms = math.floor(tonumber(ts) * 1000)
 for _, written in ipairs(fresh) do
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', unpack(written.answer))
   local event = {'type', 'answer_arrived'}
   for _, value in ipairs(written.event) do
     table.insert(event, value)
   end
-  table.insert(event, 'ts')
-  table.insert(event, ts)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', unpack(event))
+  add_event(KEYS[3], ARGV[2], event, ts)
   for j = 1, #written.increments, 2 do
     redis.call('HINCRBYFLOAT', KEYS[1], written.increments[j], written.increments[j + 1])
   end
