@@ -126,7 +126,8 @@ def test_a_failed_run_warns_and_raises_run_failed_or_returns_as_swarms(processes
                          client=Client(settings)).run("plan")
 
     assert raised.value.stop_reason is StopReason.ALL_FAILED
-    assert raised.value.stop_detail == "Alpha: ScriptedError: no key; Beta: ScriptedError: no key"
+    # One entry per distinct error, after the agents it failed.
+    assert raised.value.stop_detail == "Alpha, Beta: ScriptedError: no key"
     assert warnings(caplog) == 2 * [
         "[dynamic-groupchat] Alpha failed to bid on turn 1: ScriptedError: no key",
         "[dynamic-groupchat] Beta failed to bid on turn 1: ScriptedError: no key",
