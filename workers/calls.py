@@ -85,8 +85,11 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
         kind = failure_kind(agent, error)
+        # A call that ran into its deadline is a timeout, as one that never answered is:
+        # the policies, and the re-ask of a turn nobody answered, treat both alike.
+        status = AnswerStatus.TIMEOUT if kind is ErrorKind.TIMEOUT else AnswerStatus.ERROR
         answer = answer.model_copy(update={
-            "status": AnswerStatus.ERROR, "error": describe_error(error, settings),
+            "status": status, "error": describe_error(error, settings),
             "error_kind": kind, "error_variable": failure_variable(agent, error, kind)})
         log.warning("call_failed", agent=agent.name, model=agent.model, turn=turn,
                     kind=call.kind.value, error=answer.error, error_kind=answer.error_kind.value)

@@ -43,7 +43,7 @@ def test_a_scripted_sleep_ends_at_the_deadline_as_a_timeout(kind):
     bid, took = timed_bid(sleeper(), 0.3, kind)
 
     assert 0.25 < took < 1.5
-    assert (bid.status, bid.error_kind) == (AnswerStatus.ERROR, ErrorKind.TIMEOUT)
+    assert (bid.status, bid.error_kind) == (AnswerStatus.TIMEOUT, ErrorKind.TIMEOUT)
     assert bid.error == "DeadlinePassed: the script's sleep of 3600s outlasted the call's deadline"
 
 
