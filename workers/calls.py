@@ -85,9 +85,9 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
         kind = failure_kind(agent, error)
-        # A call that ran into its deadline is a timeout, as one that never answered is:
-        # the policies, and the re-ask of a turn nobody answered, treat both alike.
-        status = AnswerStatus.TIMEOUT if kind is ErrorKind.TIMEOUT else AnswerStatus.ERROR
+        # A call that ran into the turn's deadline is a timeout, as one that never answered
+        # is: the policies, and the re-ask of a turn nobody answered, treat both alike.
+        status = AnswerStatus.TIMEOUT if isinstance(error, DeadlinePassed) else AnswerStatus.ERROR
         answer = answer.model_copy(update={
             "status": status, "error": describe_error(error, settings),
             "error_kind": kind, "error_variable": failure_variable(agent, error, kind)})
