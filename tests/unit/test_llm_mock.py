@@ -118,7 +118,7 @@ def test_a_rate_limit_is_retried_with_backoff_until_the_deadline_and_no_further(
 
 def test_no_call_is_made_once_the_deadline_has_passed():
     bid = bid_of(mocked(litellm_kwargs={"mock_response": "x"}), deadline_s=-1)
-    assert bid.status is AnswerStatus.ERROR and bid.error.startswith("DeadlinePassed: ")
+    assert bid.status is AnswerStatus.TIMEOUT and bid.error.startswith("DeadlinePassed: ")
     assert bid.error_kind is ErrorKind.TIMEOUT
 
 
