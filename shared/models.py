@@ -59,6 +59,7 @@ _MODEL = re.compile(r"\S{1,200}\Z")
 _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
+MAX_AGENT_TOOLS = 128
 
 
 def name_key(name: str) -> str:
@@ -128,14 +129,25 @@ class Strict(BaseModel):
             raise with_hints(error, list(cls.model_fields)) from None
 
 
+class ScriptedToolCall(Strict):
+    """One tool call a scripted model step asks for: the tool as the spec names it, and
+    its arguments."""
+
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
 class ScriptEntry(Strict):
     """One scripted model output. Exactly one of: a respond call (score and/or message),
-    raw tool-call ``arguments``, plain ``content``, or an ``error`` to raise."""
+    raw tool-call ``arguments``, plain ``content``, ``tool_calls`` of the agent's tools
+    (a step of a call's tool loop: the entries after it answer the same call), or an
+    ``error`` to raise."""
 
     score: JsonValue = None
     message: JsonValue = None
     arguments: str | None = None
     content: str | None = None
+    tool_calls: list[ScriptedToolCall] | None = Field(default=None, min_length=1, max_length=64)
     error: str | None = None
     sleep: float = Field(default=0.0, ge=0, le=MAX_DURATION_S)
 
@@ -163,12 +175,13 @@ class ScriptEntry(Strict):
             bool(given & {"score", "message"}),
             "arguments" in given,
             "content" in given,
+            "tool_calls" in given,
             "error" in given,
         ]
         if sum(shapes) != 1:
             raise ValueError(
                 "a script entry is exactly one of {score, message}, {arguments}, "
-                "{content} or {error} (with an optional sleep)"
+                "{content}, {tool_calls} or {error} (with an optional sleep)"
             )
         return self
 
@@ -204,6 +217,13 @@ class AgentSpec(Strict):
     max_context_tokens: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_TOKENS)
     litellm_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     queue: str = DEFAULT_QUEUE
+    # The workers' tools the agent may call, by name ("search_logs", "grafana/query",
+    # "github/*" for all of a server's): only workers define tools, a spec names them.
+    tools: list[str] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
+    max_tool_rounds: int = Field(default=5, ge=1, le=50)
+    # Tools of the agent's that wait for a person's approval even where the worker does
+    # not ask for it: a spec may add approvals, never remove one.
+    approve: list[str] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
 
     @model_validator(mode="before")
     @classmethod
@@ -585,6 +605,14 @@ class RoomSpec(Strict):
     policy: PolicySpec = Field(default_factory=BidPolicy)
     agents: list[AgentSpec]
     limits: RoomLimits = Field(default_factory=RoomLimits)
+    # The people who may answer a tool call waiting for approval, by name.
+    approvers: list[str] = Field(default_factory=list, max_length=64)
+    # How long a tool call waits for a person before it is denied; the turn's deadline is
+    # held meanwhile.
+    approval_timeout_s: float = Field(default=300.0, gt=0, le=MAX_DURATION_S)
+    # shared: each posted message's tool results go, quoted after it, into the other
+    # agents' prompts; private: only the agent that called them reads them.
+    tool_results: Literal["shared", "private"] = "shared"
 
     @model_validator(mode="before")
     @classmethod
@@ -735,6 +763,7 @@ class ErrorKind(StrEnum):
     SCRIPTED = "scripted"  # a scripted agent's entry raised its error
     CANCELLED = "cancelled"  # the turn was cut: its agent was set to only listen meanwhile
     BUDGET = "budget"  # not made: nothing was left of a spending limit (limits) for it
+    TOOL_UNAVAILABLE = "tool_unavailable"  # the agent names a tool this worker does not offer
     OTHER = "other"  # anything else: the error text says what
 
 
@@ -770,6 +799,32 @@ class FloorChange(BaseModel):
     text: str = ""
 
 
+class ToolCallStatus(StrEnum):
+    """What became of one tool call of a call's tool loop."""
+
+    OK = "ok"  # the tool ran and returned its result
+    ERROR = "error"  # the tool raised (or is unknown): the model was told the error
+    TIMEOUT = "timeout"  # the tool outlasted its timeout_s or the call's deadline
+    DENIED = "denied"  # a person denied it, or nobody answered its approval in time
+    UNCERTAIN = "uncertain"  # it started on a worker that stopped: its result is unknown
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call, as the turn record, the events and the room's tool journal tell it."""
+
+    id: str  # room, turn, phase, call, round and index: the same when the call is asked again
+    agent: str
+    tool: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    status: ToolCallStatus = ToolCallStatus.OK
+    result: str = ""  # an excerpt, at most 2 KB
+    duration_ms: float = 0.0
+    round: int = 0
+    index: int = 0
+    approved_by: str = ""
+    replayed: bool = False  # read back from the journal, not run by this call
+
+
 class Answer(BaseModel):
     """What one call returned (or that it returned nothing), of every kind: an agent's bid,
     the selector's pick, a participant's reply, a classifier's judgment, by ``kind``. Kept
@@ -798,6 +853,8 @@ class Answer(BaseModel):
     # The worker's id for this answer ("" where none was given): a write repeated after a
     # lost reply is recognised by it, and neither kept nor counted twice.
     answer_id: str = ""
+    # The tool calls the call's model made before its answer, in order.
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
 
     @property
     def failed(self) -> bool:

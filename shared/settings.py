@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     # under a higher bound stay readable when it is lowered).
     max_agents: int = Field(default=DEFAULT_MAX_AGENTS, ge=2)
 
+    # Modules of @parley.tool functions the workers offer (comma-separated import paths),
+    # and the MCP servers' JSON config file ({"mcpServers": {...}}): only the workers'
+    # operator defines tools.
+    worker_tools: Annotated[tuple[str, ...], NoDecode] = ()
+    worker_mcp_config: str = ""
+    # A tool's result is cut to this before any model reads it.
+    tool_result_max_bytes: int = Field(default=16_384, ge=256)
+
     worker_pool: str = "threads"
     worker_concurrency: int = Field(default=64, ge=1)
     worker_preload_litellm: bool = True
@@ -146,7 +154,7 @@ class Settings(BaseSettings):
     api_max_connections: int = Field(default=1000, ge=1)
 
     @field_validator("worker_key_envs", "worker_allowed_api_bases", "api_tokens",
-                     "api_allowed_hosts", mode="before")
+                     "api_allowed_hosts", "worker_tools", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
