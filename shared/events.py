@@ -46,12 +46,21 @@ type                    written by                          fields
                         run_ended), when the floor:*        speak queue after the change
                         fields they set change it (the      (JSON lists, flags 1/0)
                         mention record's ``watched``)
+``tool_called``         tool_journal.lua (the worker, as a  id, agent, tool, arguments (JSON,
+                        tool call starts: claimed in the    cut to 200 characters), turn,
+                        tool journal)                       phase (read back as ``call_id``:
+                                                            an event's ``id`` is its entry's)
+``tool_result``         tool_journal.lua (the worker, as    id, agent, tool, status,
+                        the call's result replaces its      duration_ms, result (its first 200
+                        start)                              characters)
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
 before its first ``message_committed``, every ``message_committed`` comes in seq order, and a
 run's ``run_ended`` after its last message. ``answer_arrived`` events come from the workers
-and interleave with the coordinator's as they arrive. A room that failed with
+and interleave with the coordinator's as they arrive. A tool call's ``tool_called`` comes
+before its ``tool_result``, both before the ``answer_arrived`` of the call that made them;
+a call asked again replays its recorded tool calls and writes no event for them. A room that failed with
 ``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
 last run's number. A cancelled run's open turn has a ``turn_opened`` and no
 ``turn_decided`` (the turn is abandoned; answers may still arrive for it). Between
@@ -112,7 +121,16 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.models import (
+    Answer,
+    AnswerStatus,
+    CallKind,
+    ErrorKind,
+    RoomStatus,
+    StopReason,
+    ToolCallRecord,
+    ToolCallStatus,
+)
 from parley.shared.records import decode, decode_fields
 
 
@@ -130,6 +148,8 @@ class EventType(StrEnum):
     ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
     QUEUE_CHANGED = "queue_changed"  # a mention room's speak queue changed
     MESSAGE_CHUNK = "message_chunk"  # a piece of a message a call is writing
+    TOOL_CALLED = "tool_called"  # a call's model asked for a tool call, which starts
+    TOOL_RESULT = "tool_result"  # a tool call ended: its status and result
 
 
 class Event(BaseModel):
@@ -257,6 +277,30 @@ class MessageChunk(Event):
     text: str = ""
 
 
+class ToolCalled(Event):
+    """tool_journal.lua (the worker): tool call ``call_id`` of ``agent``'s call in phase
+    ``phase`` of turn ``turn`` starts, ``tool`` with ``arguments`` (JSON, cut)."""
+
+    call_id: str
+    agent: str
+    tool: str
+    arguments: str = ""
+    turn: int
+    phase: int = 0
+
+
+class ToolResult(Event):
+    """tool_journal.lua (the worker): tool call ``call_id`` ended with ``status`` after
+    ``duration_ms``; ``result`` is the start of what the model read."""
+
+    call_id: str
+    agent: str
+    tool: str
+    status: ToolCallStatus
+    duration_ms: float = 0.0
+    result: str = ""
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -270,6 +314,8 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.ROOM_RESUMED: RoomResumed,
     EventType.QUEUE_CHANGED: QueueChanged,
     EventType.MESSAGE_CHUNK: MessageChunk,
+    EventType.TOOL_CALLED: ToolCalled,
+    EventType.TOOL_RESULT: ToolResult,
 }
 
 
@@ -287,6 +333,9 @@ def event_from_entry(entry_id: bytes | str, fields: dict[Any, Any]) -> Event:
     does not know). An empty field reads as an absent one."""
     data: dict[str, Any] = {name: value for name, value in decode_fields(fields).items()
                             if value != ""}
+    if "id" in data:
+        # An event's own ``id`` field (a tool call's) reads as call_id: ``id`` is the entry's.
+        data["call_id"] = data.pop("id")
     data["id"] = decode(entry_id)
     kind = data.get("type", "")
     model = EVENT_MODELS.get(EventType(kind), Event) if kind in _KNOWN_TYPES else Event
@@ -302,3 +351,22 @@ def answer_event_fields(bid: Answer) -> dict[str, str]:
         fields["error_kind"] = bid.error_kind.value
     fields["latency_ms"] = repr(bid.latency_ms)
     return fields
+
+
+# What a tool event carries of a call's arguments and result.
+TOOL_EVENT_CHARS = 200
+
+
+def tool_called_fields(record: ToolCallRecord, turn: int, phase: int) -> dict[str, str]:
+    """The ``tool_called`` event of a tool call as it starts, ``ts`` aside."""
+    arguments = orjson.dumps(record.arguments).decode()
+    return {"type": EventType.TOOL_CALLED.value, "id": record.id, "agent": record.agent,
+            "tool": record.tool, "arguments": arguments[:TOOL_EVENT_CHARS],
+            "turn": str(turn), "phase": str(phase)}
+
+
+def tool_result_fields(record: ToolCallRecord) -> dict[str, str]:
+    """The ``tool_result`` event of a tool call that ended, ``ts`` aside."""
+    return {"type": EventType.TOOL_RESULT.value, "id": record.id, "agent": record.agent,
+            "tool": record.tool, "status": record.status.value,
+            "duration_ms": repr(record.duration_ms), "result": record.result[:TOOL_EVENT_CHARS]}

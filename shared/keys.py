@@ -81,6 +81,23 @@ key                       type    holds                                       wr
                                   to about ``events_stream_maxlen``; not        resume, cancel) /
                                   archived                                      client, CLI,
                                                                                 dashboards
+``{R}:tools``             hash    the tool journal: per tool call id (``<turn>.  workers (Lua) /
+                                  <phase>.<call>.<round>.<index>``) its start   workers, operators
+                                  (JSON: state ``started``, by, at,
+                                  timeout_s) until its result replaces it
+                                  (state ``done``: the record and the text
+                                  the model read), and per model step of a
+                                  call (``<turn>.<phase>.<call>.<round>``)
+                                  the tool calls it asked for; a call asked
+                                  again replays them; about
+                                  ``tool_journal_maxlen`` fields, the oldest
+                                  dropped (a hash, not a stream: a call
+                                  asked again reads its records by id)
+``{R}:tool_ids``          zset    the journal's fields by when they were        workers (Lua)
+                                  written (ms): which to drop past the cap
+``{R}:tool_done:<id>``    list    a wake-up pushed when tool call ``<id>``'s    workers (Lua) /
+                                  result is in the journal (a ``queue=``        the calling worker
+                                  tool's caller blocks on it); PX 10 min
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -179,12 +196,26 @@ class Keys:
         """Which coordinator serves the room, and under which epoch."""
         return self._room(room, "lease")
 
+    def tools(self, room: str) -> str:
+        """The room's tool journal: every tool call's start and result, every model step's
+        tool calls."""
+        return self._room(room, "tools")
+
+    def tool_ids(self, room: str) -> str:
+        """The tool journal's fields by when they were written, to cap it."""
+        return self._room(room, "tool_ids")
+
+    def tool_done(self, room: str, call_id: str) -> str:
+        """Pushed once tool call ``call_id`` has its result (it expires on its own)."""
+        return self._room(room, f"tool_done:{call_id}")
+
     def room_keys(self, room: str) -> list[str]:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
         the rest. Deleting, archiving and expiring a room go by this list."""
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
                 self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
-                self.floor_ops(room), self.events(room), self.answer_ids(room)]
+                self.floor_ops(room), self.events(room), self.answer_ids(room),
+                self.tools(room), self.tool_ids(room)]
 
     @property
     def rooms(self) -> str:

@@ -19,6 +19,8 @@ parley_lease_losses_total                                        coordinator
 parley_rooms_held              coordinator                       coordinator
 parley_tokens_total            model, direction (prompt, compl.) worker
 parley_cost_usd_total          model                             worker
+parley_tool_calls_total        tool, status (ToolCallStatus)     worker, as each tool call ends
+parley_tool_seconds            tool                              worker, as each tool call ends
 =============================  ================================  ===========================
 
 The worker counts every answer it wrote (late ones and re-asked ones too: they cost tokens);
@@ -65,6 +67,11 @@ ROOMS_HELD = Gauge("parley_rooms_held", "Rooms a coordinator serves now", ["coor
 TOKENS = Counter("parley_tokens", "Tokens of model calls, by model and direction",
                  ["model", "direction"])
 COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by model", ["model"])
+
+TOOL_CALLS = Counter("parley_tool_calls", "Tool calls of agents, by tool and status",
+                     ["tool", "status"])
+TOOL_SECONDS = Histogram("parley_tool_seconds", "A tool call's time, by tool", ["tool"],
+                         buckets=LATENCY_BUCKETS_S)
 
 _models: set[str] = set()
 _models_lock = Lock()
@@ -122,3 +129,9 @@ def model_label(model: str) -> str:
             _models.add(model)
             return model
     return OTHER_MODEL
+
+
+def observe_tool_call(tool: str, status: str, seconds: float) -> None:
+    """Count a tool call that ended (tools are the operator's: their names are bounded)."""
+    TOOL_CALLS.labels(tool=tool, status=status).inc()
+    TOOL_SECONDS.labels(tool=tool).observe(seconds)

@@ -658,6 +658,17 @@ class RoomSpec(Strict):
         return agents
 
     @model_validator(mode="after")
+    def _full_bids_use_no_tools(self) -> RoomSpec:
+        # Every agent bids every turn: each would run its tools for one posted message.
+        if isinstance(self.policy, BidPolicy) and self.policy.bid_mode == "full":
+            named = [agent.name for agent in self.agents if agent.tools]
+            if named:
+                raise ValueError(f"agent {named[0]} names tools, and a bid room with "
+                                 "bid_mode: full runs no tools (every agent would run its "
+                                 "tools every turn): use bid_mode: intent")
+        return self
+
+    @model_validator(mode="after")
     def _mention_names_known(self) -> RoomSpec:
         if isinstance(self.policy, MentionPolicy):
             check_mention_names(self.policy, self.agent_names)

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, JsonValue
+
 # One task answers every call kind (bid, select, speak, ...).
 CALL_TASK = "parley.call"
+# A tool registered with ``queue=`` runs as this task on its queue (workers.tasks).
+TOOL_TASK = "parley.tool"
 # Where agents' calls go unless an agent names its own queue.
 DEFAULT_QUEUE = "parley.agents"
 RESPOND = "respond"
@@ -66,3 +70,18 @@ RESPOND_INTENT_TOOL: dict[str, Any] = {
         },
     },
 }
+
+
+class ToolRequest(BaseModel):
+    """A ``parley.tool`` task: run ``tool`` for the journal's tool call ``record`` (its id,
+    agent and arguments) under the caller's ``claim`` (the journal's text of it), within
+    ``timeout_s`` and before ``until`` (unix seconds); the result goes to the room's journal
+    under ``prefix``."""
+
+    prefix: str
+    room: str
+    tool: str
+    record: dict[str, JsonValue]
+    claim: str
+    timeout_s: float
+    until: float

@@ -80,19 +80,29 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
                          "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
-# Fields only some failures carry: written only when set, so an answer costs no more.
-ONLY_WHEN_SET = frozenset({"error_variable"})
+# Fields only some answers carry (some failures, calls that used tools): written only when
+# set, so an answer costs no more; an answer written before they existed reads the same.
+ONLY_WHEN_SET = frozenset({"error_variable", "tool_calls"})
+# An answer's fields that are lists, kept as JSON.
+JSON_ANSWER_FIELDS = frozenset({"tool_calls"})
 
 
 def answer_fields(answer: Answer) -> dict[str, str]:
     """A call's answer as answers (bids) stream fields."""
-    return {name: _plain(value) for name, value in answer.model_dump().items()
-            if value or name not in ONLY_WHEN_SET}
+    fields = {name: _plain(value) for name, value in answer.model_dump().items()
+              if (value or name not in ONLY_WHEN_SET) and name not in JSON_ANSWER_FIELDS}
+    if answer.tool_calls:
+        fields["tool_calls"] = orjson.dumps(
+            [call.model_dump(mode="json") for call in answer.tool_calls]).decode()
+    return fields
 
 
 def answer_from_fields(fields: dict[Any, Any]) -> Answer:
     """An answers (bids) stream entry as an Answer."""
-    return Answer.model_validate(decode_fields(fields))
+    data: dict[str, Any] = decode_fields(fields)
+    for name in JSON_ANSWER_FIELDS & data.keys():
+        data[name] = orjson.loads(data[name])
+    return Answer.model_validate(data)
 
 
 def _plain(value: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
-    "cancel", "delete", "floor_op", "write_chunk",
+    "cancel", "delete", "floor_op", "write_chunk", "tool_journal",
 )
 
 
@@ -57,3 +57,4 @@ class Scripts:
     delete: Any
     floor_op: Any
     write_chunk: Any
+    tool_journal: Any

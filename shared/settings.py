@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     # a 16-agent turn writes 19 events of about 120 bytes, so the default holds about 500
     # such turns in about 1.2 MB (python -m benchmarks.stream_sizes).
     events_stream_maxlen: int = Field(default=10_000, ge=100)
+    # The tool journal's records per room (each tool call's start and result, each model
+    # step's tool calls): a call asked again within this many replays instead of running.
+    tool_journal_maxlen: int = Field(default=1000, ge=100)
     # The log is the conversation itself: never trimmed unless this is set (0 = never).
     # When set, the oldest messages fall out past about this many; `parley rooms archive
     # --keep` saves a room's log first.

@@ -58,6 +58,8 @@ from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, check_agent_count
 # post drained, turn opened or committed, run started or ended, pause or resume moves one.
 # The approximate cap of a mention room's floor changes stream.
 FLOOR_OPS_MAXLEN = 1000
+# A tool call's wake-up list outlives any wait for it, then goes on its own.
+TOOL_WAKE_TTL_MS = 600_000
 ARCHIVE_GUARD_FIELDS = ("last_seq", "turn", "turn_open", "run", "status", "inbox_last_id",
                         "paused")
 
@@ -384,6 +386,32 @@ class RoomStore:
         return bool(self.scripts.write_chunk(
             keys=[self.keys.state(room), self.keys.events(room)],
             args=[self.events_maxlen, turn, phase, agent, index, text]))
+
+    def journal_put(self, room: str, field: str, record: str, *, expect: str = "",
+                    event: dict[str, str] | None = None, wake: str | None = None,
+                    cap: int = 1000) -> tuple[bool, str]:
+        """Put ``record`` at ``field`` of the room's tool journal if the field holds
+        ``expect`` ("" for nothing), writing ``event`` beside it and, with ``wake`` (a tool
+        call's id), waking whoever waits for that call's result. (True, record) when
+        written; (False, what the field holds) when not, ("" when the room is gone)."""
+        pairs = _pairs(event or {})
+        written, held = self.scripts.tool_journal(
+            keys=[self.keys.state(room), self.keys.tools(room), self.keys.tool_ids(room),
+                  self.keys.events(room), self.keys.tool_done(room, wake or field)],
+            args=[self.events_maxlen, cap, field, record, expect, 1 if wake else 0,
+                  TOOL_WAKE_TTL_MS, len(pairs) // 2, *pairs])
+        return int(written) == 1, decode(held)
+
+    def journal_get(self, room: str, *fields: str) -> list[str | None]:
+        """What the room's tool journal holds at ``fields`` (None where nothing)."""
+        values = self.redis.hmget(self.keys.tools(room), list(fields))
+        return [decode(value) if value is not None else None for value in values]
+
+    def wait_tool_done(self, room: str, call_id: str, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` for tool call ``call_id``'s wake-up; True when it came."""
+        if timeout_s <= 0:
+            return False
+        return self.redis.blpop([self.keys.tool_done(room, call_id)], timeout=timeout_s) is not None
 
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,

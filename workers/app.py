@@ -35,6 +35,8 @@ from parley.workers.deadlines import STOPPING
 log = structlog.get_logger("parley.worker")
 # The exit code of a worker whose health port cannot be served: bad input, as the CLI's.
 EXIT_BAD_HEALTH_PORT = 2
+# The exit code of a worker whose tools cannot be offered (PARLEY_WORKER_TOOLS): bad input.
+EXIT_BAD_TOOLS = 2
 
 # The consumer's loop ticks the worker's liveness this often; it is not live once a tick
 # is this late (a live consumer loop never blocks that long).
@@ -185,12 +187,30 @@ def make_app(settings: Settings) -> Celery:
         # Publishing a task stays one message: coordinators send no task-sent events.
         task_send_sent_event=False,
     )
+    app.steps["worker"].add(WorkerTools)
     app.steps["worker"].add(WorkerHealth)
     app.steps["consumer"].add(ConsumerLiveness)
     app.user_options["worker"].add(click.Option(
         ["--health-port"], type=int, default=None,
         help=f"Serve /livez, /readyz and /metrics on this port (0: off; default {WORKER_PORT})"))
     return app
+
+
+class WorkerTools(bootsteps.StartStopStep):
+    """Loads the tools the worker offers as it starts: a tools module it cannot offer stops
+    it with one line (exit 2), before it takes any task."""
+
+    def start(self, worker: Any) -> None:
+        """Build the worker's toolbox (kept for its whole life)."""
+        # Put off: the tools' modules are the operator's, imported only by a starting worker.
+        from parley.workers.tools.python_tools import ToolLoadError
+        from parley.workers.tools.toolbox import build_toolbox
+
+        try:
+            build_toolbox(settings)
+        except ToolLoadError as error:
+            print(f"parley: {error}", file=sys.__stderr__, flush=True)
+            raise SystemExit(EXIT_BAD_TOOLS) from None
 
 
 class WorkerHealth(bootsteps.StartStopStep):

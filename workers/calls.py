@@ -21,9 +21,11 @@ from parley.shared.settings import Settings
 from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.deadlines import DeadlinePassed
 from parley.workers.parsing import parse_respond, parse_text
-from parley.workers.prompts import CALL_PROMPTS
-from parley.workers.scripted import ScriptedError, scripted_completion
+from parley.workers.prompts import CALL_PROMPTS, ChatMessage
+from parley.workers.scripted import ScriptedError, scripted_completion, scripted_tool_step
 from parley.workers.streaming import ChunkWriter
+from parley.workers.tools.loop import ModelStep, ToolLoop, ToolRun, function_name, read_step
+from parley.workers.tools.toolbox import Toolbox, ToolUnavailable
 
 log = structlog.get_logger("parley.worker")
 
@@ -60,20 +62,29 @@ def call_in(request: CallRequest, agent: str) -> Call:
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                 transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
-                settings: Settings) -> Answer:
+                settings: Settings, tools: ToolRun | None = None) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
     chunks unfinished (its failed answer tells followers they were abandoned). The worker's
-    ``settings`` say which keys it lends, and where."""
+    ``settings`` say which keys it lends, and where; ``tools`` what an agent's tools run
+    with (a call whose answer is posted runs the agent's tool loop: workers.tools.loop)."""
     started = time.perf_counter()
     turn = call.turn
     answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
                     phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
+    loop: ToolLoop | None = None
     try:
         on_text = stream.write if stream is not None else None
-        if agent.is_scripted:
+        if uses_tools(agent, call.kind):
+            run = tools or ToolRun(Toolbox())
+            loop = ToolLoop(agent, run.toolbox.resolve(agent.tools),
+                            f"{turn}.{call.phase}.{call.number or turn}", run, deadline)
+            step = model_step(agent, room_agents, call, transcript, on_text, settings)
+            result = loop.loop(step)
+            raw, usage = result.raw, result.usage
+        elif agent.is_scripted:
             raw, usage = scripted_completion(agent, call.number or turn, deadline, on_text), {}
         else:
             from parley.workers.llm import call_model  # imports litellm: only for real agents
@@ -106,7 +117,50 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                         kind=call.kind.value, error=parsed.error,
                         error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
-    return answer.model_copy(update={"latency_ms": latency_ms})
+    used = {"tool_calls": list(loop.records)} if loop is not None else {}
+    return answer.model_copy(update={"latency_ms": latency_ms, **used})
+
+
+def uses_tools(agent: AgentSpec, kind: CallKind) -> bool:
+    """True when the call runs the agent's tool loop: the agent names tools and the call's
+    answer is posted (never a bid, an intent, a selector's pick or a dispatch)."""
+    return bool(agent.tools) and CALL_PROMPTS[kind].streams
+
+
+def model_step(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
+               transcript: Transcript, on_text: Callable[[str], None] | None,
+               settings: Settings) -> ModelStep:
+    """One model step of the agent's tool loop: a scripted agent's next tool_calls entry
+    (then its answering entry), or a real model's call through litellm. Only the step
+    that answers writes the message's text, as it comes."""
+    number = call.number or call.turn
+    if agent.is_scripted:
+        def scripted_step(round_: int, conversation: list[ChatMessage],
+                          tools: list[dict[str, Any]], final: bool, deadline: float
+                          ) -> tuple[Any, dict[str, Any]]:
+            raw = None if final else scripted_tool_step(agent, number, round_, deadline,
+                                                        function_name)
+            return raw or scripted_completion(agent, number, deadline, on_text), {}
+
+        return scripted_step
+    from parley.workers.llm import call_model  # imports litellm: only for real agents
+
+    def llm_step(round_: int, conversation: list[ChatMessage], tools: list[dict[str, Any]],
+                 final: bool, deadline: float) -> tuple[Any, dict[str, Any]]:
+        # The last step still carries the tools (a conversation with tool calls needs
+        # them at some providers), with tool_choice none: only text comes back.
+        raw, usage = call_model(
+            agent, room_agents, transcript(), deadline, call.kind,
+            on_text=on_text if final else None, instruction=call.instruction,
+            settings=settings, left=(call.max_tokens, call.max_cost_usd), tools=tools,
+            tool_choice="none" if final else "auto", conversation=conversation)
+        if not final and on_text is not None:
+            step = read_step(raw)
+            if not step.calls:
+                on_text(step.content)  # the answer came without a tool call: all at once
+        return raw, usage
+
+    return llm_step
 
 
 def new_answer_id() -> str:
@@ -121,6 +175,8 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
         return ErrorKind.SCRIPTED
     if isinstance(error, DeadlinePassed):
         return ErrorKind.TIMEOUT
+    if isinstance(error, ToolUnavailable):
+        return ErrorKind.TOOL_UNAVAILABLE
     if agent.is_scripted:
         return ErrorKind.OTHER
     from parley.workers.llm import classify_error  # imports litellm: only for real agents

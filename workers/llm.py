@@ -13,7 +13,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -84,8 +84,9 @@ CACHE_HINT_CLAUDE_PROVIDERS = frozenset({"bedrock", "bedrock_converse", "vertex_
 def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[Message],
                deadline: float, kind: CallKind = CallKind.BID,
                on_text: Callable[[str], None] | None = None, instruction: str = "", *,
-               settings: Settings, left: tuple[int | None, float | None] = (None, None)
-               ) -> tuple[Any, dict[str, Any]]:
+               settings: Settings, left: tuple[int | None, float | None] = (None, None),
+               tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto",
+               conversation: Sequence[ChatMessage] = ()) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``, with the prompt and
     forced tool of that kind (workers.prompts.CALL_PROMPTS): its respond decision (bid,
     intent), a name (select), its message (speak, reply: written from ``instruction``, its
@@ -96,6 +97,11 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     ``on_text`` as the model writes it. ``left`` is what is left of the room's spending
     limits (tokens, US dollars; None: no such limit): the reply is capped by it
     (output_cap), and a call whose cap is nothing is not made (BudgetSpent).
+
+    A step of a tool loop offers the agent's ``tools`` (OpenAI's format) with
+    ``tool_choice`` (``auto``; ``none`` for the loop's last, text-only step) and reads the
+    tool ``conversation`` so far after the prompt; only a step with ``tool_choice`` none
+    streams.
 
     Returns the provider's raw response and the answer's usage fields (prompt_tokens,
     completion_tokens, cached_tokens, cost_usd, dropped_messages). Raises whatever the call
@@ -113,8 +119,11 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     prompt = call.prompt(agent, room_agents, transcript, budget,
                          token_counter(agent.model, forced), instruction)
     messages = with_cache_breakpoint(prompt.messages) if needs_cache_hint(agent) else prompt.messages
+    messages = [*messages, *conversation]
     request = request_kwargs(agent, messages, credential.api_key, forced, call.forces, cap)
-    streams = on_text is not None and call.streams
+    if tools:
+        request.update(tools=tools, tool_choice=tool_choice)
+    streams = on_text is not None and call.streams and (not tools or tool_choice == "none")
     if streams:
         request.update(stream=True, stream_options={"include_usage": True})
     response = complete_with(agent, credential, request, deadline)

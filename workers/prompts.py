@@ -35,7 +35,7 @@ from parley.shared.models import (
     RoomSpec,
 )
 from parley.shared.protocol import RESPOND, RESPOND_INTENT_TOOL, RESPOND_TOOL
-from parley.shared.speakers import QUOTE, quote_speaker_lines
+from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines
 
 ChatMessage = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -565,3 +565,33 @@ CALL_PROMPTS: dict[CallKind, CallPrompt] = {
     CallKind.DISCUSS: CallPrompt(build_discuss_prompt, streams=True,
                                  caller=discussion_caller, held=silent_token),
 }
+
+
+# What the model reads of a tool call that did not return a result, by its status.
+TOOL_STATUS_NOTES = {
+    "error": "The tool failed",
+    "timeout": "The tool timed out",
+    "denied": "The tool call was denied",
+    "uncertain": "The result is unknown because the worker running the tool stopped",
+}
+
+
+def cap_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8 (never inside a character)."""
+    data = text.encode()
+    return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
+
+
+def tool_result_content(status: str, text: str, names: Sequence[str]) -> str:
+    """A tool call's result as the model reads it: untrusted text, as a post is. Cut where
+    a line speaks as a participant (nothing after it can pass for someone's turn), its
+    speaker lines quoted, the whole of it a quotation; a call that did not return says
+    why first."""
+    found = first_speaker_line(text, names)
+    if found is not None:
+        text = text[:found[0]].rstrip() + f"\n[cut: a line spoke as {found[1]}]"
+    note = TOOL_STATUS_NOTES.get(status)
+    body = quote_block(quote_speaker_lines(text, names)) if text else ""
+    if note is None:
+        return body or "(the tool returned nothing)"
+    return f"{note}:\n{body}" if body else f"{note}."

@@ -1,5 +1,16 @@
 """Offline agents: each script entry becomes the raw completion a provider would return,
-so scripted bids go through the same parsing as real model output, with no LLM client."""
+so scripted bids go through the same parsing as real model output, with no LLM client.
+
+A script is a list of groups, one per call of the agent: zero or more ``tool_calls``
+entries (the model steps of the call's tool loop, one per round), then the entry that
+answers. The agent's k-th call replays its k-th group; a script without ``tool_calls``
+has one entry per group, so its k-th call replays its k-th entry.
+
+    script:
+      - tool_calls: [{name: search_logs, arguments: {service: checkout}}]   # call 1, round 0
+      - content: "The logs show timeouts."                                  # call 1's answer
+      - content: "Nothing more from me."                                    # call 2
+"""
 
 from __future__ import annotations
 
@@ -22,17 +33,46 @@ class ScriptedError(RuntimeError):
 SILENT = ScriptEntry(score=0.0, message="")
 
 
-def entry_for_call(agent: AgentSpec, number: int) -> ScriptEntry:
-    """The agent's k-th call in the room (1-based) replays entry k; past the end of the
+def script_groups(script: list[ScriptEntry]) -> list[list[ScriptEntry]]:
+    """The script's entries by call: each group its tool_calls entries, then the entry
+    that answers (a script ending in tool_calls entries ends with a group of only those)."""
+    groups: list[list[ScriptEntry]] = [[]]
+    for entry in script:
+        groups[-1].append(entry)
+        if entry.tool_calls is None:
+            groups.append([])
+    return groups if groups[-1] else groups[:-1]
+
+
+def group_for_call(agent: AgentSpec, number: int) -> list[ScriptEntry]:
+    """The agent's k-th call in the room (1-based) replays group k; past the end of the
     script the agent is silent."""
-    script = agent.script or []
-    return script[number - 1] if 0 < number <= len(script) else SILENT
+    groups = script_groups(agent.script or [])
+    return groups[number - 1] if 0 < number <= len(groups) else [SILENT]
 
 
-def completion(entry: ScriptEntry) -> dict[str, Any]:
-    """The provider-shaped completion (OpenAI chat format) the entry stands for."""
+def entry_for_call(agent: AgentSpec, number: int) -> ScriptEntry:
+    """The entry that answers the agent's k-th call (silence where its group has none)."""
+    last = group_for_call(agent, number)[-1]
+    return last if last.tool_calls is None else SILENT
+
+
+def tool_steps(agent: AgentSpec, number: int) -> list[ScriptEntry]:
+    """The tool_calls entries of the agent's k-th call, one per round of its tool loop."""
+    return [entry for entry in group_for_call(agent, number) if entry.tool_calls is not None]
+
+
+def completion(entry: ScriptEntry, function_name: Callable[[str], str] = str) -> dict[str, Any]:
+    """The provider-shaped completion (OpenAI chat format) the entry stands for; a
+    tool_calls entry's tools named as ``function_name`` offers them."""
     if entry.error is not None:
         raise ScriptedError(entry.error)
+    if entry.tool_calls is not None:
+        calls = [{"id": f"call_scripted_{index}", "type": "function",
+                  "function": {"name": function_name(call.name),
+                               "arguments": orjson.dumps(call.arguments).decode()}}
+                 for index, call in enumerate(entry.tool_calls)]
+        return _response({"role": "assistant", "content": None, "tool_calls": calls})
     if entry.content is not None:
         return _response({"role": "assistant", "content": entry.content})
     if entry.arguments is not None:
@@ -69,6 +109,21 @@ def scripted_completion(agent: AgentSpec, number: int, deadline: float,
             pause(entry.sleep / len(words), deadline, "the script's sleep")
         on_text(word)
     return response
+
+
+def scripted_tool_step(agent: AgentSpec, number: int, round_: int, deadline: float,
+                       function_name: Callable[[str], str]) -> dict[str, Any] | None:
+    """The ``round_``-th tool_calls entry of the agent's ``number``-th call as a completion
+    (after its sleep), or None when the call has no more: its answering entry comes next."""
+    steps = tool_steps(agent, number)
+    if round_ >= len(steps):
+        return None
+    entry = steps[round_]
+    if agent.timeout_s is not None:
+        deadline = min(deadline, time.time() + agent.timeout_s)
+    if entry.sleep:
+        pause(entry.sleep, deadline, "the script's sleep")
+    return completion(entry, function_name)
 
 
 def stream_words(text: str) -> list[str]:

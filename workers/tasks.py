@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+import importlib
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import cache, partial
 from threading import Lock
@@ -24,13 +26,19 @@ from parley.shared.models import (
     CallRequest,
     Message,
     RoomSpec,
+    ToolCallRecord,
+    ToolCallStatus,
 )
-from parley.shared.protocol import CALL_TASK
+from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
 from parley.workers.app import app, settings
-from parley.workers.calls import answer_call, call_in
-from parley.workers.prompts import CALL_PROMPTS
+from parley.workers.calls import answer_call, call_in, uses_tools
+from parley.workers.prompts import CALL_PROMPTS, cap_bytes, participant_names
 from parley.workers.streaming import ChunkWriter
+from parley.workers.tools.base import ToolDef
+from parley.workers.tools.journal import Claim, ToolJournal, read_entry
+from parley.workers.tools.loop import EXCERPT_BYTES, Gate, ToolRun
+from parley.workers.tools.toolbox import build_toolbox
 
 log = structlog.get_logger("parley.worker")
 
@@ -192,7 +200,9 @@ def answer_chunk(req: CallRequest) -> None:
     transcript = _transcript_once(store, req)
     callers = {name: caller(spec, req, name) for name in req.agents}
     pending = {
-        _calls.submit(contextvars.copy_context().run, partial(answer_call, settings=settings),
+        _calls.submit(contextvars.copy_context().run,
+                      partial(answer_call, settings=settings,
+                              tools=tool_run(store, spec, req, agent, transcript)),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -220,6 +230,67 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
+
+
+def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,
+             transcript: Callable[[], list[Message]]) -> ToolRun | None:
+    """What the agent's tool loop runs with on this worker, for a call that runs one."""
+    if not uses_tools(agent, req.kind):
+        return None
+    journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, req.turn, req.phase)
+    names = participant_names(spec.agent_names, transcript())
+    return ToolRun(build_toolbox(settings), journal, approval_gate(store, req.room, spec),
+                   partial(send_tool_call, req.prefix, req.room), names,
+                   settings.tool_result_max_bytes)
+
+
+def approval_gate(store: RoomStore, room: str, spec: RoomSpec) -> Gate | None:
+    """The wait for a person's approval of a tool call, where this worker has approvals;
+    None where it has not (such a call is then denied, never run)."""
+    try:
+        approvals = importlib.import_module("parley.workers.tools.approvals")
+    except ModuleNotFoundError:
+        return None
+    return partial(approvals.await_approval, store, room, spec)
+
+
+def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord, claim: Claim,
+                   timeout_s: float, until: float) -> None:
+    """Send a ``queue=`` tool's call to its queue, as its own task (TOOL_TASK)."""
+    request = ToolRequest(prefix=prefix, room=room, tool=tool.name,
+                          record=record.model_dump(mode="json"), claim=claim.raw,
+                          timeout_s=timeout_s, until=until)
+    app.send_task(TOOL_TASK, args=[request.model_dump(mode="json")], queue=tool.options.queue,
+                  expires=until)
+
+
+@app.task(name=TOOL_TASK)
+def run_tool_call(request: dict) -> None:
+    """Run one tool call sent to this worker's tool queue; its result goes to the room's
+    journal (the calling worker waits for it there). A call past its time is not run."""
+    req = ToolRequest.model_validate(request)
+    store = store_for(req.prefix)
+    journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, 0, 0)
+    record = ToolCallRecord.model_validate(req.record)
+    claim = read_entry(req.claim)
+    left = min(req.timeout_s, req.until - time.time())
+    if left <= 0 or not isinstance(claim, Claim):
+        log.info("tool_call_expired", room=req.room, tool=req.tool, id=record.id)
+        return
+    started = time.perf_counter()
+    status, text = ToolCallStatus.OK, ""
+    try:
+        text = cap_bytes(build_toolbox(settings).call(req.tool, record.arguments, left),
+                         settings.tool_result_max_bytes)
+    except TimeoutError:
+        status, text = ToolCallStatus.TIMEOUT, f"{req.tool} outlasted its {left:g}s"
+    except Exception as error:  # noqa: BLE001 - a tool's failure is its result
+        status, text = ToolCallStatus.ERROR, " ".join(str(error).split())
+    duration_ms = round((time.perf_counter() - started) * 1000, 3)
+    metrics.observe_tool_call(req.tool, status.value, duration_ms / 1000)
+    journal.finish(record.model_copy(update={"status": status, "duration_ms": duration_ms,
+                                             "result": cap_bytes(text, EXCERPT_BYTES)}),
+                   text, claim)
 
 
 def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str

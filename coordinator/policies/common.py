@@ -70,6 +70,9 @@ FIXES: dict[ErrorKind, str] = {
     ErrorKind.PROVIDER_ERROR: "the provider failed: check its status, or use another model",
     ErrorKind.BUDGET: ("raise the spec's limits (limits.*), or post again for a new run when "
                        "a per-run limit was reached"),
+    ErrorKind.TOOL_UNAVAILABLE: ("run the agent's queue on workers whose PARLEY_WORKER_TOOLS "
+                                 "or PARLEY_WORKER_MCP_CONFIG offer the tool (parley tools "
+                                 "lists what live workers offer)"),
 }
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 import redis
 
 from parley.shared.keys import Keys
-from parley.shared.models import CallRequest
+from parley.shared.models import AgentSpec, CallRequest, RoomSpec
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
-from parley.workers.calls import answer_call, call_in
+from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.tasks import chunk_writer
+from parley.workers.tools.journal import ToolJournal
+from parley.workers.tools.loop import ToolRun
+from parley.workers.tools.toolbox import build_toolbox
 
 
 class LocalWorkerTransport:
@@ -27,6 +30,16 @@ class LocalWorkerTransport:
         self.sent: list[tuple[str, CallRequest]] = []
         self.settings = get_settings()  # the keys a real model's call may borrow
 
+    def tools(self, spec: RoomSpec, request: CallRequest, agent: AgentSpec) -> ToolRun | None:
+        """What an agent's tool loop runs with: the tools PARLEY_WORKER_TOOLS offers and
+        the room's journal, as on a worker (no approvals: such a call is denied)."""
+        if not uses_tools(agent, request.kind):
+            return None
+        journal = ToolJournal(self.store, request.room, self.settings.tool_journal_maxlen,
+                              request.turn, request.phase)
+        return ToolRun(build_toolbox(self.settings), journal, names=list(spec.agent_names),
+                       max_result_bytes=self.settings.tool_result_max_bytes)
+
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Record each request and write the bids of the agents that answer."""
         self.sent.extend(requests)
@@ -36,6 +49,8 @@ class LocalWorkerTransport:
                 if self.answering is not None and name not in self.answering:
                     continue
                 stream = chunk_writer(self.store, spec, request, name) if self.streams else None
-                bid = answer_call(spec.agent(name), spec.agents, call_in(request, name),
-                               lambda: [], request.deadline, stream, settings=self.settings)
+                agent = spec.agent(name)
+                bid = answer_call(agent, spec.agents, call_in(request, name),
+                               lambda: [], request.deadline, stream, settings=self.settings,
+                               tools=self.tools(spec, request, agent))
                 self.store.write_answer(request.room, bid.model_copy(update=self.usage), 1000)

@@ -24,6 +24,7 @@ from parley.workers.credentials import ApiBaseNotAllowed, KeyEnvNotAllowed, Miss
 from parley.workers.llm import BudgetSpent, DeadlinePassed, classify_error
 from parley.workers.parsing import parse_respond, parse_text
 from parley.workers.scripted import ScriptedError
+from parley.workers.tools.toolbox import ToolUnavailable
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 
@@ -149,8 +150,10 @@ def test_an_answer_that_never_came_is_of_kind_no_answer():
 def test_every_kind_but_none_is_set_somewhere():
     parsed = {parse_respond("").error_kind,
               parse_respond({"role": "assistant", "content": "prose"}).error_kind}
-    scripted = failure_kind(AgentSpec(name="A", model="scripted", script=[]), ScriptedError("x"))
-    set_somewhere = ({kind for _, kind in RAISED} | parsed | {scripted}
+    scripted_agent = AgentSpec(name="A", model="scripted", script=[])
+    scripted = failure_kind(scripted_agent, ScriptedError("x"))
+    unavailable = failure_kind(scripted_agent, ToolUnavailable("search_logs"))
+    set_somewhere = ({kind for _, kind in RAISED} | parsed | {scripted, unavailable}
                      | {timed_out("A", 1).error_kind}
                      | {cancelled("A", 1, CallKind.DISCUSS, 0, 1).error_kind})
     assert set_somewhere == set(ErrorKind) - {ErrorKind.NONE}

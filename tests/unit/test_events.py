@@ -27,8 +27,18 @@ from parley.shared.events import (
     TurnOpened,
     answer_event_fields,
     event_from_entry,
+    tool_called_fields,
+    tool_result_fields,
 )
-from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, RoomStatus, StopReason
+from parley.shared.models import (
+    Answer,
+    AnswerStatus,
+    CallKind,
+    ErrorKind,
+    RoomStatus,
+    StopReason,
+    ToolCallRecord,
+)
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from parley.views.terminal import event_line
@@ -182,7 +192,12 @@ def test_every_event_type_has_a_model_and_a_script_that_writes_it():
     # A policy's watched fields' event is written by commit.lua and end_run.lua, which
     # take its type from the policy's record.
     watched = [f"'{policy.watched.event}'" for policy in POLICIES.values() if policy.watched]
-    writers = "\n".join([*(path.read_text() for path in LUA.rglob("*.lua")), *watched])
+    # tool_journal.lua writes the tool event its caller builds with the record.
+    record = ToolCallRecord(id="1.0.1.0.0", agent="A", tool="t")
+    journaled = [f"'{fields['type']}'" for fields in (tool_called_fields(record, 1, 0),
+                                                       tool_result_fields(record))]
+    writers = "\n".join([*(path.read_text() for path in LUA.rglob("*.lua")), *watched,
+                         *journaled])
     for kind in EventType:
         assert EVENT_MODELS[kind].__doc__
         assert f"'{kind.value}'" in writers, kind

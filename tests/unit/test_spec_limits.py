@@ -231,7 +231,8 @@ def test_a_document_that_contains_itself_is_refused_as_too_deep():
 def test_the_example_rooms_are_far_inside_every_bound():
     for path in Path(__file__).parents[2].joinpath("examples", "rooms").glob("*.yaml"):
         extent = check_document_size(yaml.safe_load(path.read_text()))
-        assert extent.nodes < 1000 and extent.height < 8
+        # A scripted tool call's arguments are the deepest: 8 levels down.
+        assert extent.nodes < 1000 and extent.height < 10
 
 
 # --- round trip ---------------------------------------------------------------------------

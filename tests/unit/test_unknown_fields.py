@@ -51,7 +51,8 @@ def test_an_unknown_field_is_named_with_the_nearest_valid_one(spec, says):
 def test_a_name_like_no_field_is_told_the_fields_there_are():
     said = refusal({"agents": AGENTS, "colour": "red"})
     assert said.startswith("colour: Extra inputs are not permitted: did you mean ")
-    assert said.endswith("(the fields here: name, description, policy, agents, limits)")
+    assert said.endswith("(the fields here: name, description, policy, agents, limits, approvers, "
+                          "approval_timeout_s, tool_results)")
 
 
 def test_the_specs_other_errors_are_kept_beside_the_hints():
@@ -62,7 +63,7 @@ def test_the_specs_other_errors_are_kept_beside_the_hints():
         "policy.threshold: Input should be less than or equal to 1",
         "policy.recency_windw: Extra inputs are not permitted: did you mean recency_window?",
         "agents.0.script.0: a script entry is exactly one of {score, message}, {arguments}, "
-        "{content} or {error} (with an optional sleep)",
+        "{content}, {tool_calls} or {error} (with an optional sleep)",
         "agents.0.temp: Extra inputs are not permitted: did you mean temperature?",
         "agents.1: a scripted agent needs a script (a list of entries)",
         "limits.max_cost_usd: Extra inputs are not permitted: did you mean max_cost_usd_per_run "

@@ -1,0 +1,330 @@
+"""The tool loop of a call whose answer is posted: the model is offered the agent's tools,
+the tool calls it asks for run (side by side), their results go back to it, round after
+round up to ``max_tool_rounds``, all inside the call's deadline; then it is asked for its
+text with tools off, and that text is the message.
+
+================================  ======================================================
+case                              what the model is told (status)
+================================  ======================================================
+the tool returned                 its result, capped, cut and quoted (``ok``)
+it raised, or is not offered      the error (``error``); the call goes on
+it outlasted timeout_s/deadline   that it timed out (``timeout``)
+a person denied it, or no gate    the denial and its reason (``denied``)
+recorded in the journal           the recorded result (``replayed``: not run again)
+started on a worker that stopped  ``uncertain``, unless the tool is idempotent: run again
+================================  ======================================================
+
+A tool that needs approval (its ``approval`` option, or the agent's ``approve`` list) runs
+only once the gate says yes; the time the gate took is added to the call's deadline, which
+the coordinator holds meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from parley.shared import metrics
+from parley.shared.models import AgentSpec, JsonValue, ToolCallRecord, ToolCallStatus
+from parley.workers.prompts import ChatMessage, cap_bytes, tool_result_content
+from parley.workers.tools.base import ToolDef, ToolError
+from parley.workers.tools.journal import AskedCall, Claim, Done, Step, ToolJournal
+from parley.workers.tools.toolbox import ALL_OF, Toolbox
+
+# A record's result excerpt (the turn record, the dashboard).
+EXCERPT_BYTES = 2048
+# What OpenAI accepts as a function's name; a tool's name becomes one (``/`` -> ``__``).
+_NOT_IN_FUNCTION = re.compile(r"[^A-Za-z0-9_-]")
+NO_GATE = "denied: approvals are not available on this worker"
+UNCERTAIN = "the worker running this tool stopped before it returned"
+_tool_calls = ThreadPoolExecutor(max_workers=512, thread_name_prefix="tool-call")
+
+
+class Verdict(Protocol):
+    """A person's answer to a tool call waiting for approval."""
+
+    approved: bool
+    by: str
+    reason: str
+
+
+# Waits for a person's answer to the tool call (the approvals' gate).
+Gate = Callable[[ToolCallRecord], Verdict]
+# Runs a ``queue=`` tool on its queue: (tool, record, our claim, timeout_s, until).
+Remote = Callable[[ToolDef, ToolCallRecord, Claim, float, float], None]
+# One model step: (round, the tool conversation so far, the tools offered, whether it is
+# the last, text-only step, the deadline) -> (the provider's raw response, its usage).
+ModelStep = Callable[[int, list[ChatMessage], list[dict[str, Any]], bool, float],
+                     tuple[Any, dict[str, Any]]]
+
+
+@dataclass
+class ToolRun:
+    """What a call's tool loop runs with: the worker's toolbox, the room's journal (None:
+    nothing recorded), the approvals' gate, the way to a tool's queue, the names that the
+    results must not speak under, and their cap."""
+
+    toolbox: Toolbox
+    journal: ToolJournal | None = None
+    gate: Gate | None = None
+    remote: Remote | None = None
+    names: list[str] = field(default_factory=list)
+    max_result_bytes: int = 16_384
+
+
+@dataclass
+class LoopResult:
+    """The loop's last model response, every step's usage summed, and its tool calls."""
+
+    raw: Any
+    usage: dict[str, Any]
+    records: list[ToolCallRecord]
+
+
+def function_name(tool: str) -> str:
+    """The function name a tool is offered under (``grafana/query`` -> ``grafana__query``)."""
+    return _NOT_IN_FUNCTION.sub("_", tool.replace("/", "__"))[:64]
+
+
+def offered(tools: list[ToolDef]) -> list[dict[str, Any]]:
+    """The tools in OpenAI's tools format."""
+    return [{"type": "function", "function": {"name": function_name(tool.name),
+                                              "description": tool.description,
+                                              "parameters": tool.parameters}}
+            for tool in tools]
+
+
+def needs_approval(tool: ToolDef, agent: AgentSpec) -> bool:
+    """True when a person approves each call of ``tool`` by ``agent`` first."""
+    return tool.options.approval or any(
+        name == tool.name or (name.endswith(ALL_OF) and tool.name.startswith(name[:-1]))
+        for name in agent.approve)
+
+
+def add_usage(total: dict[str, Any], usage: dict[str, Any]) -> None:
+    """Add one step's usage to the loop's (the dropped messages are the last step's)."""
+    for name, value in usage.items():
+        if name == "dropped_messages":
+            total[name] = value
+        else:
+            total[name] = total.get(name, 0) + value
+
+
+def read_step(raw: Any) -> Step:
+    """The text and tool calls of a provider's response."""
+    message = raw["choices"][0]["message"] if isinstance(raw, dict) else raw.choices[0].message
+    get = message.get if isinstance(message, dict) else lambda name: getattr(message, name, None)
+    calls = []
+    for index, call in enumerate(get("tool_calls") or []):
+        function = call["function"] if isinstance(call, dict) else call.function
+        name = function["name"] if isinstance(function, dict) else function.name
+        arguments = function["arguments"] if isinstance(function, dict) else function.arguments
+        call_id = call["id"] if isinstance(call, dict) else call.id
+        calls.append(AskedCall(str(call_id or f"call_{index}"), str(name or ""),
+                               str(arguments or "{}")))
+    return Step(str(get("content") or ""), tuple(calls))
+
+
+def assistant_turn(step: Step) -> ChatMessage:
+    """The model's step as the assistant message the next step reads."""
+    return {"role": "assistant", "content": step.content or None,
+            "tool_calls": [{"id": call.id, "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments}}
+                           for call in step.calls]}
+
+
+class ToolLoop:
+    """One call's tool loop: ``call_key`` (``<turn>.<phase>.<call>``) names its journal
+    records, ``tools`` are the agent's, resolved."""
+
+    def __init__(self, agent: AgentSpec, tools: list[ToolDef], call_key: str, run: ToolRun,
+                 deadline: float) -> None:
+        self.agent = agent
+        self.tools = {function_name(tool.name): tool for tool in tools}
+        self.call_key = call_key
+        self.run = run
+        self.deadline = deadline
+        # Every tool call so far, kept here so that a call failing midway still tells them.
+        self.records: list[ToolCallRecord] = []
+
+    def loop(self, step: ModelStep) -> LoopResult:
+        """Step the model through its tool calls; its last response is the answer."""
+        conversation: list[ChatMessage] = []
+        records = self.records
+        usage: dict[str, Any] = {}
+        offer = offered(list(self.tools.values()))
+        for round_ in range(self.agent.max_tool_rounds):
+            field_ = f"{self.call_key}.{round_}"
+            asked = self.run.journal.recorded_step(field_) if self.run.journal else None
+            if asked is None:
+                raw, used = step(round_, conversation, offer, False, self.deadline)
+                add_usage(usage, used)
+                asked = read_step(raw)
+                if not asked.calls:
+                    return LoopResult(raw, usage, records)
+                if self.run.journal:
+                    asked = self.run.journal.record_step(field_, asked)
+            conversation.append(assistant_turn(asked))
+            done = self.run_calls(round_, asked.calls)
+            records += [record for record, _ in done]
+            conversation += [{"role": "tool", "tool_call_id": call.id,
+                              "content": tool_result_content(record.status, text,
+                                                             self.run.names)}
+                             for call, (record, text) in zip(asked.calls, done, strict=True)]
+        raw, used = step(self.agent.max_tool_rounds, conversation, offer, True, self.deadline)
+        add_usage(usage, used)
+        return LoopResult(raw, usage, records)
+
+    def run_calls(self, round_: int, calls: tuple[AskedCall, ...]
+                  ) -> list[tuple[ToolCallRecord, str]]:
+        """The round's tool calls, side by side; each one's record and result text."""
+        futures = [_tool_calls.submit(contextvars.copy_context().run, self.run_call,
+                                      round_, index, call)
+                   for index, call in enumerate(calls)]
+        results = [future.result() for future in futures]
+        # A gate's wait held the call's deadline: the loop's moves with it.
+        self.deadline += max((held for _, _, held in results), default=0.0)
+        return [(record, text) for record, text, _ in results]
+
+    def run_call(self, round_: int, index: int, call: AskedCall
+                 ) -> tuple[ToolCallRecord, str, float]:
+        """One tool call through the journal: replayed, waited for, or run; with the time
+        an approval held the deadline."""
+        tool = self.tools.get(call.name)
+        record = ToolCallRecord(id=f"{self.call_key}.{round_}.{index}", agent=self.agent.name,
+                                tool=tool.name if tool else call.name, round=round_,
+                                index=index)
+        arguments, problem = parse_arguments(call.arguments)
+        record = record.model_copy(update={"arguments": arguments})
+        if tool is None:
+            problem = f"{call.name} is not one of this agent's tools"
+        journal = self.run.journal
+        if journal is None:
+            return self.execute(tool, record, problem, None)
+        timeout_s = tool.options.timeout_s if tool else 0.0
+        claim, held = journal.claim(record, timeout_s)
+        while claim is None:
+            if held is None:  # the room is gone: nothing is recorded, nothing runs
+                return self.ended(record, ToolCallStatus.ERROR, "the room is gone", 0.0), "", 0.0
+            if isinstance(held, Done):
+                return held.record.model_copy(update={"replayed": True}), held.text, 0.0
+            if held.expires > time.time():
+                # Another worker's call of it is still within its timeout: wait for it.
+                waited = journal.wait(record.id, min(held.expires, self.deadline))
+                if isinstance(waited, Done):
+                    return waited.record.model_copy(update={"replayed": True}), waited.text, 0.0
+                if time.time() >= self.deadline:
+                    return self.ended(record, ToolCallStatus.TIMEOUT,
+                                      "the call's deadline came first", 0.0), "", 0.0
+                held = waited
+                continue
+            if tool is None or not tool.options.idempotent:
+                return (*self.finish(journal, record, ToolCallStatus.UNCERTAIN, UNCERTAIN,
+                                     0.0, held), 0.0)
+            claim, held = journal.claim(record, timeout_s, replacing=held.raw)
+        record, text, wait = self.execute(tool, record, problem, claim)
+        return record, text, wait
+
+    def execute(self, tool: ToolDef | None, record: ToolCallRecord, problem: str,
+                claim: Claim | None) -> tuple[ToolCallRecord, str, float]:
+        """Run a claimed tool call (after its approval), record its result."""
+        journal = self.run.journal
+        if tool is None or problem:
+            return (*self.finish(journal, record, ToolCallStatus.ERROR, problem, 0.0, claim),
+                    0.0)
+        held = 0.0
+        if needs_approval(tool, self.agent):
+            approved, record, held = self.approve(record)
+            if not approved:
+                reason = record.result or NO_GATE
+                return (*self.finish(journal, record, ToolCallStatus.DENIED, reason, 0.0,
+                                     claim), held)
+        started = time.perf_counter()
+        status, text = self.invoke(tool, record, claim)
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        return (*self.finish(journal, record, status, text, duration_ms, claim), held)
+
+    def approve(self, record: ToolCallRecord) -> tuple[bool, ToolCallRecord, float]:
+        """Ask the gate; whether it approved, the record with who answered (or why it was
+        denied), and how long the wait took."""
+        if self.run.gate is None:
+            return False, record.model_copy(update={"result": NO_GATE}), 0.0
+        asked = time.time()
+        verdict = self.run.gate(record)
+        held = time.time() - asked
+        if verdict.approved:
+            return True, record.model_copy(update={"approved_by": verdict.by}), held
+        reason = f"denied by {verdict.by}" if verdict.by else "denied"
+        reason += f": {verdict.reason}" if verdict.reason else ""
+        return False, record.model_copy(update={"result": reason}), held
+
+    def invoke(self, tool: ToolDef, record: ToolCallRecord, claim: Claim | None
+               ) -> tuple[ToolCallStatus, str]:
+        """The tool's status and result text, bounded by its timeout and the deadline."""
+        left = self.deadline - time.time()
+        timeout_s = min(tool.options.timeout_s, left)
+        if timeout_s <= 0:
+            return ToolCallStatus.TIMEOUT, "no time was left before the call's deadline"
+        try:
+            if tool.options.queue and self.run.remote and claim and self.run.journal:
+                return self.invoke_remote(tool, record, claim, timeout_s)
+            text = self.run.toolbox.call(tool.name, record.arguments, timeout_s)
+        except TimeoutError:
+            return ToolCallStatus.TIMEOUT, f"{tool.name} outlasted its {timeout_s:g}s"
+        except ToolError as error:
+            return ToolCallStatus.ERROR, one_line(str(error))
+        except Exception as error:  # noqa: BLE001 - a source's failure is the tool's error
+            return ToolCallStatus.ERROR, one_line(f"{type(error).__name__}: {error}")
+        return ToolCallStatus.OK, cap_bytes(text, self.run.max_result_bytes)
+
+    def invoke_remote(self, tool: ToolDef, record: ToolCallRecord, claim: Claim,
+                      timeout_s: float) -> tuple[ToolCallStatus, str]:
+        """Send the tool call to its queue and wait for its result in the journal."""
+        assert self.run.remote is not None and self.run.journal is not None
+        until = time.time() + timeout_s
+        self.run.remote(tool, record, claim, timeout_s, until)
+        done = self.run.journal.wait(record.id, until)
+        if isinstance(done, Done):
+            return done.record.status, done.text
+        return ToolCallStatus.TIMEOUT, f"{tool.name} outlasted its {timeout_s:g}s on " \
+                                       f"queue {tool.options.queue}"
+
+    def finish(self, journal: ToolJournal | None, record: ToolCallRecord,
+               status: ToolCallStatus, text: str, duration_ms: float, claim: Claim | None
+               ) -> tuple[ToolCallRecord, str]:
+        """The call's record with its result, written to the journal over ``claim``."""
+        record = self.ended(record, status, text, duration_ms)
+        if journal is not None and claim is not None:
+            done = journal.finish(record, text, claim)
+            return done.record, done.text
+        return record, text
+
+    def ended(self, record: ToolCallRecord, status: ToolCallStatus, text: str,
+              duration_ms: float) -> ToolCallRecord:
+        """The record of a call that ended, counted in the worker's metrics."""
+        metrics.observe_tool_call(record.tool, status.value, duration_ms / 1000)
+        return record.model_copy(update={"status": status, "duration_ms": duration_ms,
+                                         "result": cap_bytes(text, EXCERPT_BYTES)})
+
+
+def parse_arguments(text: str) -> tuple[dict[str, JsonValue], str]:
+    """The model's arguments as an object, and the problem with them ("" when none)."""
+    try:
+        value = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError as error:
+        return {}, f"the arguments are not JSON: {error}"
+    if not isinstance(value, dict):
+        return {}, "the arguments are not a JSON object"
+    return value, ""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line."""
+    return " ".join(text.split())
