@@ -1,0 +1,1 @@
+"""Tools modules the tests' workers offer (PARLEY_WORKER_TOOLS)."""

@@ -1,0 +1,1 @@
+"""A module that defines no tool."""
