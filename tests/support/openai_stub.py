@@ -48,11 +48,25 @@ class Reply:
     token_s: float = 0.0  # the time each completion token takes to write
     fail_after: int | None = None  # a stream cut off (connection dropped) after this many chunks
     stall_after: int | None = None  # a stream that stops sending after this many chunks
+    tool_calls: tuple[tuple[str, str], ...] = ()  # (function name, arguments) the model asks for
 
 
 def tool_call(score: Any, message: Any, **options: Any) -> Reply:
     """A completion whose one tool call is respond(score, message)."""
     return Reply(arguments=json.dumps({"score": score, "message": message}), **options)
+
+
+def asks_tools(*calls: tuple[str, dict[str, Any]], **options: Any) -> Reply:
+    """A completion asking for the agent's tool calls ``(name, arguments)``, several at
+    once when given several; the request after it reads their results."""
+    return Reply(tool_calls=tuple((name, json.dumps(arguments)) for name, arguments in calls),
+                 **options)
+
+
+def tool_messages(received: Received) -> list[dict[str, Any]]:
+    """The tool results a request carried back to the model, in order."""
+    return [message for message in received.body.get("messages", [])
+            if message.get("role") == "tool"]
 
 
 def raw_arguments(arguments: str, **options: Any) -> Reply:
@@ -359,6 +373,10 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     if reply.arguments is not None:
         message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
                                   "function": {"name": "respond", "arguments": reply.arguments}}]
+    if reply.tool_calls:
+        message["tool_calls"] = [{"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+                                  "function": {"name": name, "arguments": arguments}}
+                                 for name, arguments in reply.tool_calls]
     prompt_tokens = reply.prompt_tokens or estimate_tokens(json.dumps(body.get("messages", [])))
     written = completion_tokens(reply)
     usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": written,
@@ -372,7 +390,7 @@ def completion(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         "created": int(time.time()),
         "model": body.get("model", ""),
         "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if reply.arguments is not None else "stop"}],
+                     "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
         "usage": usage,
     }
 
