@@ -60,9 +60,17 @@ def message_from_fields(fields: dict[Any, Any]) -> Message:
         run=int(f.get("run") or 0),
         ts=float(f.get("ts") or 0),
         addressed=orjson.loads(f["addressed"]) if f.get("addressed") else None,
-        tool_calls=orjson.loads(f["tools"]) if f.get("tools") else None,
-        tool_results=f.get("tool_results") or None,
+        **logged_tool_calls(f),
     )
+
+
+def logged_tool_calls(fields: dict[str, str]) -> dict[str, Any]:
+    """A log entry's tool calls and who reads their results, as Message fields (validated
+    by the model); none for a message that used no tool."""
+    if not fields.get("tools"):
+        return {}
+    return {"tool_calls": orjson.loads(fields["tools"]),
+            "tool_results": fields.get("tool_results") or None}
 
 
 def agent_message_fields(
