@@ -28,7 +28,8 @@ async def commit_tool_message(client: Any, keys: Keys, room: str, sender: str, c
                               calls: list[ToolCallRecord], shared: bool = True,
                               result_max_bytes: int = 16_384) -> int:
     """Move the room's inbox to its log, open a turn and commit ``sender``'s ``content``,
-    written from ``calls``, as RoomRunner.commit does; returns the message's seq."""
+    written from ``calls``, as RoomRunner.commit does, then hand the room over (due now,
+    its run going on); returns the message's seq."""
     scripts = Scripts(client)
     io = RoomIO(client, keys, scripts, limits=InboxLimits(65_536, 100, 1024, 0,
                                                           result_max_bytes))
@@ -50,7 +51,9 @@ async def commit_tool_message(client: Any, keys: Keys, room: str, sender: str, c
         seq, _ = await io.commit(lease, record, decision, 1000, shared_tool_results=shared)
         return seq
     finally:
+        # Handed over as a stopping coordinator hands its rooms over: due at once.
         await leases.release(lease)
+        await io.set_runnable(room, True)
 
 
 def commit_tool_message_now(client: Any, *args: Any, **kwargs: Any) -> int:
