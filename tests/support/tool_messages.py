@@ -11,7 +11,14 @@ from parley.coordinator.lease import Leases
 from parley.coordinator.policies.base import Decision
 from parley.coordinator.room_io import InboxLimits, RoomIO
 from parley.shared.keys import Keys
-from parley.shared.models import Answer, CallKind, ToolCallRecord, ToolCallStatus, TurnRecord
+from parley.shared.models import (
+    Answer,
+    CallKind,
+    RoomSpec,
+    ToolCallRecord,
+    ToolCallStatus,
+    TurnRecord,
+)
 from parley.shared.scripts import Scripts
 
 
@@ -67,3 +74,13 @@ def commit_tool_message_now(client: Any, *args: Any, **kwargs: Any) -> int:
             await async_client.aclose()
 
     return asyncio.run(run())
+
+
+def incident_spec(tool_results: str = "shared") -> RoomSpec:
+    """A selector room of the investigator and the SRE (scripted, silent), whose messages
+    tool_messages commits."""
+    return RoomSpec.model_validate({
+        "name": "incident", "tool_results": tool_results,
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": name, "model": "scripted", "script": []}
+                   for name in ("Investigator", "SRE")]})
