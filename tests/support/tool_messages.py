@@ -5,6 +5,7 @@ and told without running a tool loop."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from parley.coordinator.lease import Leases
@@ -64,7 +65,8 @@ async def commit_tool_message(client: Any, keys: Keys, room: str, sender: str, c
 
 
 def commit_tool_message_now(client: Any, *args: Any, **kwargs: Any) -> int:
-    """commit_tool_message from plain code, on an asyncio client made by ``client()``."""
+    """commit_tool_message from plain code, on an asyncio client made by ``client()``: on
+    a thread of its own, so that it also runs beside an event loop (playwright's)."""
 
     async def run() -> int:
         async_client = client()
@@ -73,7 +75,8 @@ def commit_tool_message_now(client: Any, *args: Any, **kwargs: Any) -> int:
         finally:
             await async_client.aclose()
 
-    return asyncio.run(run())
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
 
 
 def incident_spec(tool_results: str = "shared") -> RoomSpec:
