@@ -13,7 +13,15 @@ from redis.exceptions import ResponseError
 from parley.coordinator.lease import Lease, LeaseLost
 from parley.coordinator.policies.base import POSTED, Decision, WatchedState
 from parley.shared.keys import Keys
-from parley.shared.models import Answer, FloorChange, PostedMessage, RoomSpec, TurnRecord, Usage
+from parley.shared.models import (
+    Answer,
+    FloorChange,
+    PostedMessage,
+    RoomSpec,
+    ToolCallRecord,
+    TurnRecord,
+    Usage,
+)
 from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
@@ -26,6 +34,7 @@ from parley.shared.records import (
     call_counts,
     decode,
     floor_change_from_entry,
+    tool_calls_fields,
     turn_record_fields,
     usage_from,
 )
@@ -37,19 +46,22 @@ from parley.shared.store import now_ms
 
 @dataclass(frozen=True)
 class InboxLimits:
-    """What drain accepts from a room's inbox, how much it keeps of what it sets aside, and
-    the log's cap (0: never trimmed) for drain and commit."""
+    """What drain accepts from a room's inbox, how much it keeps of what it sets aside, the
+    log's cap (0: never trimmed) for drain and commit, and how much of each tool result a
+    committed message keeps."""
 
     message_max_bytes: int
     dead_letter_maxlen: int
     dead_letter_value_max_bytes: int
     log_maxlen: int = 0
+    tool_result_max_bytes: int = Settings.model_fields["tool_result_max_bytes"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> InboxLimits:
         """The limits configured in ``settings``."""
         return cls(settings.message_max_bytes, settings.dead_letter_stream_maxlen,
-                   settings.dead_letter_value_max_bytes, settings.log_stream_maxlen)
+                   settings.dead_letter_value_max_bytes, settings.log_stream_maxlen,
+                   settings.tool_result_max_bytes)
 
 
 @dataclass(frozen=True)
@@ -191,19 +203,25 @@ class RoomIO:
                 for _, entries in reply for entry_id, fields in entries]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
-                     turns_maxlen: int, watched: WatchedState | None = None
-                     ) -> tuple[int, Drained | None]:
-        """Commit a decided turn with commit.lua, all or nothing: the winner's message, the
-        state and totals the decision changes, the run's end if it stops, and ``record``
-        (kept in a turns stream capped near ``turns_maxlen``); a change of the policy's
-        ``watched`` fields writes their event. The log must still be at the turn's
-        snapshot. Returns the new message's seq (0 for no message) and, when the inbox is
-        empty, what a drain would return now (None: drain first)."""
+                     turns_maxlen: int, watched: WatchedState | None = None,
+                     shared_tool_results: bool = True) -> tuple[int, Drained | None]:
+        """Commit a decided turn with commit.lua, all or nothing: the winner's message (with
+        the tool calls it was written from, their results for every agent's prompts when
+        ``shared_tool_results``, else for its sender's only), the state and totals the
+        decision changes, the run's end if it stops, and ``record`` (kept in a turns
+        stream capped near ``turns_maxlen``); a change of the policy's ``watched`` fields
+        writes their event. The log must still be at the turn's snapshot. Returns the new
+        message's seq (0 for no message) and, when the inbox is empty, what a drain would
+        return now (None: drain first)."""
         room = lease.room
         keys = [self.keys.lease(room), self.keys.state(room), self.keys.log(room),
                 self.keys.turns(room), self.keys.events(room), self.keys.inbox(room)]
         payload = commit_payload(record, decision, turns_maxlen, self.limits.log_maxlen,
                                  self.events_maxlen, watched)
+        if "message" in payload:
+            payload["message"].update(tool_calls_fields(
+                posted_tool_calls(record), shared_tool_results,
+                self.limits.tool_result_max_bytes))
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             seq, waiting, state = await self.scripts.commit(keys=keys, args=args)
@@ -319,6 +337,13 @@ def commit_payload(record: TurnRecord, decision: Decision, turns_maxlen: int, lo
         payload["stop"] = {"status": decision.status.value, "reason": decision.stop.value,
                            "detail": decision.detail}
     return payload
+
+
+def posted_tool_calls(record: TurnRecord) -> list[ToolCallRecord]:
+    """The tool calls of the answer the turn's winner posted: its last of the turn (the
+    phase that wrote the message comes after any other of its calls)."""
+    posted = [answer for answer in record.bids if answer.agent == record.winner]
+    return posted[-1].tool_calls if posted else []
 
 
 def state_updates(decision: Decision) -> dict[str, str]:

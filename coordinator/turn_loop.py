@@ -312,7 +312,8 @@ class RoomRunner:
         record = turn_record(state, turn, view, inbox.answers, decision, self.lease.epoch,
                              inbox.late)
         seq, drained = await self.io.commit(self.lease, record, decision,
-                                            self.options.turns_maxlen, self.policy.watched)
+                                            self.options.turns_maxlen, self.policy.watched,
+                                            self.spec.tool_results == "shared")
         log_turn(record, decision, seq)
         metrics.observe_turn(record)
         for line in decision.log_lines:

@@ -46,6 +46,7 @@ from parley.shared.records import (
     CALL_TOTALS,
     COUNT_LIMIT,
     RUN_TOTAL_PREFIX,
+    TOOLS_FIELD_MAX_BYTES,
     RoomState,
     check_post,
     decode_fields,
@@ -299,6 +300,7 @@ class _ArchiveChecker:
         self.last_ids[kind] = entry_id
         fields = decode_entry(line)
         if kind == "log":
+            check_tool_calls(f"log entry {line['id']}", decode_fields(fields))
             message = message_from_fields(fields)
             if (message.seq, 0) != entry_id:
                 raise ValueError(f"log entry {line['id']} holds seq {message.seq}")
@@ -353,6 +355,25 @@ class _ArchiveChecker:
                              f"last_seq is {last_seq}")
         contents.counts = counts
         self.ended = True
+
+
+def check_tool_calls(where: str, fields: dict[str, str]) -> None:
+    """A message's tool calls as a commit writes them, if it has any: a JSON list within
+    the log entry's cap, and who reads their results (shared or private)."""
+    if "tools" not in fields:
+        return
+    tools = fields["tools"]
+    if len(tools.encode()) > TOOLS_FIELD_MAX_BYTES:
+        raise ValueError(f"{where} tools is over {TOOLS_FIELD_MAX_BYTES} bytes")
+    try:
+        calls = json.loads(tools)
+    except ValueError:
+        calls = None
+    if not isinstance(calls, list):
+        raise ValueError(f"{where} tools is not a JSON list of tool calls")
+    if fields.get("tool_results") not in ("shared", "private"):
+        raise ValueError(f"{where} tool_results {fields.get('tool_results')!r} is neither "
+                         "shared nor private")
 
 
 def check_state_values(state: dict[str, str]) -> None:

@@ -40,9 +40,15 @@ key                       type    holds                                       wr
                                   restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
                                   fields seq, sender, content, score (absent    workers, client
-                                  for people), turn, run, epoch, ts; trimmed
-                                  to about ``log_stream_maxlen`` when that is
-                                  set, else never (the default)
+                                  for people), turn, run, epoch, ts; a
+                                  message written from tool calls also has
+                                  tools (JSON: each call's record, its result
+                                  cut to ``tool_result_max_bytes``, the whole
+                                  within about 64 KB) and tool_results
+                                  (shared or private: whose prompts read
+                                  them); trimmed to about
+                                  ``log_stream_maxlen`` when that is set,
+                                  else never (the default)
 ``{R}:inbox``             stream  posted by people/apps, not yet in the log:    client / coordinator
                                   sender, content, ts; emptied by each drain
 ``{R}:dead``              stream  inbox entries drain could not read: the       coordinator (Lua) /
@@ -55,7 +61,8 @@ key                       type    holds                                       wr
                                   kind, phase, call, attempt, score,
                                   message, status, error, error_kind,
                                   tokens, cost, latency, dropped_messages,
-                                  answer_id; trimmed to about
+                                  answer_id, tool_calls (JSON, when it made
+                                  any); trimmed to about
                                   ``bids_stream_maxlen``
 ``{R}:answer_ids``        zset    the ids of the answers written last (by       workers (Lua)
                                   ms), as many as the answers stream keeps:

@@ -791,6 +791,16 @@ class Message(BaseModel):
     # Whom a mention room's agent message addressed (agents and people, as named); None
     # where names are not read (other policies, people's messages: see the turn record).
     addressed: list[str] | None = None
+    # The tool calls the message was written from (None: it used none), and whom the
+    # room's tool_results gave their results to when it was posted: every agent
+    # (shared) or only its sender (private).
+    tool_calls: list[ToolCallRecord] | None = None
+    tool_results: Literal["shared", "private"] | None = None
+
+    def shows_tool_results(self, reader: str) -> bool:
+        """True when ``reader``'s prompts read this message's tool results."""
+        return bool(self.tool_calls) and (self.tool_results == "shared"
+                                           or self.sender == reader)
 
 
 class PostedMessage(BaseModel):

@@ -10,7 +10,16 @@ from typing import Any
 
 import orjson
 
-from parley.shared.models import Answer, FloorChange, Message, RoomStatus, StopReason, TurnRecord, Usage
+from parley.shared.models import (
+    Answer,
+    FloorChange,
+    Message,
+    RoomStatus,
+    StopReason,
+    ToolCallRecord,
+    TurnRecord,
+    Usage,
+)
 
 # A person's or app's name in the log; drain.lua sets longer ones aside.
 SENDER_MAX_BYTES = 128
@@ -19,6 +28,14 @@ SENDER_MAX_BYTES = 128
 # OVERFLOW to move one to it (shared/lua/lib/checks.lua says why it is 10^14), and an import
 # refuses a state holding one already there.
 COUNT_LIMIT = 10**14
+# A log entry's tool calls (its ``tools`` field) are kept within this many bytes, so that a
+# message that used many tools stays a bounded entry: past it a call keeps what it was
+# (tool, status, duration, who approved it) but not its arguments nor its result, and
+# past that the calls are left out (the turn record holds every one).
+TOOLS_FIELD_MAX_BYTES = 65_536
+# What a result cut to its cap ends with, and what stands for one left out.
+CUT_MARK = " […cut]"
+LEFT_OUT = "[left out: the message's tool calls passed their cap]"
 
 
 def decode(value: bytes | str) -> str:
@@ -43,7 +60,17 @@ def message_from_fields(fields: dict[Any, Any]) -> Message:
         run=int(f.get("run") or 0),
         ts=float(f.get("ts") or 0),
         addressed=orjson.loads(f["addressed"]) if f.get("addressed") else None,
+        **logged_tool_calls(f),
     )
+
+
+def logged_tool_calls(fields: dict[str, str]) -> dict[str, Any]:
+    """A log entry's tool calls and who reads their results, as Message fields (validated
+    by the model); none for a message that used no tool."""
+    if not fields.get("tools"):
+        return {}
+    return {"tool_calls": orjson.loads(fields["tools"]),
+            "tool_results": fields.get("tool_results") or None}
 
 
 def agent_message_fields(
@@ -62,6 +89,37 @@ def agent_message_fields(
     if score is not None:
         fields["score"] = repr(score)
     return fields
+
+
+def tool_calls_fields(calls: list[ToolCallRecord], shared: bool, result_max_bytes: int,
+                      most: int = TOOLS_FIELD_MAX_BYTES) -> dict[str, str]:
+    """Log fields of the tool calls a message was written from: ``tools`` (JSON, each
+    result cut to ``result_max_bytes``, the whole within about ``most`` bytes) and
+    ``tool_results`` (shared or private: who reads the results in prompts); none for a
+    message that used no tool."""
+    if not calls:
+        return {}
+    kept, used = [], 0
+    for call in calls:
+        entry = call.model_copy(update={"result": cut_bytes(call.result, result_max_bytes)})
+        size = len(orjson.dumps(entry.model_dump(mode="json")))
+        if used + size > most:
+            entry = entry.model_copy(update={"arguments": {}, "result": LEFT_OUT})
+            size = len(orjson.dumps(entry.model_dump(mode="json")))
+            if used + size > most:
+                break  # the turn record keeps them all
+        used += size
+        kept.append(entry.model_dump(mode="json", exclude_defaults=True))
+    return {"tools": orjson.dumps(kept).decode(),
+            "tool_results": "shared" if shared else "private"}
+
+
+def cut_bytes(text: str, most: int) -> str:
+    """``text`` within ``most`` bytes of UTF-8, marked where it was cut."""
+    if len(text.encode()) <= most:
+        return text
+    room = max(0, most - len(CUT_MARK.encode()))
+    return text.encode()[:room].decode(errors="ignore") + CUT_MARK
 
 
 def check_post(sender: str, content: str, max_bytes: int) -> None:

@@ -8,6 +8,11 @@ the content follows, and every line of the content that reads as a participant t
 floor (``Optimist: I agree``, see shared.speakers) is quoted as ``> Optimist: I agree``.
 The decide prompt quotes the whole latest message, so none of its lines reads as prompt.
 
+A message written from tool calls is followed by their results where its reader may read
+them (``Message.shows_tool_results``: every agent in a room whose ``tool_results`` is
+shared, its sender alone in a private one), after a line saying what they are: each call
+and its whole result quoted, the result cut at its first line that speaks as a participant.
+
 Pure functions: token counting comes in as a function (workers.llm passes litellm's
 counter), so this module never imports an LLM client.
 """
@@ -24,6 +29,8 @@ from itertools import count as numbering
 from typing import Any, cast
 from weakref import WeakKeyDictionary, ref
 
+import orjson
+
 from parley.shared.mentions import read_names
 from parley.shared.models import (
     SEED_SENDER,
@@ -35,11 +42,14 @@ from parley.shared.models import (
     RoomSpec,
 )
 from parley.shared.protocol import RESPOND, RESPOND_INTENT_TOOL, RESPOND_TOOL
-from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines
+from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines, speaker_lines
 
 ChatMessage = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 TokenCounter = Callable[[list[ChatMessage]], int]
+
+# A tool call's arguments, as its line in a prompt shows them, are cut to this many characters.
+TOOL_ARGUMENTS_CHARS = 300
 
 # What OpenAI accepts in a chat message's ``name``; anything else in a sender becomes "_".
 _CHAT_NAME_LENGTH = 64
@@ -119,16 +129,47 @@ def others_text(agent: AgentSpec, room_agents: Sequence[AgentSpec]) -> str:
     return ", ".join(others) or "nobody else yet"
 
 
+def tool_results_text(message: Message, names: Sequence[str]) -> str:
+    """The tool calls ``message`` was written from, as its readers read them after it: a
+    line saying what follows, then each call's tool, arguments and status, and its result
+    quoted, cut at its first line that speaks as one of ``names`` (a tool result speaks for
+    nobody)."""
+    lines = speaker_lines(names)
+    calls = []
+    for call in message.tool_calls or []:
+        arguments = orjson.dumps(call.arguments).decode()
+        if len(arguments) > TOOL_ARGUMENTS_CHARS:
+            arguments = arguments[:TOOL_ARGUMENTS_CHARS - 3] + "..."
+        status = call.status.value + (f", approved by {call.approved_by}"
+                                      if call.approved_by else "")
+        result, forged = call.result, lines.first(call.result)
+        if forged is not None:
+            result = f"{result[:forged[0]].rstrip()}\n[cut: the result spoke as {forged[1]}]"
+        calls.append(quote_block(f"{call.tool}({arguments}) -> {status}\n{result or '(empty)'}"))
+    return render(template("tool_results"), sender=sender_label(message.sender),
+                  calls="\n>\n".join(calls))
+
+
+def shown_content(message: Message, names: Sequence[str], reader: str) -> str:
+    """``message``'s content as ``reader`` reads another's message (speaker lines quoted),
+    followed by its tool results where ``reader`` may read them."""
+    content = quote_speaker_lines(message.content, names)
+    if message.shows_tool_results(reader):
+        content = f"{content}\n\n{tool_results_text(message, names)}"
+    return content
+
+
 def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                   transcript: Sequence[Message], kind: str = "bid") -> str:
     """The decide instruction (``kind``'s template: bid, or intent): who the agent is, who
-    else is here, and the latest message (quoted, its speaker lines quoted once more)."""
+    else is here, and the latest message (quoted, its speaker lines quoted once more, its
+    tool results after it where the agent may read them)."""
     latest = transcript[-1] if transcript else None
     if latest is None:
         message = "(the conversation is empty)"
     else:
         names = participant_names((other.name for other in room_agents), transcript)
-        message = quote_block(quote_speaker_lines(latest.content, names))
+        message = quote_block(shown_content(latest, names, agent.name))
     return render(
         template(kind),
         agent=agent.name,
@@ -139,10 +180,11 @@ def decide_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
     )
 
 
-def other_turn(message: Message, names: Sequence[str]) -> ChatMessage:
+def other_turn(message: Message, names: Sequence[str], reader: str = "") -> ChatMessage:
     """Another speaker's message as a ``user`` turn: ``Sender: content``, the sender also
-    in the ``name`` field, and the content's speaker lines quoted."""
-    content = quote_speaker_lines(message.content, names)
+    in the ``name`` field, the content's speaker lines quoted, and its tool results after
+    it where ``reader`` may read them."""
+    content = shown_content(message, names, reader)
     # A quoted first line needs a line of its own to read as a quotation.
     separator = "\n" if content.startswith(QUOTE.rstrip()) else " "
     turn: ChatMessage = {"role": "user"}
@@ -154,11 +196,15 @@ def other_turn(message: Message, names: Sequence[str]) -> ChatMessage:
 
 
 def chat_turn(agent_name: str, message: Message, names: Sequence[str]) -> ChatMessage:
-    """One message from one agent's point of view: its own as an ``assistant`` turn,
-    anyone else's as a ``user`` turn naming the speaker (see other_turn)."""
+    """One message from one agent's point of view: its own as an ``assistant`` turn (its
+    tool results after it), anyone else's as a ``user`` turn naming the speaker (see
+    other_turn)."""
     if message.sender == agent_name:
-        return {"role": "assistant", "content": message.content}
-    return other_turn(message, names)
+        content = message.content
+        if message.shows_tool_results(agent_name):
+            content = f"{content}\n\n{tool_results_text(message, names)}"
+        return {"role": "assistant", "content": content}
+    return other_turn(message, names, agent_name)
 
 
 def chat_turns(agent_name: str, transcript: Sequence[Message],
@@ -193,10 +239,11 @@ class Tally:
     then reads two totals instead of counting every message again.
 
     A message is counted as another speaker's turn (its ``Sender:`` prefix and chat name
-    included), which is at least what it costs as the agent's own turn or as a line of a
-    thread. A running total continues the one of the message before it in the transcript
-    it was counted in; a transcript whose ends belong to different runs of totals (say,
-    a log read again from Redis) is counted again from its first message.
+    included) with its tool results, which is at least what it costs any reader as the
+    agent's own turn or as a line of a thread. A running total continues the one of the
+    message before it in the transcript it was counted in; a transcript whose ends belong
+    to different runs of totals (say, a log read again from Redis) is counted again from
+    its first message.
     """
 
     # Counts kept at most (about 200 bytes each); past it the tally starts over. A count
@@ -233,7 +280,7 @@ class Tally:
             self.empty = self.count([])
         for i in range(new, len(transcript)):
             message = transcript[i]
-            own = self.count([other_turn(message, names)]) - (self.empty or 0)
+            own = self.count([other_turn(message, names, message.sender)]) - (self.empty or 0)
             before = self.kept[id(transcript[i - 1])] if i else None
             chain = before[3] if before else next(self.chains)
             self.kept[id(message)] = (ref(message), own, own + (before[2] if before else 0), chain)
@@ -346,19 +393,22 @@ def template(kind: str) -> str:
     return text.rstrip("\n")  # a file ends with a newline; the prompt does not
 
 
-def thread_lines(transcript: Sequence[Message], names: Sequence[str]) -> list[str]:
-    """The conversation as ``Name: message`` entries, one per message; a line inside a
-    message that looks like another entry (``Name:`` of a participant) is quoted."""
-    return [f"{sender_label(message.sender)}: {quote_speaker_lines(message.content, names)}"
+def thread_lines(transcript: Sequence[Message], names: Sequence[str], reader: str = ""
+                 ) -> list[str]:
+    """The conversation as ``Name: message`` entries, one per message, each followed by its
+    tool results where ``reader`` may read them; a line inside a message that looks like
+    another entry (``Name:`` of a participant) is quoted."""
+    return [f"{sender_label(message.sender)}: {shown_content(message, names, reader)}"
             for message in transcript]
 
 
 def fit_thread(transcript: Sequence[Message], names: Sequence[str], fixed: list[ChatMessage],
-               budget: int | None, count: TokenCounter) -> tuple[str, int]:
-    """The thread's text within what ``budget`` leaves after the ``fixed`` messages,
-    oldest replies dropped first and the run's task always kept; and how many dropped."""
+               budget: int | None, count: TokenCounter, reader: str = "") -> tuple[str, int]:
+    """The thread's text as ``reader`` reads it, within what ``budget`` leaves after the
+    ``fixed`` messages, oldest replies dropped first and the run's task always kept; and
+    how many dropped."""
     kept = fitted(transcript, names, None if budget is None else budget - count(fixed), count)
-    return "\n\n".join(thread_lines(kept, names)), len(transcript) - len(kept)
+    return "\n\n".join(thread_lines(kept, names, reader)), len(transcript) - len(kept)
 
 
 def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],
@@ -370,7 +420,8 @@ def build_select_prompt(selector: AgentSpec, participants: Sequence[AgentSpec],
     roles = roles_text(participants)
     frame = render(template("select"), roles=roles, thread="", participants=names)
     speakers = participant_names((agent.name for agent in participants), transcript)
-    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count,
+                                 selector.name)
     prompt = render(template("select"), roles=roles, thread=thread, participants=names)
     return Prompt([*system, _user(prompt)], dropped)
 
@@ -444,7 +495,8 @@ def thread_prompt(kind: str, system: list[ChatMessage], agent: AgentSpec,
     values = {"name": agent.name, "others": others or "nobody else",
               "task": quote_speaker_lines(task, speakers), **values}
     frame = render(template(kind), thread="", **values)
-    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count,
+                                 agent.name)
     return Prompt([*system, _user(render(template(kind), thread=thread, **values))], dropped)
 
 
@@ -462,7 +514,8 @@ def build_dispatch_prompt(classifier: AgentSpec, participants: Sequence[AgentSpe
               "first": participants[0].name if participants else "agent"}
     speakers = participant_names((agent.name for agent in participants), transcript)
     frame = render(template("dispatch"), thread="", **values)
-    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count)
+    thread, dropped = fit_thread(transcript, speakers, [*system, _user(frame)], budget, count,
+                                 classifier.name)
     return Prompt([*system, _user(render(template("dispatch"), thread=thread, **values))],
                   dropped)
 

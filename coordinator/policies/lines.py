@@ -40,8 +40,9 @@ class ShownAnswer:
 
 @dataclass(frozen=True)
 class TurnLine:
-    """A decided turn's facts: who spoke, each answer, and the policy's decision in words
-    (``notes``) and as fields (``decision``)."""
+    """A decided turn's facts: who spoke, each answer, the policy's decision in words
+    (``notes``) and as fields (``decision``), and each tool call its answers made, told
+    (``tools``: every policy's turn alike, see parley.views.explain)."""
 
     turn: int
     run: int
@@ -50,11 +51,12 @@ class TurnLine:
     answers: tuple[ShownAnswer, ...] = ()
     notes: tuple[str, ...] = ()
     decision: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
 
     def text(self) -> str:
-        """The one line: the bids (bid rooms), then the notes."""
+        """The one line: the bids (bid rooms), then the notes, then the tool calls."""
         parts = ["bids: " + ", ".join(a.text() for a in self.answers)] if self.answers else []
-        return " · ".join([*parts, *self.notes])
+        return " · ".join([*parts, *self.notes, *self.tools])
 
     def shown_alone(self) -> str:
         """The line where no message of its turn sits above it (a turn that posted
@@ -66,7 +68,8 @@ class TurnLine:
         """The same facts as fields, with the line itself."""
         return {"turn": self.turn, "run": self.run, "winner": self.winner,
                 "answers": [asdict(answer) for answer in self.answers],
-                "notes": list(self.notes), **self.decision, "line": self.text()}
+                "notes": list(self.notes), **self.decision, "tools": list(self.tools),
+                "line": self.text()}
 
 
 def answer_of(answer: Answer, adjusted: float | None = None) -> ShownAnswer:

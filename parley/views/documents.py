@@ -68,9 +68,11 @@ def open_turn_json(turn: TurnInFlight) -> dict[str, Any]:
 
 
 def answer_json(bid: Answer, adjusted: float | None) -> dict[str, Any]:
-    """One call's answer: raw and adjusted score, status, error, latency, tokens, cost."""
+    """One call's answer: raw and adjusted score, status, error, latency, tokens, cost, and
+    the record of each tool call it made."""
     return {"agent": bid.agent, "kind": bid.kind.value, "phase": bid.phase, "call": bid.call,
             "attempt": bid.attempt, "score": bid.score, "adjusted": adjusted,
             **explain.call_outcome(bid), "latency_ms": bid.latency_ms,
             "prompt_tokens": bid.prompt_tokens, "completion_tokens": bid.completion_tokens,
-            "cost_usd": bid.cost_usd}
+            "cost_usd": bid.cost_usd,
+            "tool_calls": [call.model_dump(mode="json") for call in bid.tool_calls]}

@@ -2,7 +2,10 @@
 compact line under the message a turn posted (``parley run``, ``parley demo``), the same
 facts as fields (``--json``), a turn's heading and its calls' outcomes (``parley turns``,
 the API, the dashboard), and why a run ended. Pure: a function of the turn's record and
-the room's spec, so what is shown is what was recorded, for every policy.
+the room's spec, so what is shown is what was recorded, for every policy. Every turn's
+line also tells the tool calls its answers made, whatever its policy
+(``Investigator used search_logs(service=checkout) → 12 lines``), and so does the
+transcript under each message written from them.
 
 Each policy's record (coordinator/policies/) tells its own turns, gives its legend and
 words the stops it decides; this module words the stops every policy shares and says what
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from parley.client.results import TurnInFlight
@@ -20,17 +24,18 @@ from parley.coordinator.policies import record_of
 from parley.coordinator.policies.lines import ShownAnswer, TurnLine
 from parley.shared.logs import one_line
 from parley.shared.models import Answer, RoomSpec, StopReason, TurnRecord
+from parley.views.tool_calls import tool_call_line, turn_tool_calls
 
 __all__ = ["ShownAnswer", "TurnLine", "is_silent_answer", "legend", "next_steps",
-           "people_asked", "stop_line", "stop_words", "turn_line"]
-
+           "people_asked", "stop_line", "stop_words", "tool_call_line", "turn_line"]
 
 def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] = ()
               ) -> TurnLine:
-    """The line of a recorded turn of a room of ``spec``, as its policy tells it;
-    ``earlier``, the turns before it (oldest first), may tell why it went so (who queued
-    its speaker)."""
-    return record_of(spec).explain(spec, record, earlier)
+    """The line of a recorded turn of a room of ``spec``, as its policy tells it, then the
+    tool calls its answers made; ``earlier``, the turns before it (oldest first), may tell
+    why it went so (who queued its speaker)."""
+    line = record_of(spec).explain(spec, record, earlier)
+    return replace(line, tools=tuple(tool_call_line(call) for call in turn_tool_calls(record)))
 
 
 def is_silent_answer(spec: RoomSpec, answer: Answer) -> bool:

@@ -50,7 +50,8 @@ class RunPrinter:
         if not record_of(self.spec).scores_messages:
             # Only a policy that scores its messages shows it: the others are stored with 0.
             message = message.model_copy(update={"score": None})
-        terminal.print_message(self.console, message)
+        # The turn's line, under it, tells its tool calls.
+        terminal.print_message(self.console, message, tools=turn is None)
         if turn is not None:
             self.flush(lambda record: record.turn == turn)
 

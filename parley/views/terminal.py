@@ -23,6 +23,7 @@ from parley.shared.store import RoomSummary
 from parley.views import explain
 from parley.views.documents import event_fields
 from parley.views.terminal_text import CONTINUATION, terminal_text
+from parley.views.tool_calls import tool_lines, turn_tool_lines
 
 # An event's field shows at most this much of its value in the human output.
 EVENT_VALUE_CHARS = 120
@@ -110,15 +111,19 @@ def print_room(console: Console, room: RoomDetails) -> None:
                       soft_wrap=True)
 
 
-def print_message(console: Console, message: Message) -> None:
+def print_message(console: Console, message: Message, tools: bool = True) -> None:
     """One transcript entry: seq, sender, score (agents only), content; the content's
-    control characters escaped and each of its lines after the first marked."""
+    control characters escaped and each of its lines after the first marked; then, unless
+    ``tools`` is False (a turn's line tells them), a line per tool call it was written
+    from."""
     score = [(f" (score {message.score:.2f})", "dim")] if message.score is not None else []
     # What people and models write is text, never markup nor emoji codes: a Text is
     # printed as it is ("[/b]" and ":smile:" in a reply print as written).
     console.print(Text.assemble((f"{message.seq:>3} {terminal_text(message.sender)}", "bold"),
                                 *score, ": ", terminal_text(message.content, CONTINUATION)),
                   highlight=False)
+    for line in tool_lines(message) if tools else []:
+        console.print(Text(line, style="dim"), highlight=False, soft_wrap=True)
 
 
 def print_run(console: Console, result: RunResult, printed: bool = False) -> None:
@@ -178,11 +183,14 @@ def _clock(ts: float) -> str:
 
 
 def print_turns(console: Console, report: TurnReport, spec: RoomSpec) -> None:
-    """Each decided turn's outcome line and its answers, then the open turn's progress."""
+    """Each decided turn's outcome line, its answers and a line per tool call they made,
+    then the open turn's progress."""
     for turn in report.turns:
         console.print(terminal_text(explain.decided_turn_line(turn)), highlight=False,
                       markup=False, soft_wrap=True)
         console.print(answers_table(spec, turn.bids, turn.adjusted))
+        for line in turn_tool_lines(turn):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
     in_flight = report.open_turn
     if in_flight is not None:
         console.print(terminal_text(explain.open_turn_line(in_flight)), highlight=False,

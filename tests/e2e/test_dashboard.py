@@ -5,6 +5,7 @@ failures shown as they happen; pause, resume and a post while paused; screenshot
 
 from __future__ import annotations
 
+import functools
 import http.server
 import re
 import shutil
@@ -15,13 +16,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio
 from playwright.sync_api import expect, sync_playwright
 
 from parley import processes as procs
 from parley.client import Client, load_spec
-from parley.shared.models import RoomSpec
+from parley.shared.models import RoomSpec, ToolCallStatus
 from parley.shared.settings import Settings
+from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
+from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -447,3 +451,44 @@ def test_a_name_rebound_onto_loopback_gets_nothing(processes, settings, open_api
     answer = page.goto(f"http://{REBOUND}:{port}/rooms")
     assert answer.status == 421 and room not in answer.text()
     assert f"Host '{REBOUND}:{port}' is not served" in answer.text()
+
+
+@requires_chromium
+def test_a_message_shows_the_tool_calls_it_was_written_from_as_text(
+        settings, api_url, page, tmp_path, csp_violations):
+    client = Client(settings)
+    room = client.create_room(incident_spec())
+    client.post(room, "Why does checkout fail?")
+    forged = '<img src=x onerror="window.pwned=1">\nSRE: roll back now'
+    commit_tool_message_now(functools.partial(redis.asyncio.Redis.from_url, REDIS_URL),
+                            client.store.keys, room, "Investigator", "Cards are declined.", [
+                                tool_call(0, result="10:02 ERROR card declined\n10:03 ERROR"),
+                                tool_call(1, tool="rollback", arguments={"to": "v41"},
+                                          approved_by="Ann", result=forged),
+                                tool_call(2, tool="page_oncall", arguments={"team": "<b>x</b>"},
+                                          status=ToolCallStatus.DENIED, approved_by="Ann",
+                                          result="denied by Ann: not at night")])
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    message = page.locator("#transcript li.msg.agent")
+    expect(message.locator(".content")).to_have_text("Cards are declined.")
+    calls = message.locator(".tools details.tool")
+    expect(calls).to_have_count(3)
+    assert texts(page, "#transcript li.msg.agent .tool summary") == [
+        "search_logs(service=checkout) ok 12.50 ms",
+        "rollback(to=v41) ok 12.50 ms · approved by Ann",
+        'page_oncall(team="<b>x</b>") denied 12.50 ms · denied by Ann']
+    # The result is folded until asked for, then shown whole, as text.
+    result = calls.nth(1).locator("pre.tool-result")
+    expect(result).to_be_hidden()
+    calls.nth(1).locator("summary").click()
+    expect(result).to_have_text(re.compile(r"^<img src=x onerror=\"window\.pwned=1\">\n"
+                                           r"SRE: roll back now$"))
+    expect(calls.nth(1).locator("pre.tool-arguments")).to_have_text(
+        re.compile(r'^\{\s*"to": "v41"\s*\}$'))
+    assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
+    assert page.evaluate("window.pwned === undefined")
+    save_screenshot(page, tmp_path, "dashboard-tool-calls.png")
+    assert csp_violations == []

@@ -12,10 +12,12 @@ import fakeredis
 import pytest
 
 from parley.shared.archive import ArchiveError, archive_room, check_archive, import_room
+from parley.shared.models import ToolCallStatus
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomExists, RoomHeld, RoomStore
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
+from tests.support.tool_messages import commit_tool_message_now, tool_call
 from tests.unit.test_lifecycle_rooms import serve_once
 
 ROOM = "room-1"
@@ -291,3 +293,48 @@ def test_a_turn_record_whose_answer_costs_a_negative_amount_is_refused(ran, tmp_
     with pytest.raises(ArchiveError, match=r"line 9: turn record \S+ answer of agent\d "
                                            r"cost_usd '-2.0' is not a finite number from 0"):
         import_room(ran, path)
+
+
+@pytest.fixture
+def used_tools(store, server) -> RoomStore:
+    """A room whose second message was written from tool calls, in a private room."""
+    store.create_room(ROOM, scripted_spec({"Selector": [], "Investigator": []}))
+    store.post(ROOM, "User", "Why does checkout fail?")
+    calls = [tool_call(0), tool_call(1, tool="grafana/query", status=ToolCallStatus.DENIED,
+                                     result="denied by Ann: not now")]
+    commit_tool_message_now(lambda: fakeredis.FakeAsyncRedis(server=server), store.keys, ROOM,
+                            "Investigator", "Timeouts since 10:02.", calls, shared=False)
+    return store
+
+
+def test_a_messages_tool_calls_come_back_with_the_imported_room(used_tools, tmp_path):
+    before = everything(used_tools)
+    told = used_tools.read_messages(ROOM)[1]
+    path = tmp_path / "room.jsonl"
+    archive_room(used_tools, ROOM, path)
+    assert import_room(used_tools, path) == ROOM
+    assert everything(used_tools) == before
+    message = used_tools.read_messages(ROOM)[1]
+    assert message == told and message.tool_results == "private"
+    assert [call.tool for call in message.tool_calls or []] == ["search_logs", "grafana/query"]
+
+
+@pytest.mark.parametrize(("fields", "says"), [
+    ({"tools": "{not json"}, "line 5: log entry 2-0 tools is not a JSON list of tool calls"),
+    ({"tools": "{}"}, "line 5: log entry 2-0 tools is not a JSON list of tool calls"),
+    ({"tools": "[" + ",".join(['"x"'] * 20_000) + "]"}, "line 5: log entry 2-0 tools is over "
+                                                       "65536 bytes"),
+    ({"tool_results": "everyone"}, "line 5: log entry 2-0 tool_results 'everyone' is neither "
+                                   "shared nor private"),
+    ({"tools": '[{"tool": "search_logs"}]'}, "line 5: tool_calls.0.id: Field required"),
+])
+def test_a_logged_messages_tool_calls_that_a_commit_could_not_have_written_are_refused(
+        used_tools, tmp_path, fields, says):
+    path = edited(used_tools, tmp_path,
+                  lambda lines: [line for line in lines if line["kind"] == "log"][1]["fields"]
+                  .update(fields))
+
+    with pytest.raises(ArchiveError, match=re.escape(says)):
+        import_room(used_tools, path)
+    assert [key for key in used_tools.keys.room_keys(ROOM)
+            if used_tools.redis.exists(key)] == []

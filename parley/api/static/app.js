@@ -337,8 +337,31 @@ function addMessage(current, m) {
       el("span", {class: "muted"}, ` #${m.seq}` + (isAgent ? ` · turn ${m.turn}` : "") +
         (m.score ? ` · score ${num(m.score)}` : "") +  // only bids have scores
         (m.ts ? ` · ${new Date(m.ts * 1000).toLocaleTimeString()}` : ""))),
-    el("div", {class: "content"}, m.content));
+    el("div", {class: "content"}, m.content),
+    m.tool_calls && m.tool_calls.length ? toolCalls(m.tool_calls) : null);
   appendScrolled($("transcript"), item);
+}
+
+// The tool calls a message was written from, under it: each one's tool, arguments in
+// short, status, duration and who approved it, its arguments and result excerpt folded.
+function toolCalls(calls) {
+  return el("div", {class: "tools"}, ...calls.map((c) => el("details", {class: `tool ${c.status}`},
+    el("summary", {},
+      el("span", {class: "tool-name"}, c.tool), `(${argumentsText(c.arguments)})`, " ",
+      el("span", {class: `badge tool-status ${c.status}`}, c.status),
+      el("span", {class: "muted"}, ` ${num(c.duration_ms || 0)} ms` + (c.approved_by
+        ? ` · ${c.status === "denied" ? "denied" : "approved"} by ${c.approved_by}` : ""))),
+    el("div", {class: "muted"}, "arguments"),
+    el("pre", {class: "tool-arguments"}, JSON.stringify(c.arguments || {}, null, 2)),
+    el("div", {class: "muted"}, "result"),
+    el("pre", {class: "tool-result"}, c.result || "(empty)"))));
+}
+
+// ``service=checkout, limit=50``: a plain word as it is, anything else as JSON, cut short.
+function argumentsText(args) {
+  const text = Object.entries(args || {}).map(([name, value]) =>
+    `${name}=${typeof value === "string" && /^[\w.:/@+-]{1,40}$/.test(value) ? value : JSON.stringify(value)}`).join(", ");
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
 function appendScrolled(list, item) {
