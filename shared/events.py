@@ -46,6 +46,12 @@ type                    written by                          fields
                         run_ended), when the floor:*        speak queue after the change
                         fields they set change it (the      (JSON lists, flags 1/0)
                         mention record's ``watched``)
+``tool_approval_         request_approval.lua (the worker,   approval_id (the tool call's id),
+requested``             as a tool call waits for a person;  agent, tool, arguments (JSON),
+                        once per id)                        turn, phase, expires_at
+``tool_approval_         answer_approval.lua (a person's     approval_id, agent, tool, status
+answered``              answer, or the wait timing out)     (approved, denied, timed_out),
+                                                            approved (1/0), by, reason
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -130,6 +136,8 @@ class EventType(StrEnum):
     ROOM_RESUMED = "room_resumed"  # the room was resumed where it was
     QUEUE_CHANGED = "queue_changed"  # a mention room's speak queue changed
     MESSAGE_CHUNK = "message_chunk"  # a piece of a message a call is writing
+    TOOL_APPROVAL_REQUESTED = "tool_approval_requested"  # a tool call waits for a person
+    TOOL_APPROVAL_ANSWERED = "tool_approval_answered"  # approved, denied, or timed out
 
 
 class Event(BaseModel):
@@ -257,6 +265,37 @@ class MessageChunk(Event):
     text: str = ""
 
 
+class ToolApprovalRequested(Event):
+    """request_approval.lua (the worker): tool call ``approval_id`` of ``agent`` (phase ``phase`` of
+    turn ``turn``) waits for an approver until ``expires_at``."""
+
+    approval_id: str
+    agent: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    turn: int
+    phase: int = 0
+    expires_at: float = 0.0
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _from_json(cls, value: Any) -> Any:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+class ToolApprovalAnswered(Event):
+    """answer_approval.lua: approval ``approval_id`` was answered ``status`` by ``by`` (with
+    ``reason``), or timed out."""
+
+    approval_id: str
+    agent: str = ""
+    tool: str = ""
+    status: str
+    approved: bool = False
+    by: str = ""
+    reason: str = ""
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -270,6 +309,8 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.ROOM_RESUMED: RoomResumed,
     EventType.QUEUE_CHANGED: QueueChanged,
     EventType.MESSAGE_CHUNK: MessageChunk,
+    EventType.TOOL_APPROVAL_REQUESTED: ToolApprovalRequested,
+    EventType.TOOL_APPROVAL_ANSWERED: ToolApprovalAnswered,
 }
 
 

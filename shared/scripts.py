@@ -10,7 +10,7 @@ from typing import Any
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
-    "cancel", "delete", "floor_op", "write_chunk",
+    "cancel", "delete", "floor_op", "write_chunk", "request_approval", "answer_approval",
 )
 
 
@@ -57,3 +57,5 @@ class Scripts:
     delete: Any
     floor_op: Any
     write_chunk: Any
+    request_approval: Any
+    answer_approval: Any
