@@ -80,19 +80,24 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
                          "(PARLEY_MESSAGE_MAX_BYTES)")
 
 
-# Fields only some failures carry: written only when set, so an answer costs no more.
-ONLY_WHEN_SET = frozenset({"error_variable"})
+# Fields only some answers carry: written only when set, so an answer costs no more.
+ONLY_WHEN_SET = frozenset({"error_variable", "tool_calls"})
 
 
 def answer_fields(answer: Answer) -> dict[str, str]:
-    """A call's answer as answers (bids) stream fields."""
-    return {name: _plain(value) for name, value in answer.model_dump().items()
+    """A call's answer as answers (bids) stream fields (its tool calls as a JSON list)."""
+    fields = answer.model_dump(exclude={"tool_calls"})
+    fields["tool_calls"] = orjson.dumps(answer.model_dump(mode="json")["tool_calls"]).decode() \
+        if answer.tool_calls else ""
+    return {name: _plain(value) for name, value in fields.items()
             if value or name not in ONLY_WHEN_SET}
 
 
 def answer_from_fields(fields: dict[Any, Any]) -> Answer:
     """An answers (bids) stream entry as an Answer."""
-    return Answer.model_validate(decode_fields(fields))
+    data = decode_fields(fields)
+    data["tool_calls"] = orjson.loads(data.get("tool_calls") or "[]")
+    return Answer.model_validate(data)
 
 
 def _plain(value: Any) -> str:

@@ -27,7 +27,7 @@ CALL = "3.1.2.1.0"
 
 def approval_spec() -> RoomSpec:
     """Two scripted agents, A calling search_logs under approval; alice and bob approve."""
-    spec = scripted_spec({"A": [], "B": []}).model_dump()
+    spec = scripted_spec({"A": [], "B": []}, bid_mode="intent").model_dump()
     spec["agents"][0].update(tools=["search_logs"], approve=["search_logs"])
     spec["approvers"] = ["alice", "Bob"]
     return RoomSpec.model_validate(spec)
