@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -12,6 +12,7 @@ from parley.cli.common import JsonFlag, print_json
 from parley.cli.errors import friendly
 from parley.shared.approvals import Approval, describe_call
 from parley.shared.models import SEED_SENDER
+from parley.views.documents import approval_json
 from parley.views.terminal_text import terminal_text
 
 app = typer.Typer()
@@ -61,9 +62,3 @@ def approval_lines(pending: list[Approval], now: float) -> list[str]:
     return [f"{a.id}  {a.agent}  {describe_call(a.tool, a.arguments)}  waiting "
             f"{now - a.requested_at:.0f}s ({max(0.0, a.expires_at - now):.0f}s left)"
             for a in pending]
-
-
-def approval_json(approval: Approval) -> dict[str, Any]:
-    """An approval as JSON, with how long it has waited (or waited) in seconds."""
-    end = approval.answered_at if approval.answered_at is not None else time.time()
-    return {**approval.model_dump(mode="json"), "waiting_s": round(end - approval.requested_at, 3)}
