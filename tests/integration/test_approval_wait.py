@@ -5,8 +5,6 @@ down and a turn that ended stop the wait."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +18,9 @@ from parley.shared.models import RoomSpec, ToolCallRecord
 from parley.shared.store import RoomStore
 from parley.workers import deadlines
 from parley.workers.tools.approvals import ApprovalVerdict, ApprovalWaitStopped, await_approval
+from tests.conftest import REDIS_URL
 from tests.integration.test_approval_scripts import approval_spec
+from tests.support.commands import run_parley
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.redis
@@ -81,17 +81,15 @@ def test_an_approval_from_another_thread_ends_the_wait_at_once(store: RoomStore)
     assert 0.3 <= verdict.waited_s < 2.0
 
 
-def test_a_denial_from_another_process_is_the_tools_result(store: RoomStore,
-                                                          keys: Keys) -> None:
+def test_a_denial_by_parley_approve_in_another_process_is_the_tools_result(
+        store: RoomStore, keys: Keys) -> None:
     thread, outcome = wait_in_thread(store, spec_waiting(60))
     wait_until(lambda: pending(store), 10, "the request")
-    answer = ("import redis, sys; from parley.shared.keys import Keys; "
-              "from parley.shared.store import RoomStore; "
-              f"store = RoomStore(redis.Redis.from_url(sys.argv[1]), Keys({keys.prefix!r})); "
-              f"store.approvals.answer({ROOM!r}, {CALL.id!r}, approve=False, by='bob', "
-              "reason='not in production')")
-    url = "redis://{host}:{port}/{db}".format(**store.redis.connection_pool.connection_kwargs)
-    subprocess.run([sys.executable, "-c", answer, url], check=True, timeout=60)
+    denied = run_parley({"PARLEY_REDIS_URL": REDIS_URL, "PARLEY_KEY_PREFIX": keys.prefix},
+                        "approve", ROOM, "3.1", "--deny", "--as", "bob", "--reason",
+                        "not in production")
+    assert (denied.returncode, denied.stdout) == (
+        0, f"denied search_logs(service=checkout) in room {ROOM} as Bob\n")
     thread.join(10)
     (verdict,) = outcome
     assert not verdict.approved
