@@ -56,8 +56,9 @@ local expires_at = tonumber(record[7]) or 0
 local outcome, reason = 'answered', ARGV[4]
 if now >= expires_at then
   outcome, verdict, by = 'timed_out', 'timed_out', ''
-  reason = 'no approver answered within '
-    .. string.format('%g', expires_at - (tonumber(record[6]) or 0)) .. 's'
+  -- The wait it was given, to the millisecond (its two times are written to the µs).
+  local waited = math.floor((expires_at - (tonumber(record[6]) or 0)) * 1000 + 0.5) / 1000
+  reason = 'no approver answered within ' .. string.format('%g', waited) .. 's'
 elseif verdict == 'timed_out' then
   return {'early', unpack(record)}
 end
