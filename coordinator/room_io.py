@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Lease, LeaseLost
 from parley.coordinator.policies.base import POSTED, Decision, WatchedState
+from parley.shared.approvals import Approval, approval_from_values, field_names
 from parley.shared.keys import Keys
 from parley.shared.models import (
     Answer,
@@ -201,6 +202,25 @@ class RoomIO:
         reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
         return [(decode(entry_id), answer_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
+
+    async def read_approvals(self, room: str, turn: int, phase: int, since: float
+                             ) -> list[Approval]:
+        """The approvals of ``phase`` of ``turn``: the pending ones, and those answered
+        since ``since`` (unix s; the turn's opening)."""
+        pending = await self.redis.zrange(self.keys.approvals_open(room), 0, -1)
+        answered = await self.redis.zrangebyscore(self.keys.approvals_done(room),
+                                                  int(since * 1000), "+inf")
+        prefix = f"{turn}.{phase}."
+        ids = [decode(member) for member in [*pending, *answered]]
+        ids = [approval_id for approval_id in ids if approval_id.startswith(prefix)]
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for approval_id in ids:
+            pipe.hmget(self.keys.approvals(room), field_names(approval_id))
+        return [approval_from_values(approval_id, values)
+                for approval_id, values in zip(ids, await pipe.execute(), strict=True)
+                if values[7]]
 
     async def commit(self, lease: Lease, record: TurnRecord, decision: Decision,
                      turns_maxlen: int, watched: WatchedState | None = None,

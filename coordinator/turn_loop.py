@@ -17,6 +17,7 @@ from parley.coordinator.policies.budget import Left, has_limits, left_of, not_ma
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
+from parley.shared.approvals import held_seconds
 from parley.shared.logs import one_line
 from parley.shared.models import (
     Answer,
@@ -44,6 +45,8 @@ MOST_UNREAD = 256
 # How often a turn whose calls are cut on listening looks for its agent being set to only
 # listen.
 LISTEN_POLL_MS = 250
+# How often a turn held for a pending approval looks at it again.
+APPROVAL_POLL_S = 1.0
 
 
 @dataclass
@@ -226,9 +229,17 @@ class RoomRunner:
         asked once more)."""
         room = self.lease.room
         await self.fan_out(turn, phase, calls, inbox)
+        sent_deadline = turn.deadline  # the deadline the calls were sent with
         asked_again = False
         while inbox.missing(phase, calls):
             block_ms = int((turn.deadline - time.time()) * 1000)
+            if block_ms <= 0:
+                held = await self.held_deadline(turn, phase, sent_deadline)
+                if held > turn.deadline:
+                    if turn.deadline <= sent_deadline:
+                        log.info("turn_held", room=room, turn=turn.number, phase=phase)
+                    turn = replace(turn, deadline=held)
+                    block_ms = int((held - time.time()) * 1000)
             if calls.kind in self.policy.cut_on_listen:
                 await self.cut_listening(phase, calls, inbox)
                 if not inbox.missing(phase, calls):
@@ -239,6 +250,7 @@ class RoomRunner:
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_given_time_again", room=room, turn=turn.number, phase=phase)
                 await self.fan_out(turn, phase, calls, inbox)
+                sent_deadline = turn.deadline
                 continue
             if block_ms <= 0 and inbox.unanswered(phase, calls) and not asked_again:
                 # Nobody answered the phase: a worker killed while holding its only task must
@@ -247,12 +259,29 @@ class RoomRunner:
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_asked_again", room=room, turn=turn.number, phase=phase)
                 await self.fan_out(turn, phase, calls, inbox)
+                sent_deadline = turn.deadline
                 asked_again = True
                 continue
             if block_ms <= 0:
                 break
             inbox.keep(await self.io.wait_answers(room, inbox.cursor, block_ms))
         inbox.time_out(phase, calls)
+
+    async def held_deadline(self, turn: OpenTurn, phase: int, sent_deadline: float) -> float:
+        """The phase's deadline held for its approvals: the calls' deadline plus the time
+        a tool call of theirs waited for a person (the waiting call holds its own deadline
+        as long), so that a call still has the rest of its time once answered. While one is
+        pending it holds at least another slice: the loop looks again then, the records
+        telling it how long the wait was (a takeover reads the same records)."""
+        approvals = await self.io.read_approvals(self.lease.room, turn.number, phase,
+                                                 turn.opened_at)
+        if not approvals:
+            return sent_deadline
+        now = time.time()
+        held = sent_deadline + held_seconds(approvals, now)
+        if any(approval.pending_at(now) for approval in approvals):
+            held = max(held, now + APPROVAL_POLL_S)
+        return held
 
     async def cut_listening(self, phase: int, calls: Calls, inbox: TurnAnswers) -> None:
         """A call whose agent was set to only listen since the turn opened is cut (a

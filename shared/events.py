@@ -53,6 +53,12 @@ type                    written by                          fields
 ``tool_result``         tool_journal.lua (the worker, as    id, agent, tool, status,
                         the call's result replaces its      duration_ms, result (its first 200
                         start)                              characters)
+``tool_approval_         request_approval.lua (the worker,   approval_id (the tool call's id),
+requested``             as a tool call waits for a person;  agent, tool, arguments (JSON),
+                        once per id)                        turn, phase, expires_at
+``tool_approval_         answer_approval.lua (a person's     approval_id, agent, tool, status
+answered``              answer, or the wait timing out)     (approved, denied, timed_out),
+                                                            approved (1/0), by, reason
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -150,6 +156,8 @@ class EventType(StrEnum):
     MESSAGE_CHUNK = "message_chunk"  # a piece of a message a call is writing
     TOOL_CALLED = "tool_called"  # a call's model asked for a tool call, which starts
     TOOL_RESULT = "tool_result"  # a tool call ended: its status and result
+    TOOL_APPROVAL_REQUESTED = "tool_approval_requested"  # a tool call waits for a person
+    TOOL_APPROVAL_ANSWERED = "tool_approval_answered"  # approved, denied, or timed out
 
 
 class Event(BaseModel):
@@ -299,6 +307,35 @@ class ToolResult(Event):
     status: ToolCallStatus
     duration_ms: float = 0.0
     result: str = ""
+class ToolApprovalRequested(Event):
+    """request_approval.lua (the worker): tool call ``approval_id`` of ``agent`` (phase ``phase`` of
+    turn ``turn``) waits for an approver until ``expires_at``."""
+
+    approval_id: str
+    agent: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    turn: int
+    phase: int = 0
+    expires_at: float = 0.0
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _from_json(cls, value: Any) -> Any:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+class ToolApprovalAnswered(Event):
+    """answer_approval.lua: approval ``approval_id`` was answered ``status`` by ``by`` (with
+    ``reason``), or timed out."""
+
+    approval_id: str
+    agent: str = ""
+    tool: str = ""
+    status: str
+    approved: bool = False
+    by: str = ""
+    reason: str = ""
 
 
 _KNOWN_TYPES = frozenset(EventType)
@@ -316,6 +353,8 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.MESSAGE_CHUNK: MessageChunk,
     EventType.TOOL_CALLED: ToolCalled,
     EventType.TOOL_RESULT: ToolResult,
+    EventType.TOOL_APPROVAL_REQUESTED: ToolApprovalRequested,
+    EventType.TOOL_APPROVAL_ANSWERED: ToolApprovalAnswered,
 }
 
 

@@ -105,6 +105,20 @@ key                       type    holds                                       wr
 ``{R}:tool_done:<id>``    list    a wake-up pushed when tool call ``<id>``'s    workers (Lua) /
                                   result is in the journal (a ``queue=``        the calling worker
                                   tool's caller blocks on it); PX 10 min
+``{R}:approvals``         hash    the tool calls that wait or waited for a    workers, client
+                                  person, flat fields ``<id>:<field>`` (the   (Lua) /
+                                  id: the tool call's,                        coordinator,
+                                  turn.phase.call.round.index; the fields:    client, dashboards
+                                  agent, tool, arguments (JSON), turn,
+                                  phase, requested_at, expires_at, status
+                                  (pending, approved, denied, timed_out),
+                                  by, reason, answered_at); the newest 1,000
+                                  answered ones are kept
+``{R}:approvals_open``    zset    the ids of the pending approvals, by        workers, client
+                                  requested_at (ms)                           (Lua) / all
+``{R}:approvals_done``    zset    the ids of the answered ones, by            workers, client
+                                  answered_at (ms): past 1,000 the oldest     (Lua)
+                                  go, their fields with them
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -215,6 +229,17 @@ class Keys:
     def tool_done(self, room: str, call_id: str) -> str:
         """Pushed once tool call ``call_id`` has its result (it expires on its own)."""
         return self._room(room, f"tool_done:{call_id}")
+    def approvals(self, room: str) -> str:
+        """The room's approval records: tool calls that wait or waited for a person."""
+        return self._room(room, "approvals")
+
+    def approvals_open(self, room: str) -> str:
+        """The ids of the room's pending approvals, by when they were asked."""
+        return self._room(room, "approvals_open")
+
+    def approvals_done(self, room: str) -> str:
+        """The ids of the room's answered approvals, by when they were answered."""
+        return self._room(room, "approvals_done")
 
     def room_keys(self, room: str) -> list[str]:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
@@ -222,7 +247,8 @@ class Keys:
         return [self.lease(room), self.state(room), self.inbox(room), self.spec(room),
                 self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
                 self.floor_ops(room), self.events(room), self.answer_ids(room),
-                self.tools(room), self.tool_ids(room)]
+                self.tools(room), self.tool_ids(room),
+                self.approvals(room), self.approvals_open(room), self.approvals_done(room)]
 
     @property
     def rooms(self) -> str:

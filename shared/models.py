@@ -291,6 +291,15 @@ class AgentSpec(Strict):
         return kwargs
 
     @model_validator(mode="after")
+    def _approve_only_its_tools(self) -> AgentSpec:
+        unknown = next((name for name in self.approve if not names_tool(self.tools, name)),
+                       None)
+        if unknown is not None:
+            raise ValueError(f"approve names {unknown!r}, which is not one of the agent's "
+                             f"tools ({', '.join(self.tools) or 'none'})")
+        return self
+
+    @model_validator(mode="after")
     def _script_only_for_scripted(self) -> AgentSpec:
         if self.model == SCRIPTED_MODEL and self.script is None:
             raise ValueError("a scripted agent needs a script (a list of entries)")
@@ -535,6 +544,31 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+def names_tool(tools: list[str], name: str) -> bool:
+    """True when ``tools`` (an agent's, as a spec names them) cover the tool ``name``: by
+    its name, or as one of an MCP server's by ``<server>/*``."""
+    server, slash, _ = name.partition("/")
+    return name in tools or bool(slash) and f"{server}/*" in tools
+
+
+def check_approvers(approvers: list[str], agents: tuple[str, ...]) -> None:
+    """A room's approvers are people's names (as a post's sender), each once, and none
+    reads as one of its ``agents``; else ValueError naming the first that is wrong."""
+    for name in approvers:
+        try:
+            check_person_name(name)
+        except ValueError as error:
+            raise ValueError(f"approvers: {error}") from None
+    duplicates = repeated_names(approvers)
+    if duplicates:
+        raise ValueError(f"approvers names a person twice: {', '.join(duplicates)}")
+    skeletons = {name_skeleton(name) for name in agents}
+    taken = next((name for name in approvers if name_skeleton(name) in skeletons), None)
+    if taken is not None:
+        raise ValueError(f"approvers names {taken!r}, which is an agent of the room: an "
+                         "approver is a person")
+
+
 def repeated_names(names: list[str]) -> list[str]:
     """The names (as written) that another name repeats to a reader (the same
     name_skeleton: ``Budget Checker`` and ``Budget_Checker``, ``Vem`` and ``Vern``): a
@@ -672,6 +706,16 @@ class RoomSpec(Strict):
     def _mention_names_known(self) -> RoomSpec:
         if isinstance(self.policy, MentionPolicy):
             check_mention_names(self.policy, self.agent_names)
+        return self
+
+    @model_validator(mode="after")
+    def _approvers_are_people(self) -> RoomSpec:
+        check_approvers(self.approvers, self.agent_names)
+        waiting = next((agent for agent in self.agents if agent.approve), None)
+        if waiting is not None and not self.approvers:
+            raise ValueError(f"agent {waiting.name!r} has tools to approve "
+                             f"({', '.join(waiting.approve)}) but the room has no approvers: "
+                             "list the people who answer in approvers: [...]")
         return self
 
     @model_validator(mode="after")

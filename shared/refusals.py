@@ -21,6 +21,9 @@ code             the script refused because
 ``BADPAYLOAD``   the commit's payload is not as its header says
 ``BADSTATE``     a stored counter or total the script would change is not a number
 ``OVERFLOW``     a count the script would move would reach its limit, 10^14
+``NOAPPROVAL``   the room has no approval of that id
+``NOTAPPROVER``  the person answering an approval is not on the spec's ``approvers``
+                 (the detail: the roster)
 ===============  ===================================================================
 """
 
@@ -50,6 +53,8 @@ class Refusal(StrEnum):
     BAD_PAYLOAD = "BADPAYLOAD"
     BAD_STATE = "BADSTATE"
     OVERFLOW = "OVERFLOW"
+    NO_APPROVAL = "NOAPPROVAL"
+    NOT_APPROVER = "NOTAPPROVER"
 
 
 # Refusals of a fenced write that mean its coordinator no longer serves the room.

@@ -10,7 +10,8 @@ from typing import Any
 SCRIPT_NAMES = (
     "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
-    "cancel", "delete", "floor_op", "write_chunk", "tool_journal",
+    "cancel", "delete", "floor_op", "write_chunk", "tool_journal", "request_approval",
+    "answer_approval",
 )
 
 
@@ -58,3 +59,5 @@ class Scripts:
     floor_op: Any
     write_chunk: Any
     tool_journal: Any
+    request_approval: Any
+    answer_approval: Any

@@ -23,6 +23,7 @@ import orjson
 import redis
 from pydantic import BaseModel
 
+from parley.shared.approvals import ApprovalBook
 from parley.shared.events import Event, answer_event_fields, event_from_entry
 from parley.shared.keys import Keys, check_room_id
 from parley.shared.models import (
@@ -171,6 +172,7 @@ class RoomStore:
         self.events_maxlen = events_maxlen
         self.max_agents = max_agents
         self.scripts = Scripts(client)
+        self.approvals = ApprovalBook(client, keys, self.scripts, events_maxlen)
 
     def create_room(self, room: str, spec: RoomSpec) -> None:
         """Store a new room's spec and idle state (its totals at 0), in one script; raise

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from parley.client.speak_queue import DiscussionOver
+from parley.shared.approvals import ApprovalClosed, ApprovalNotFound, NotAnApprover
 from parley.shared.logs import one_line
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
@@ -24,6 +25,9 @@ log = structlog.get_logger("parley.api")
 # Checked in order: the first class an error is an instance of gives its status.
 STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (RoomNotFound, 404),
+    (ApprovalNotFound, 404),
+    (NotAnApprover, 403),
+    (ApprovalClosed, 409),
     (RoomExists, 409),
     (RoomHeld, 409),
     (RoomChanged, 409),

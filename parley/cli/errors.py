@@ -19,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from parley.client.results import RunTimeout
+from parley.shared.approvals import ApprovalNotFound, NotAnApprover
 from parley.shared.logs import one_line
 from parley.shared.settings import get_settings, redact_url
 from parley.shared.store import RoomExists, RoomNotFound
@@ -113,7 +114,8 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
             message = full_redis(get_settings().redis_url)
         except ValidationError as error:
             message = describe_invalid(error)
-        except (CliError, RoomNotFound, RoomExists, ValueError) as error:
+        except (CliError, RoomNotFound, RoomExists, ApprovalNotFound, NotAnApprover,
+                ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
         print(f"parley: {terminal_text(message)}", file=sys.stderr)

@@ -12,6 +12,7 @@ import redis
 
 from parley.client import following, speak_queue
 from parley.client.results import RoomDetails, RunResult, RunTimeout, StreamReport
+from parley.shared.approvals import Approval
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
@@ -187,6 +188,24 @@ class Client:
                   for name, cap in caps.items()}
         report["log"].first_seq = first[0].seq if first else None
         return report
+
+    def approvals(self, room: str) -> list[Approval]:
+        """The room's tool calls waiting for an approver, oldest first."""
+        self.store.read_state(room)  # no such room: RoomNotFound, not an empty list
+        return self.store.approvals.pending(room)
+
+    def answered_approvals(self, room: str, last: int = 100) -> list[Approval]:
+        """The room's ``last`` answered (or timed out) approvals, newest first."""
+        self.store.read_state(room)
+        return self.store.approvals.answered(room, last)
+
+    def approve(self, room: str, approval_id: str, approve: bool = True, by: str = SEED_SENDER,
+                reason: str = "") -> Approval:
+        """Approve (or deny) a pending tool call as the approver ``by``; ``approval_id`` may
+        be a unique prefix of a pending one's id. Returns the approval as answered."""
+        self.store.read_state(room)
+        found = self.store.approvals.find(room, approval_id)
+        return self.store.approvals.answer(room, found.id, approve, by, reason)
 
     def pause(self, room: str) -> bool:
         """Pause the room: no new turn opens (a turn in flight finishes) and posts wait in

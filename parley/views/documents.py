@@ -3,9 +3,11 @@ turns. Each is what both the CLI and the API answer, built in one place."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from parley.client.results import RunResult, TurnInFlight, TurnReport
+from parley.shared.approvals import Approval
 from parley.shared.events import Event
 from parley.shared.models import Answer, Message, TurnRecord
 from parley.views import explain
@@ -76,3 +78,11 @@ def answer_json(bid: Answer, adjusted: float | None) -> dict[str, Any]:
             "prompt_tokens": bid.prompt_tokens, "completion_tokens": bid.completion_tokens,
             "cost_usd": bid.cost_usd,
             "tool_calls": [call.model_dump(mode="json") for call in bid.tool_calls]}
+
+
+def approval_json(approval: Approval, now: float | None = None) -> dict[str, Any]:
+    """An approval as ``parley approvals --json`` gives it, with how long it waited (or
+    has waited by ``now``), in seconds."""
+    end = approval.answered_at if approval.answered_at is not None else now or time.time()
+    return {**approval.model_dump(mode="json"),
+            "waiting_s": round(end - approval.requested_at, 3)}

@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium against `parley api` and real coordinator and worker
 processes: a scripted room posted to from the page, its messages, answers, floor share and
-failures shown as they happen; pause, resume and a post while paused; screenshots kept.
+failures shown as they happen; pause, resume and a post while paused; tool calls waiting
+for a person approved and denied from the page; screenshots kept.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from parley.shared.models import RoomSpec, ToolCallStatus
 from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
+from tests.support.rooms import scripted_spec
 from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -491,4 +493,60 @@ def test_a_message_shows_the_tool_calls_it_was_written_from_as_text(
     assert page.locator("#transcript img, #transcript b:not(.sender)").count() == 0
     assert page.evaluate("window.pwned === undefined")
     save_screenshot(page, tmp_path, "dashboard-tool-calls.png")
+    assert csp_violations == []
+
+
+def room_with_approvers(client: Client) -> str:
+    spec = scripted_spec({"SRE": [], "Investigator": []}, bid_mode="intent").model_dump()
+    spec["agents"][0].update(tools=["rollback"], approve=["rollback"])
+    spec["approvers"] = ["alice", "bob"]
+    return client.create_room(RoomSpec.model_validate(spec))
+
+
+@requires_chromium
+def test_a_pending_tool_call_is_approved_from_the_page(settings: Settings, api_url, page,
+                                                       tmp_path: Path, csp_violations):
+    client = Client(settings)
+    room = room_with_approvers(client)
+    # As the SRE's worker asks, waiting for a person before it rolls back.
+    client.store.approvals.request(room, "1.0.1.1.0", "SRE", "rollback",
+                                   {"service": "checkout", "to": "v41"}, 1, 0, 300)
+
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    row = page.locator("#approvals tbody tr[data-approval='1.0.1.1.0']")
+    expect(row).to_contain_text("rollback(service=checkout, to=v41)")
+    expect(row).to_contain_text("SRE")
+    expect(page.locator("#approvals-note")).to_have_text("approvers: alice, bob")
+
+    # Nobody named: the page asks for the name; a name off the roster is refused by name.
+    row.locator("button.approve").click()
+    expect(page.locator("#error")).to_contain_text("Enter your name")
+    page.fill("#approver", "mallory")
+    row.locator("button.approve").click()
+    expect(page.locator("#error")).to_contain_text("'mallory' is not an approver of room")
+    assert client.store.approvals.pending(room)
+
+    page.fill("#approver", "alice")
+    page.fill("#approval-reason", "checked the graphs")
+    row.locator("button.approve").click()
+    answered = page.locator("#approvals-answered tbody tr[data-approval='1.0.1.1.0']")
+    expect(answered).to_contain_text("approved")
+    expect(answered).to_contain_text("alice")
+    expect(answered).to_contain_text("checked the graphs")
+    expect(page.locator("#approvals tbody")).to_contain_text("none pending")
+    record = client.store.approvals.get(room, "1.0.1.1.0")
+    assert record is not None and (record.by, record.reason) == ("alice", "checked the graphs")
+
+    # One asked while the page is open shows up from its event, and is denied from it.
+    client.store.approvals.request(room, "2.0.2.1.0", "SRE", "rollback", {"to": "v40"}, 2, 0,
+                                   300)
+    second = page.locator("#approvals tbody tr[data-approval='2.0.2.1.0']")
+    expect(second).to_contain_text("rollback(to=v40)")
+    second.locator("button.deny").click()
+    expect(page.locator("#approvals-answered tbody tr[data-approval='2.0.2.1.0']")
+           ).to_contain_text("denied")
+    assert texts(page, "#events li b").count("tool_approval_answered") == 2
+    save_screenshot(page, tmp_path, "dashboard-approvals.png")
     assert csp_violations == []

@@ -10,7 +10,8 @@ const STATS_MIN_MS = 2000;
 const EVENTS_KEPT = 200;
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
-  "queue_changed", "message_chunk", "room_deleted"];
+  "queue_changed", "message_chunk", "room_deleted", "tool_approval_requested",
+  "tool_approval_answered"];
 
 const $ = (id) => document.getElementById(id);
 let timer = null;       // the current view's poll
@@ -259,6 +260,7 @@ function openRoom(room) {
   $("turn-note").textContent = "";
   guarded(() => loadMessages(view));
   guarded(() => refreshRoom(view));
+  guarded(() => refreshApprovals(view));
   timer = setInterval(() => guarded(() => refreshRoom(view)), POLL_MS);
   follow(view);
 }
@@ -431,6 +433,7 @@ function onEvent(current, type, e, id) {
     dropChunks(current, e.turn, (c) => c.turn < e.turn || c.agent !== e.winner || current.lastTurn >= e.turn);
   } else if (type === "queue_changed") renderSpeakQueue(e);
   else if (["run_ended", "room_paused", "room_resumed", "run_started"].includes(type)) refreshSoon(current);
+  else if (type.startsWith("tool_approval_")) guarded(() => refreshApprovals(current));
   if (type === "room_deleted") {
     source.close();  // the room is gone: its stream has ended, nothing to reconnect to
     clearInterval(timer);
@@ -626,6 +629,56 @@ function renderFailures(rows) {
   fill($("failures").tBodies[0], rows.map((f) => el("tr", {"data-agent": f.agent},
     el("td", {class: "num"}, f.turn), el("td", {}, f.agent), el("td", {}, f.status),
     el("td", {}, f.error_kind || "-"), el("td", {class: "error-text"}, f.error || ""))), "none");
+}
+
+// ---- approvals ------------------------------------------------------------------------------
+
+function callText(tool, args) {
+  const shown = Object.entries(args || {}).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`);
+  const text = `${tool}(${shown.join(", ")})`;
+  return text.length > 160 ? text.slice(0, 158) + "…)" : text;
+}
+
+async function refreshApprovals(current) {
+  const data = await api(roomPath(current, "/approvals"));
+  if (view !== current) return;
+  $("approvals-note").textContent = data.approvers.length ? `approvers: ${data.approvers.join(", ")}` : "no approvers";
+  fill($("approvals").tBodies[0], data.approvals.map((a) => el("tr", {"data-approval": a.id},
+    el("td", {}, a.id), el("td", {}, a.agent), el("td", {class: "call"}, callText(a.tool, a.arguments)),
+    el("td", {class: "num"}, `${Math.round(a.waiting_s)}s`),
+    el("td", {}, answerButton(current, a.id, true), answerButton(current, a.id, false)))), "none pending");
+  fill($("approvals-answered").tBodies[0], data.answered.map((a) => el("tr", {"data-approval": a.id},
+    el("td", {}, a.id), el("td", {class: "call"}, callText(a.tool, a.arguments)),
+    el("td", {class: a.status === "approved" ? "ok-text" : "error-text"}, a.status.replace("_", " ")),
+    el("td", {}, a.by || "-"), el("td", {}, a.reason || ""))), "none answered");
+}
+
+function answerButton(current, id, approve) {
+  const button = el("button", {class: approve ? "approve" : "deny danger"}, approve ? "approve" : "deny");
+  button.addEventListener("click", () => answerApproval(current, id, approve));
+  return button;
+}
+
+// The approver's name is asked as a post's sender is: typed into the page, sent with the answer.
+function answerApproval(current, id, approve) {
+  const by = $("approver").value.trim();
+  if (!by) {
+    $("approver").focus();
+    showError(new Error("Enter your name (one of the room's approvers) to answer a tool call."));
+    return;
+  }
+  guarded(async () => {
+    try {
+      await api(roomPath(current, `/approvals/${encodeURIComponent(id)}`), {method: "POST",
+        body: {approve, by, reason: $("approval-reason").value.trim()}});
+    } catch (error) {
+      // 403 here is the name, not the token: someone not on the room's approvers.
+      if (error.status === 403) throw new Error(error.message);
+      throw error;
+    }
+    $("approval-reason").value = "";
+    await refreshApprovals(current);
+  });
 }
 
 // ---- actions --------------------------------------------------------------------------------
