@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextvars
-import importlib
 import socket
 import time
 from collections import OrderedDict
@@ -35,9 +34,10 @@ from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import CALL_PROMPTS, cap_bytes, participant_names
 from parley.workers.streaming import ChunkWriter
+from parley.workers.tools.approvals import await_approval
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.journal import Claim, ToolJournal, read_entry
-from parley.workers.tools.loop import EXCERPT_BYTES, Gate, ToolRun
+from parley.workers.tools.loop import EXCERPT_BYTES, ToolRun
 from parley.workers.tools.toolbox import build_toolbox
 
 log = structlog.get_logger("parley.worker")
@@ -239,19 +239,11 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
         return None
     journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, req.turn, req.phase)
     names = participant_names(spec.agent_names, transcript())
-    return ToolRun(build_toolbox(settings), journal, approval_gate(store, req.room, spec),
+    return ToolRun(build_toolbox(settings), journal, partial(await_approval, store, req.room, spec),
                    partial(send_tool_call, req.prefix, req.room), names,
                    settings.tool_result_max_bytes)
 
 
-def approval_gate(store: RoomStore, room: str, spec: RoomSpec) -> Gate | None:
-    """The wait for a person's approval of a tool call, where this worker has approvals;
-    None where it has not (such a call is then denied, never run)."""
-    try:
-        approvals = importlib.import_module("parley.workers.tools.approvals")
-    except ModuleNotFoundError:
-        return None
-    return partial(approvals.await_approval, store, room, spec)
 
 
 def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord, claim: Claim,

@@ -27,13 +27,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from parley.shared import metrics
 from parley.shared.models import AgentSpec, JsonValue, ToolCallRecord, ToolCallStatus
 from parley.workers.prompts import ChatMessage, cap_bytes, tool_result_content
+from parley.workers.tools.approvals import ApprovalVerdict
 from parley.workers.tools.base import ToolDef, ToolError
 from parley.workers.tools.journal import AskedCall, Claim, Done, Step, ToolJournal
 from parley.workers.tools.toolbox import ALL_OF, Toolbox
@@ -47,16 +48,8 @@ UNCERTAIN = "the worker running this tool stopped before it returned"
 _tool_calls = ThreadPoolExecutor(max_workers=512, thread_name_prefix="tool-call")
 
 
-class Verdict(Protocol):
-    """A person's answer to a tool call waiting for approval."""
-
-    approved: bool
-    by: str
-    reason: str
-
-
 # Waits for a person's answer to the tool call (the approvals' gate).
-Gate = Callable[[ToolCallRecord], Verdict]
+Gate = Callable[[ToolCallRecord], ApprovalVerdict]
 # Runs a ``queue=`` tool on its queue: (tool, record, our claim, timeout_s, until).
 Remote = Callable[[ToolDef, ToolCallRecord, Claim, float, float], None]
 # One model step: (round, the tool conversation so far, the tools offered, whether it is
@@ -261,9 +254,8 @@ class ToolLoop:
         held = time.time() - asked
         if verdict.approved:
             return True, record.model_copy(update={"approved_by": verdict.by}), held
-        reason = f"denied by {verdict.by}" if verdict.by else "denied"
-        reason += f": {verdict.reason}" if verdict.reason else ""
-        return False, record.model_copy(update={"result": reason}), held
+        return False, record.model_copy(update={"result": verdict.denial(),
+                                                "approved_by": verdict.by}), held
 
     def invoke(self, tool: ToolDef, record: ToolCallRecord, claim: Claim | None
                ) -> tuple[ToolCallStatus, str]:
