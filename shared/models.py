@@ -60,6 +60,17 @@ _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
 MAX_AGENT_TOOLS = 128
+# An agent's tools may name all of an MCP server's tools as "<server>/*".
+SERVER_WILDCARD = "/*"
+
+
+def tool_covered(name: str, tools: list[str]) -> bool:
+    """True when ``tools`` (an agent's, as its spec names them) include the tool ``name``:
+    by its own name, or as one of its server's (``github/*`` covers ``github/create_issue``)."""
+    if name in tools:
+        return True
+    server, slash, _tool = name.partition("/")
+    return bool(slash) and f"{server}{SERVER_WILDCARD}" in tools
 
 
 def name_key(name: str) -> str:
@@ -296,6 +307,14 @@ class AgentSpec(Strict):
             raise ValueError("a scripted agent needs a script (a list of entries)")
         if self.model != SCRIPTED_MODEL and self.script is not None:
             raise ValueError(f"script is only for agents with model: {SCRIPTED_MODEL}")
+        return self
+
+    @model_validator(mode="after")
+    def _approves_its_own_tools(self) -> AgentSpec:
+        stray = next((name for name in self.approve if not tool_covered(name, self.tools)), None)
+        if stray is not None:
+            raise ValueError(f"approve names {stray!r}, which is not one of the agent's tools "
+                             f"({', '.join(self.tools) or 'none'}): approve only tools it may call")
         return self
 
     @model_validator(mode="after")
@@ -661,6 +680,15 @@ class RoomSpec(Strict):
     def _mention_names_known(self) -> RoomSpec:
         if isinstance(self.policy, MentionPolicy):
             check_mention_names(self.policy, self.agent_names)
+        return self
+
+    @model_validator(mode="after")
+    def _approvals_have_approvers(self) -> RoomSpec:
+        approving = next((agent for agent in self.callers if agent.approve), None)
+        if approving is not None and not self.approvers:
+            raise ValueError(f"agent {approving.name!r} has tools that wait for approval "
+                             f"(approve: {', '.join(approving.approve)}) and the room has no "
+                             "approvers: name who may approve in approvers")
         return self
 
     @model_validator(mode="after")

@@ -18,6 +18,7 @@ from parley.client.speak_queue import DiscussionOver
 from parley.shared.logs import one_line
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
+from parley.shared.tool_catalog import ToolsRefused
 
 log = structlog.get_logger("parley.api")
 
@@ -29,6 +30,7 @@ STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (RoomChanged, 409),
     (DiscussionOver, 409),
     (SpecTooLarge, 413),
+    (ToolsRefused, 422),
     (ValueError, 400),
 )
 
