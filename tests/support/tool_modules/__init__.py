@@ -1,0 +1,1 @@
+"""Tool modules workers load in the tests (PARLEY_WORKER_TOOLS)."""
