@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium against `parley api` and real coordinator and worker
 processes: a scripted room posted to from the page, its messages, answers, floor share and
-failures shown as they happen; pause, resume and a post while paused; screenshots kept.
+failures shown as they happen; pause, resume and a post while paused; the tools the live
+workers offer; screenshots kept.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from parley.client import Client, load_spec
 from parley.shared.models import RoomSpec
 from parley.shared.settings import Settings
 from tests.support.polling import wait_until
+from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -447,3 +449,25 @@ def test_a_name_rebound_onto_loopback_gets_nothing(processes, settings, open_api
     answer = page.goto(f"http://{REBOUND}:{port}/rooms")
     assert answer.status == 421 and room not in answer.text()
     assert f"Host '{REBOUND}:{port}' is not served" in answer.text()
+
+
+@requires_chromium
+def test_the_overview_lists_the_tools_the_live_workers_offer(processes, real_redis, keys,
+                                                             open_api_url, page, tmp_path,
+                                                             csp_violations):
+    page.goto(f"{open_api_url}/#/")
+    expect(page.locator("#tools tbody")).to_contain_text("no live worker offers tools")
+
+    publish(real_redis, keys, "parley@ops-1", OPS_TOOLS, interval_s=60)
+    publish(real_redis, keys, "parley@ops-2", [SEARCH_LOGS], interval_s=60)
+
+    row = page.locator("#tools tbody tr[data-tool='search_logs']")
+    expect(row).to_contain_text("Search a service's logs.")
+    expect(row).not_to_contain_text("Returns the matching")  # the first line only
+    expect(row).to_contain_text("idempotent")
+    expect(row).to_contain_text("parley@ops-1, parley@ops-2")
+    expect(page.locator("#tools tbody tr[data-tool='rollback']")).to_contain_text(
+        "approval, queue=ops, timeout 120s")
+    assert page.locator("#tools tbody tr").count() == 3
+    save_screenshot(page, tmp_path, "dashboard-tools.png")
+    assert csp_violations == []
