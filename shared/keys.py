@@ -130,7 +130,20 @@ key                       type    holds                                       wr
 ``scans_failing:<C>``     string  while coordinator C's scans fail round       coordinator /
                                   after round: how many and the last error;     status
                                   PX 3 lease ttls, deleted when a scan works
+``{tools}:workers``       zset    the workers that publish the tools they       workers / client,
+                                  offer, by when their entry expires (ms):      CLI, API
+                                  the catalog's index, so that readers need
+                                  no SCAN; members past their expiry are
+                                  trimmed by every publish
+``{tools}:worker:<W>``    string  worker W's offer: JSON ``{"worker",           workers / client,
+                                  "tools": [{name, description, parameters,     CLI, API
+                                  options, source}]}``; PX 3 publish
+                                  intervals, refreshed every interval,
+                                  deleted at the worker's warm shutdown
 ========================  ======  ==========================================  ===================
+
+The tool catalog's keys share the hash tag ``{tools}``, so that one MGET reads every
+worker's offer on a Redis Cluster too; no room key is named like them.
 
 Memory per room: the log grows with the conversation unless ``log_stream_maxlen`` caps it
 (a log entry is about 195 bytes for a 100-character message, 775 for 600 characters, 2,047
@@ -268,3 +281,12 @@ class Keys:
     def scans_failing(self, coordinator: str) -> str:
         """Why a coordinator's scans keep failing, while they do."""
         return f"{self.prefix}:scans_failing:{coordinator}"
+
+    @property
+    def tool_workers(self) -> str:
+        """The workers that publish their tools, by when their offer expires."""
+        return f"{self.prefix}:{{tools}}:workers"
+
+    def tool_worker(self, worker: str) -> str:
+        """The tools one worker offers, while it lives."""
+        return f"{self.prefix}:{{tools}}:worker:{worker}"

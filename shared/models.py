@@ -60,6 +60,17 @@ _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
 MAX_AGENT_TOOLS = 128
+# An agent's tools may name all of an MCP server's tools as "<server>/*".
+SERVER_WILDCARD = "/*"
+
+
+def tool_covered(name: str, tools: list[str]) -> bool:
+    """True when ``tools`` (an agent's, as its spec names them) include the tool ``name``:
+    by its own name, or as one of its server's (``github/*`` covers ``github/create_issue``)."""
+    if name in tools:
+        return True
+    server, slash, _tool = name.partition("/")
+    return bool(slash) and f"{server}{SERVER_WILDCARD}" in tools
 
 
 def name_key(name: str) -> str:
@@ -291,20 +302,19 @@ class AgentSpec(Strict):
         return kwargs
 
     @model_validator(mode="after")
-    def _approve_only_its_tools(self) -> AgentSpec:
-        unknown = next((name for name in self.approve if not names_tool(self.tools, name)),
-                       None)
-        if unknown is not None:
-            raise ValueError(f"approve names {unknown!r}, which is not one of the agent's "
-                             f"tools ({', '.join(self.tools) or 'none'})")
-        return self
-
-    @model_validator(mode="after")
     def _script_only_for_scripted(self) -> AgentSpec:
         if self.model == SCRIPTED_MODEL and self.script is None:
             raise ValueError("a scripted agent needs a script (a list of entries)")
         if self.model != SCRIPTED_MODEL and self.script is not None:
             raise ValueError(f"script is only for agents with model: {SCRIPTED_MODEL}")
+        return self
+
+    @model_validator(mode="after")
+    def _approves_its_own_tools(self) -> AgentSpec:
+        stray = next((name for name in self.approve if not tool_covered(name, self.tools)), None)
+        if stray is not None:
+            raise ValueError(f"approve names {stray!r}, which is not one of the agent's tools "
+                             f"({', '.join(self.tools) or 'none'}): approve only tools it may call")
         return self
 
     @model_validator(mode="after")
@@ -542,13 +552,6 @@ class Usage(BaseModel):
     def tokens(self) -> int:
         """Prompt and completion tokens together: what token limits count."""
         return self.prompt_tokens + self.completion_tokens
-
-
-def names_tool(tools: list[str], name: str) -> bool:
-    """True when ``tools`` (an agent's, as a spec names them) cover the tool ``name``: by
-    its name, or as one of an MCP server's by ``<server>/*``."""
-    server, slash, _ = name.partition("/")
-    return name in tools or bool(slash) and f"{server}/*" in tools
 
 
 def check_approvers(approvers: list[str], agents: tuple[str, ...]) -> None:

@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     worker_mcp_config: str = ""
     # A tool's result is cut to this before any model reads it.
     tool_result_max_bytes: int = Field(default=16_384, ge=256)
+    # A worker publishes the tools it offers to Redis this often; its offer expires after
+    # three intervals without one (a worker killed is out of the catalog that soon).
+    worker_catalog_interval_s: float = Field(default=5.0, gt=0, le=300)
 
     worker_pool: str = "threads"
     worker_concurrency: int = Field(default=64, ge=1)

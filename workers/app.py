@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import celery.apps.worker
@@ -27,10 +28,13 @@ from parley.shared.health import (
     readiness_checks,
     start_health_server,
 )
+from parley.shared.keys import Keys
 from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.protocol import DEFAULT_QUEUE
 from parley.shared.settings import Settings, get_settings
 from parley.workers.deadlines import STOPPING
+from parley.workers.tools.base import ToolDef
+from parley.workers.tools.catalog_publisher import CatalogPublisher, catalog_client
 
 log = structlog.get_logger("parley.worker")
 # The exit code of a worker whose health port cannot be served: bad input, as the CLI's.
@@ -319,3 +323,38 @@ def preload_litellm(**_: object) -> None:
 def _import_litellm() -> None:
     use_local_cost_map()
     import litellm  # noqa: F401 - the import is the point: it takes seconds
+
+
+def offered_tools() -> list[ToolDef]:
+    """The tools this worker offers its agents, as the catalog lists them (its toolbox,
+    built as the worker started)."""
+    from parley.workers.tools.toolbox import build_toolbox
+
+    return build_toolbox(settings).tools()
+
+
+# The publishers of this worker's offer in the tool catalog (one, once the worker is ready).
+catalog_publishers: list[CatalogPublisher] = []
+
+
+def start_catalog_publisher(worker_id: str, tools: Callable[[], list[ToolDef]]
+                            ) -> CatalogPublisher:
+    """Publish ``tools()`` as ``worker_id``'s offer in the tool catalog until the worker
+    shuts down."""
+    publisher = CatalogPublisher(catalog_client(settings), Keys(settings.key_prefix), worker_id,
+                                 tools, settings.worker_catalog_interval_s).start()
+    catalog_publishers.append(publisher)
+    return publisher
+
+
+@worker_ready.connect
+def publish_tool_catalog(sender: Any, **_: object) -> None:
+    """Once the worker takes tasks, the catalog lists what it offers, under its node name."""
+    start_catalog_publisher(sender.hostname, offered_tools)
+
+
+@worker_shutdown.connect
+def withdraw_tool_catalog(**_: object) -> None:
+    """A worker that stops leaves the catalog at once (a killed one when its offer expires)."""
+    while catalog_publishers:
+        catalog_publishers.pop().stop()

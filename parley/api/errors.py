@@ -19,6 +19,7 @@ from parley.shared.approvals import ApprovalClosed, ApprovalNotFound, NotAnAppro
 from parley.shared.logs import one_line
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
+from parley.shared.tool_catalog import ToolsRefused
 
 log = structlog.get_logger("parley.api")
 
@@ -33,6 +34,7 @@ STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (RoomChanged, 409),
     (DiscussionOver, 409),
     (SpecTooLarge, 413),
+    (ToolsRefused, 422),
     (ValueError, 400),
 )
 

@@ -1,5 +1,5 @@
 """Operators' routes: the health check, the API's metrics, the coordinators and their
-rooms, and the Celery workers and queues."""
+rooms, the Celery workers and queues, and the tools the live workers offer."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from parley.client import Client
 from parley.shared.records import decode
 from parley.shared.settings import redact_url
 from parley.shared.store import holder_of
+from parley.shared.tool_catalog import catalog_json
 
 router = APIRouter(tags=["operations"])
 open_router = APIRouter(tags=["operations"])
@@ -91,3 +92,11 @@ async def workers(request: Request) -> dict[str, Any]:
     except view.connection_errors as error:
         where = redact_url(request.app.state.client.settings.broker_url)
         raise ApiError(503, f"the broker at {where} does not answer ({error})") from None
+
+
+@router.get("/tools")
+def tools(request: Request) -> dict[str, Any]:
+    """The tool catalog, as `parley tools --json` gives it: each tool the live workers
+    offer, with its description, parameters' JSON schema, options and workers."""
+    client: Client = request.app.state.client
+    return catalog_json(client.tool_catalog())

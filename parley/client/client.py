@@ -21,6 +21,7 @@ from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
+from parley.shared.tool_catalog import CatalogEntry, check_offered, live_workers, read_catalog
 from parley.swarms.history import HISTORY_OUTPUT_TYPES, format_history
 from parley.views.transcript import transcript_text
 
@@ -58,10 +59,22 @@ class Client:
         self.redis.ping()
 
     def create_room(self, spec: RoomSpec, room: str | None = None) -> str:
-        """Store a new room; returns its id."""
+        """Store a new room; returns its id. A spec naming a tool that no live worker
+        offers (or one needing approval, without approvers) is refused: ToolsRefused."""
         room = room or new_room_id(spec)
+        if any(agent.tools for agent in spec.callers):
+            check_offered(spec, self.tool_catalog())
         self.store.create_room(room, spec)
         return room
+
+    def tool_catalog(self) -> dict[str, CatalogEntry]:
+        """Every tool a live worker offers, by name: what it does, how it runs, and which
+        workers offer it."""
+        return read_catalog(self.redis, self.store.keys)
+
+    def tool_workers(self) -> list[str]:
+        """The live workers in the tool catalog, those offering no tool included."""
+        return live_workers(self.redis, self.store.keys)
 
     def post(self, room: str, content: str, sender: str = SEED_SENDER) -> str:
         """Post a message as ``sender``; the room's coordinator commits it and, if the room

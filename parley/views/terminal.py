@@ -20,6 +20,7 @@ from parley.shared.events import Event, RunEnded
 from parley.shared.logs import one_line
 from parley.shared.models import Answer, Message, RoomSpec, RoomStatus
 from parley.shared.store import RoomSummary
+from parley.shared.tool_catalog import CatalogEntry, OfferedOptions
 from parley.views import explain
 from parley.views.documents import event_fields
 from parley.views.terminal_text import CONTINUATION, terminal_text
@@ -82,6 +83,28 @@ def room_list_table(rooms: list[RoomSummary]) -> Table:
                       ago(room.last_activity), Text(terminal_text(room.holder or "-")),
                       str(room.messages), f"${room.cost_usd:.4f}")
     return table
+
+
+def tools_table(catalog: dict[str, CatalogEntry]) -> Table:
+    """The tool catalog for ``parley tools``: one row per tool, its description's first
+    line, how it runs, and the workers offering it (names never cut)."""
+    table = Table(Column("tool", overflow="fold"), "description", "options",
+                  Column("workers", overflow="fold"))
+    for name, entry in catalog.items():
+        first_line = entry.description.strip().split("\n", 1)[0]
+        table.add_row(Text(terminal_text(name)), Text(terminal_text(first_line)),
+                      Text(terminal_text(options_text(entry.options))),
+                      Text(terminal_text(", ".join(entry.workers))))
+    return table
+
+
+def options_text(options: OfferedOptions) -> str:
+    """``approval, idempotent, queue=ops, timeout 30s``: what is not a tool's default first."""
+    parts = [flag for flag in ("approval", "idempotent") if getattr(options, flag)]
+    if options.queue:
+        parts.append(f"queue={options.queue}")
+    parts.append(f"timeout {options.timeout_s:g}s")
+    return ", ".join(parts)
 
 
 def print_room(console: Console, room: RoomDetails) -> None:

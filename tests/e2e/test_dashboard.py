@@ -1,7 +1,8 @@
 """The dashboard in headless Chromium against `parley api` and real coordinator and worker
 processes: a scripted room posted to from the page, its messages, answers, floor share and
-failures shown as they happen; pause, resume and a post while paused; tool calls waiting
-for a person approved and denied from the page; screenshots kept.
+failures shown as they happen; pause, resume and a post while paused; the tools the live
+workers offer; tool calls under their messages, and those waiting for a person approved
+and denied from the page; screenshots kept.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
+from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
 from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -549,4 +551,25 @@ def test_a_pending_tool_call_is_approved_from_the_page(settings: Settings, api_u
            ).to_contain_text("denied")
     assert texts(page, "#events li b").count("tool_approval_answered") == 2
     save_screenshot(page, tmp_path, "dashboard-approvals.png")
+
+
+@requires_chromium
+def test_the_overview_lists_the_tools_the_live_workers_offer(processes, real_redis, keys,
+                                                             open_api_url, page, tmp_path,
+                                                             csp_violations):
+    page.goto(f"{open_api_url}/#/")
+    expect(page.locator("#tools tbody")).to_contain_text("no live worker offers tools")
+
+    publish(real_redis, keys, "parley@ops-1", OPS_TOOLS, interval_s=60)
+    publish(real_redis, keys, "parley@ops-2", [SEARCH_LOGS], interval_s=60)
+
+    row = page.locator("#tools tbody tr[data-tool='search_logs']")
+    expect(row).to_contain_text("Search a service's logs.")
+    expect(row).not_to_contain_text("Returns the matching")  # the first line only
+    expect(row).to_contain_text("idempotent")
+    expect(row).to_contain_text("parley@ops-1, parley@ops-2")
+    expect(page.locator("#tools tbody tr[data-tool='rollback']")).to_contain_text(
+        "approval, queue=ops, timeout 120s")
+    assert page.locator("#tools tbody tr").count() == 3
+    save_screenshot(page, tmp_path, "dashboard-tools.png")
     assert csp_violations == []

@@ -153,14 +153,15 @@ function openOverview() {
 }
 
 async function refreshOverview() {
-  const [rooms, coordinators, workers] = await Promise.allSettled([
-    api("/dashboard/rooms"), api("/coordinators"), api("/workers")]);
+  const [rooms, coordinators, workers, tools] = await Promise.allSettled([
+    api("/dashboard/rooms"), api("/coordinators"), api("/workers"), api("/tools")]);
   if (rooms.status === "rejected") throw rooms.reason;
   const got = (result) => (result.status === "fulfilled" ? result.value : null);
   renderTiles(rooms.value.rooms || [], got(coordinators), got(workers));
   renderRooms(rooms.value.rooms || []);
   renderCoordinators(got(coordinators), rooms.value.rooms || []);
   renderWorkers(got(workers));
+  renderTools(got(tools));
 }
 
 // The figures an operator reads first, one tile each.
@@ -244,6 +245,22 @@ function renderWorkers(data) {
     : Object.entries(data.queues || data.queue_depths || {}).map(([name, depth]) => ({name, depth}));
   fill($("queues").tBodies[0], queues.map((q) => el("tr", {},
     el("td", {}, q.name || q.queue), el("td", {class: "num"}, q.depth ?? q.messages ?? "-"))), "no queues reported");
+}
+
+// GET /tools: the catalog, each tool with its description, options and workers.
+function renderTools(data) {
+  const tools = data ? data.tools || [] : [];
+  fill($("tools").tBodies[0], tools.map((t) => {
+    const o = t.options || {};
+    const options = [o.approval ? "approval" : "", o.idempotent ? "idempotent" : "",
+      o.queue ? `queue=${o.queue}` : "", o.timeout_s != null ? `timeout ${o.timeout_s}s` : ""].filter(Boolean);
+    return el("tr", {"data-tool": t.name},
+      el("td", {}, t.name),
+      el("td", {title: t.description || ""}, String(t.description || "").trim().split("\n")[0]),
+      el("td", {}, options.join(", ")),
+      el("td", {}, (t.workers || []).join(", ")));
+  }), data ? "no live worker offers tools: start workers with PARLEY_WORKER_TOOLS or PARLEY_WORKER_MCP_CONFIG"
+    : "GET /tools failed");
 }
 
 // ---- one room -----------------------------------------------------------------------------
