@@ -3,7 +3,8 @@
     python -m tests.support.mcp_server --stdio        # over stdin/stdout
     python -m tests.support.mcp_server --http PORT    # streamable HTTP on 127.0.0.1:PORT/mcp
 
-Tools: ``query(expr)`` echoes its expression, ``slow(seconds)`` sleeps first, ``fail(reason)``
+Tools: ``query(expr)`` echoes its expression, ``slow(seconds)`` sleeps first (once it has
+written ``MCP_TEST_STARTED_FILE``), ``fail(reason)``
 raises, ``count()`` appends a line to the file named by ``MCP_TEST_RUNS_FILE`` (so a test can
 count the runs), ``environment()`` lists the names of the variables the server sees,
 ``picture()`` returns an image, and ``lookup(key)`` is marked idempotent. With
@@ -36,6 +37,8 @@ def query(expr: str) -> str:
 @server.tool()
 async def slow(seconds: float) -> str:
     """Answer after ``seconds``."""
+    if started := os.environ.get("MCP_TEST_STARTED_FILE"):
+        Path(started).write_text("slow")
     await asyncio.sleep(seconds)
     return f"slept {seconds:g}s"
 
