@@ -151,6 +151,19 @@ def test_a_killed_server_is_started_again_for_the_next_call_without_running_a_ca
     assert runs(tmp_path) == 2
 
 
+def test_a_killed_server_is_started_again_in_the_background(
+        tmp_path: Path, own_servers: list[McpServers]):
+    servers = load(own_servers, write_config(tmp_path, {"ops": stdio_entry(tmp_path)}))
+    first = server_pid(tmp_path)
+
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: not servers.up()["ops"], 10, "the server's death to be noticed")
+
+    wait_until(lambda: servers.up()["ops"], 20, "the server to be started again")
+    assert server_pid(tmp_path) != first
+    assert "ops/query" in {tool.name for tool in servers.tools()}
+
+
 def test_a_server_killed_while_a_call_runs_fails_that_call_once(
         tmp_path: Path, own_servers: list[McpServers]):
     servers = load(own_servers, write_config(tmp_path, {"ops": stdio_entry(tmp_path)}))

@@ -48,7 +48,10 @@ CONNECT_TIMEOUT_S = 15.0
 # A live session is pinged this often; no answer within PING_TIMEOUT_S is a lost server.
 PING_EVERY_S = 10.0
 PING_TIMEOUT_S = 5.0
-# Reconnects back off from the first to the last, doubling.
+MIN_PING_S = 0.5
+# Reconnects back off from the first to the last, doubling; a session that lived as long
+# as the last starts the backoff afresh (one that dies at once must not restart a process
+# twice a second).
 FIRST_BACKOFF_S = 0.5
 MAX_BACKOFF_S = 30.0
 # An HTTP server's request may take long (a slow tool): the call's own timeout bounds it.
@@ -76,6 +79,7 @@ class ServerLink:
         self.lost = asyncio.Event()  # the open session is gone: the keeper opens another
         self.wanted = asyncio.Event()  # a call waits for a session: no backoff
         self.tried = asyncio.Event()  # the first attempt is over, for start-up
+        self.opened_at = 0.0
 
     async def keep(self) -> None:
         """Open the session, keep it while it lives, open it again when it dies."""
@@ -83,7 +87,8 @@ class ServerLink:
         while True:
             try:
                 await self.serve_session()
-                backoff = FIRST_BACKOFF_S
+                if anyio.current_time() - self.opened_at >= MAX_BACKOFF_S:
+                    backoff = FIRST_BACKOFF_S
             except Exception as error:  # anything a transport raises: the server is down
                 self.last_error = self.describe(error)
                 log.warning("mcp_server_down", server=self.name, error=self.last_error,
@@ -151,10 +156,10 @@ class ServerLink:
             if not self.lost.is_set() and not await self.answers(session):
                 self.mark_lost(f"no answer to a ping within {PING_TIMEOUT_S:g}s")
 
-    async def answers(self, session: ClientSession) -> bool:
-        """Whether the server answers a ping in time."""
+    async def answers(self, session: ClientSession, within_s: float = PING_TIMEOUT_S) -> bool:
+        """Whether the server answers a ping within ``within_s``."""
         try:
-            with anyio.fail_after(PING_TIMEOUT_S):
+            with anyio.fail_after(within_s):
                 await session.send_ping()
         except Exception:
             return False
@@ -203,6 +208,7 @@ class ServerLink:
     def open(self, session: ClientSession) -> None:
         """The session is up: calls may use it."""
         self.session = session
+        self.opened_at = anyio.current_time()
         self.lost.clear()
         self.connected.set()
         self.tried.set()
@@ -245,18 +251,20 @@ class ServerLink:
         except TimeoutError:
             raise TimeoutError(f"{self.name}/{tool} took longer than {timeout_s:g}s") from None
         except Exception as error:
-            raise await self.failed_call(session, tool, error) from None
+            # The ping that tells a refused call from a lost server fits in the call's time.
+            within_s = max(deadline - anyio.current_time(), MIN_PING_S)
+            raise await self.failed_call(session, tool, error, within_s) from None
         text = result_text(result)
         if result.is_error:
             raise ToolError(text or f"{self.name}/{tool} failed")
         return text
 
-    async def failed_call(self, session: ClientSession, tool: str, error: Exception
-                          ) -> ToolError:
+    async def failed_call(self, session: ClientSession, tool: str, error: Exception,
+                          within_s: float) -> ToolError:
         """The error a call that did not come back is told as: a server that went away
-        while it ran, or one that refused it."""
+        while it ran, or one that refused it (and still answers a ping)."""
         if not (isinstance(error, MCPError) and error.code != types.CONNECTION_CLOSED
-                and await self.answers(session)):
+                and await self.answers(session, within_s)):
             self.mark_lost(f"it stopped during a call of {tool}")
             return ToolError(f"MCP server {self.name} stopped while {tool} ran: its result "
                              f"is unknown")
@@ -357,7 +365,8 @@ class McpServers:
         link = self.links.get(server)
         if link is None or not tool:
             raise ToolError(f"no MCP server offers {name!r}")
-        return self.run(link.call(tool, arguments, timeout_s), timeout_s + 1.0)
+        # The call keeps to timeout_s; past it, at most the ping that tells why it failed.
+        return self.run(link.call(tool, arguments, timeout_s), timeout_s + MIN_PING_S + 1.0)
 
     def run(self, coroutine: Any, timeout_s: float) -> Any:
         """Run ``coroutine`` on the servers' loop and wait for it (at most ``timeout_s``)."""
