@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from parley.workers.tools.base import ToolError
 from parley.workers.tools.mcp_servers import McpServers, load_mcp_servers
@@ -24,7 +25,7 @@ from tests.support.mcp_servers import (
 )
 from tests.support.polling import wait_until
 
-TOOLS = ["count", "environment", "fail", "lookup", "picture", "query", "slow"]
+TOOLS = ["complain", "count", "environment", "fail", "lookup", "picture", "query", "slow"]
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +136,21 @@ def test_a_stdio_server_sees_only_its_configs_env_and_the_safe_default(
     # Python process sets for itself.
     assert seen - configured <= {
         "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LC_CTYPE"}
+
+
+def test_a_servers_stderr_lines_are_log_lines_without_its_secrets(
+        tmp_path: Path, own_servers: list[McpServers]):
+    entry = stdio_entry(tmp_path, env={"GRAFANA_API_KEY": "glsa_secret_value"})
+    servers = load(own_servers, write_config(tmp_path, {"grafana": entry}))
+
+    with capture_logs() as logs:
+        servers.call("grafana/complain", {"text": "401 with glsa_secret_value"}, 10)
+        said = wait_until(lambda: [entry for entry in logs
+                                   if entry["event"] == "mcp_server_stderr"], 10,
+                          "the server's stderr line to be logged")
+
+    assert said[0]["server"] == "grafana"
+    assert said[0]["line"] == "401 with ***"
 
 
 def test_a_killed_server_is_started_again_for_the_next_call_without_running_a_call_twice(

@@ -6,7 +6,7 @@
 Tools: ``query(expr)`` echoes its expression, ``slow(seconds)`` sleeps first (once it has
 written ``MCP_TEST_STARTED_FILE``), ``fail(reason)``
 raises, ``count()`` appends a line to the file named by ``MCP_TEST_RUNS_FILE`` (so a test can
-count the runs), ``environment()`` lists the names of the variables the server sees,
+count the runs), ``complain(text)`` writes to stderr, ``environment()`` lists the names of the variables the server sees,
 ``picture()`` returns an image, and ``lookup(key)`` is marked idempotent. With
 ``MCP_TEST_PID_FILE`` set the server writes its pid there once it serves, so a test can kill
 it by its PID.
@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import base64
 import os
+import sys
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -56,6 +57,13 @@ def count() -> str:
     with runs.open("a") as file:
         file.write("run\n")
     return f"run {len(runs.read_text().splitlines())}"
+
+
+@server.tool()
+def complain(text: str) -> str:
+    """Write ``text`` to stderr."""
+    print(text, file=sys.stderr, flush=True)
+    return "said"
 
 
 @server.tool()

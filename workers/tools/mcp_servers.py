@@ -17,13 +17,13 @@ import asyncio
 import base64
 import binascii
 import json
+import os
 import re
-import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -59,6 +59,7 @@ HTTP_TIMEOUT = httpx2.Timeout(30.0, read=None)
 # Tool names as the MCP specification allows them; others are not offered.
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 MAX_DESCRIPTION_CHARS = 2000
+MAX_STDERR_LINE_CHARS = 1000
 # What close() waits for the servers to stop (a stdio server gets SIGTERM, then SIGKILL).
 CLOSE_WAIT_S = 10.0
 
@@ -80,6 +81,7 @@ class ServerLink:
         self.wanted = asyncio.Event()  # a call waits for a session: no backoff
         self.tried = asyncio.Event()  # the first attempt is over, for start-up
         self.opened_at = 0.0
+        self.stderr: TextIO | None = None
 
     async def keep(self) -> None:
         """Open the session, keep it while it lives, open it again when it dies."""
@@ -128,7 +130,7 @@ class ServerLink:
             # (HOME, LOGNAME, PATH, SHELL, TERM, USER): never the worker's keys.
             params = StdioServerParameters(command=config.command, args=config.args,
                                            env=config.env, cwd=config.cwd)
-            async with stdio_client(params, errlog=sys.__stderr__ or sys.stderr) as streams:
+            async with stdio_client(params, errlog=self.stderr_pipe()) as streams:
                 yield streams
             return
         assert config.url is not None
@@ -222,6 +224,26 @@ class ServerLink:
             log.warning("mcp_server_lost", server=self.name, reason=reason)
         self.connected.clear()
         self.lost.set()
+
+    def stderr_pipe(self) -> TextIO:
+        """Where the server's process writes its stderr: a pipe whose lines become this
+        worker's log lines (``mcp_server_stderr``), so JSON logs stay JSON. One pipe
+        serves every process of the server; it lives as long as the worker."""
+        if self.stderr is None:
+            read_fd, write_fd = os.pipe()
+            self.stderr = os.fdopen(write_fd, "w")
+            threading.Thread(target=self.log_stderr, args=(os.fdopen(read_fd, errors="replace"),),
+                             name=f"mcp-stderr:{self.name}", daemon=True).start()
+        return self.stderr
+
+    def log_stderr(self, lines: TextIO) -> None:
+        """Log each line the server's processes write to stderr, cut and without the
+        config's secrets."""
+        with lines:
+            for line in lines:
+                if line.strip():
+                    log.info("mcp_server_stderr", server=self.name,
+                             line=self.redacted(line.rstrip())[:MAX_STDERR_LINE_CHARS])
 
     def close_session(self) -> None:
         """The session has ended."""
@@ -392,6 +414,9 @@ class McpServers:
             log.warning("mcp_servers_not_stopped", wait_s=wait_s)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(wait_s)
+        for link in self.links.values():
+            if link.stderr is not None:
+                link.stderr.close()  # its reader ends once the stopped processes' ends close
 
     async def stop_keepers(self) -> None:
         """Cancel the keepers: each ends its session and stops its server."""
