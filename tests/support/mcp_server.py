@@ -4,9 +4,9 @@
     python -m tests.support.mcp_server --http PORT    # streamable HTTP on 127.0.0.1:PORT/mcp
 
 Tools: ``query(expr)`` echoes its expression, ``slow(seconds)`` sleeps first (once it has
-written ``MCP_TEST_STARTED_FILE``), ``fail(reason)``
-raises, ``count()`` appends a line to the file named by ``MCP_TEST_RUNS_FILE`` (so a test can
-count the runs), ``complain(text)`` writes to stderr, ``environment()`` lists the names of the variables the server sees,
+written ``MCP_TEST_STARTED_FILE``), ``fail(reason)`` raises, ``count()`` appends a line to
+the file named by ``MCP_TEST_RUNS_FILE`` (so a test can count the runs), ``complain(text)``
+writes to stderr, ``environment()`` lists the names of the variables the server sees,
 ``picture()`` returns an image, and ``lookup(key)`` is marked idempotent. With
 ``MCP_TEST_PID_FILE`` set the server writes its pid there once it serves, so a test can kill
 it by its PID.
