@@ -171,7 +171,8 @@ class ServerLink:
         """A server's notification: a changed tool list is listed again."""
         if isinstance(message, types.ToolListChangedNotification) and self.session is not None:
             try:
-                self.tools = await self.list_tools(self.session)
+                with anyio.fail_after(CONNECT_TIMEOUT_S):
+                    self.tools = await self.list_tools(self.session)
             except Exception as error:
                 log.warning("mcp_tools_not_listed", server=self.name, error=self.describe(error))
 
