@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -206,6 +207,26 @@ def test_a_server_that_cannot_be_reached_is_a_tool_error_naming_it(
     assert servers.tools() == [] and servers.up() == {"metrics": False}
     with pytest.raises(ToolError, match=r"MCP server metrics is down \("):
         servers.call("metrics/query", {"expr": "up"}, 1)
+
+
+def test_a_server_that_exits_at_once_is_started_again_with_a_backoff_even_when_called(
+        tmp_path: Path, own_servers: list[McpServers]):
+    starts = tmp_path / "starts"
+    crashing = {"command": sys.executable,
+                "args": ["-c", f"open({str(starts)!r}, 'a').write('start\\n')"]}
+    servers = load_mcp_servers(write_config(tmp_path, {"flaky": crashing}), wait_s=5)
+    assert servers is not None
+    own_servers.append(servers)
+    began = time.monotonic()
+
+    with pytest.raises(ToolError, match=r"MCP server flaky is down \("):
+        servers.call("flaky/query", {}, 2)
+    with pytest.raises(ToolError, match=r"MCP server flaky is down \("):
+        servers.call("flaky/query", {}, 1)
+    count = len(starts.read_text().splitlines())
+
+    # Attempts at least 0.5 s apart, backing off: never one per call, never a tight loop.
+    assert 2 <= count <= 2 + (time.monotonic() - began) / 0.5
 
 
 def test_a_streamable_http_server_is_listed_and_called_and_reconnected_after_a_restart(

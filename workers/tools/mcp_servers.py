@@ -78,7 +78,7 @@ class ServerLink:
         self.last_error = "not connected yet"
         self.connected = asyncio.Event()  # a session is open and answering
         self.lost = asyncio.Event()  # the open session is gone: the keeper opens another
-        self.wanted = asyncio.Event()  # a call waits for a session: no backoff
+        self.wanted = asyncio.Event()  # a call waits for a session: the shortest backoff
         self.tried = asyncio.Event()  # the first attempt is over, for start-up
         self.opened_at = 0.0
         self.stderr: TextIO | None = None
@@ -97,10 +97,19 @@ class ServerLink:
                             retry_in_s=backoff)
             finally:
                 self.tried.set()
-            with anyio.move_on_after(backoff):
-                await self.wanted.wait()
-            self.wanted.clear()
+            await self.pause(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def pause(self, backoff_s: float) -> None:
+        """Wait ``backoff_s`` before the next attempt, or FIRST_BACKOFF_S once a call is
+        waiting (so that calls to a server that dies at once cannot restart it at their
+        own rate)."""
+        started = anyio.current_time()
+        with anyio.move_on_after(backoff_s):
+            await self.wanted.wait()
+        await anyio.sleep(max(0.0, min(backoff_s, FIRST_BACKOFF_S)
+                              - (anyio.current_time() - started)))
+        self.wanted.clear()
 
     async def serve_session(self) -> None:
         """One session, from its handshake until it is lost."""
@@ -298,6 +307,8 @@ class ServerLink:
         """An error as a short line, its innermost cause, without the config's secrets."""
         while isinstance(error, BaseExceptionGroup) and error.exceptions:
             error = error.exceptions[0]
+        if isinstance(error, MCPError) and error.code == types.CONNECTION_CLOSED:
+            return "it closed the connection before it was ready"
         text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
         return self.redacted(text)[:300]
 
