@@ -176,3 +176,26 @@ def test_a_result_with_only_structured_content_is_its_json():
     result = types.CallToolResult(content=[], structured_content={"lines": 12})
 
     assert result_text(result) == '{"lines": 12}'
+
+
+def test_a_reference_in_an_env_or_header_value_is_the_workers_variable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("GRAFANA_TOKEN", "glsa_value")
+    path = written(tmp_path, {"mcpServers": {
+        "grafana": {**PYTHON, "env": {"GRAFANA_API_KEY": "${GRAFANA_TOKEN}", "PLAIN": "$x"}},
+        "github": {"url": "https://m/mcp", "headers": {"Authorization": "Bearer ${GRAFANA_TOKEN}"}}}})
+
+    config = read_mcp_config(path)
+
+    assert config.servers["grafana"].env == {"GRAFANA_API_KEY": "glsa_value", "PLAIN": "$x"}
+    assert config.servers["github"].headers == {"Authorization": "Bearer glsa_value"}
+
+
+def test_a_reference_to_a_variable_that_is_not_set_is_refused_by_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    path = written(tmp_path, {"mcpServers": {"github": {
+        "url": "https://m/mcp", "headers": {"Authorization": "Bearer ${NO_SUCH_TOKEN}"}}}})
+
+    assert refusal(path) == ("mcpServers.github.headers.Authorization: ${NO_SUCH_TOKEN} is not "
+                             "set in the worker's environment")

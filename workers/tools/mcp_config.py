@@ -7,14 +7,16 @@ The usual form, one entry per server::
         "grafana": {"command": "mcp-grafana", "args": ["-t", "stdio"],
                     "env": {"GRAFANA_URL": "http://grafana:3000"}},
         "github": {"url": "https://mcp.example.com/mcp",
-                   "headers": {"Authorization": "Bearer ..."},
+                   "headers": {"Authorization": "Bearer ${GITHUB_MCP_TOKEN}"},
                    "approval": ["create_issue"], "timeout_s": 60}}}
 
 A server is started as a process (``command``, ``args``, ``env``, ``cwd``: stdio) or reached
-over streamable HTTP (``url``, ``headers``). parley's own options per server: ``approval``
-(true, or the tool names that wait for a person), ``idempotent`` (true, false, or tool
-names; unset, a tool the server marks ``idempotentHint`` counts too) and ``timeout_s``.
-A file that cannot be read is one line naming it and what is wrong; values are never
+over streamable HTTP (``url``, ``headers``); ``${NAME}`` in an env or header value is the
+worker's variable NAME, and only the variables so named reach a server. parley's own
+options per server: ``approval`` (true, or the tool names that wait for a person),
+``idempotent`` (true, false, or tool names; unset, a tool the server marks
+``idempotentHint`` counts too) and ``timeout_s``. A file that cannot be read is one line
+naming it and what is wrong; values are never
 repeated in it (an env value or a header may be a secret).
 """
 
@@ -32,6 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from parley.workers.tools.base import DEFAULT_TOOL_TIMEOUT_S
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# ${NAME} in an env or header value: the worker's variable NAME, so that secrets can stay
+# out of the file.
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_TOOL_TIMEOUT_S = 3600.0
 
 
@@ -126,9 +131,11 @@ def read_mcp_config(path: str | Path) -> McpConfig:
         config = McpConfig.model_validate(raw)
     except ValidationError as error:
         raise McpConfigError(f"{where}: {describe_problems(error)}") from None
-    for name, server in config.servers.items():
+    servers = {name: with_references(where, name, server) for name, server in
+               config.servers.items()}
+    for name, server in servers.items():
         check_command(where, name, server)
-    return config
+    return config.model_copy(update={"servers": servers})
 
 
 def describe_problems(error: ValidationError) -> str:
@@ -146,6 +153,26 @@ def describe_problems(error: ValidationError) -> str:
 def _is_branch(part: object) -> bool:
     # pydantic names the union member it tried ("bool", "list[str]") in a location.
     return part in {"bool", "list[str]", "str"}
+
+
+def with_references(where: str, name: str, server: McpServerConfig) -> McpServerConfig:
+    """``server`` with each ``${NAME}`` in its env and header values replaced by the
+    worker's variable NAME; one that is not set is refused (named, never its value)."""
+    update = {}
+    for field in ("env", "headers"):
+        values: dict[str, str] = getattr(server, field)
+        update[field] = {key: expand(value, f"{where}: mcpServers.{name}.{field}.{key}")
+                         for key, value in values.items()}
+    return server.model_copy(update=update)
+
+
+def expand(value: str, place: str) -> str:
+    """``value`` with its ``${NAME}`` references replaced; ``place`` names it in a refusal."""
+    for variable in REFERENCE.findall(value):
+        if variable not in os.environ:
+            raise McpConfigError(f"{place}: ${{{variable}}} is not set in the worker's "
+                                 f"environment")
+    return REFERENCE.sub(lambda found: os.environ[found[1]], value)
 
 
 def check_command(where: str, name: str, server: McpServerConfig) -> None:
