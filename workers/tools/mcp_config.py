@@ -16,8 +16,8 @@ worker's variable NAME, and only the variables so named reach a server. parley's
 options per server: ``approval`` (true, or the tool names that wait for a person),
 ``idempotent`` (true, false, or tool names; unset, a tool the server marks
 ``idempotentHint`` counts too) and ``timeout_s``. A file that cannot be read is one line
-naming it and what is wrong; values are never
-repeated in it (an env value or a header may be a secret).
+naming it and what is wrong; values are never repeated in it (an env value or a header
+may be a secret).
 """
 
 from __future__ import annotations
