@@ -141,7 +141,7 @@ def test_a_stdio_server_sees_only_its_configs_env_and_the_safe_default(
 
 def test_a_servers_stderr_lines_are_log_lines_without_its_secrets(
         tmp_path: Path, own_servers: list[McpServers]):
-    entry = stdio_entry(tmp_path, env={"GRAFANA_API_KEY": "glsa_secret_value"})
+    entry = stdio_entry(tmp_path, env={"GRAFANA_API_KEY": "Bearer glsa_secret_value"})
     servers = load(own_servers, write_config(tmp_path, {"grafana": entry}))
 
     with capture_logs() as logs:

@@ -313,8 +313,11 @@ class ServerLink:
         return self.redacted(text)[:300]
 
     def redacted(self, text: str) -> str:
-        """``text`` with the config's env and header values masked."""
-        for secret in (*self.config.env.values(), *self.config.headers.values()):
+        """``text`` with the config's env and header values masked, and their words of 8
+        characters or more (the token of ``Bearer <token>``)."""
+        values = (*self.config.env.values(), *self.config.headers.values())
+        words = (word for value in values for word in value.split() if len(word) >= 8)
+        for secret in sorted({*values, *words}, key=len, reverse=True):
             if len(secret) >= 4:
                 text = text.replace(secret, "***")
         return redact_url(text) if "://" in text else text
