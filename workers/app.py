@@ -207,14 +207,21 @@ class WorkerTools(bootsteps.StartStopStep):
     def start(self, worker: Any) -> None:
         """Build the worker's toolbox (kept for its whole life)."""
         # Put off: the tools' modules are the operator's, imported only by a starting worker.
+        from parley.workers.tools.mcp_config import McpConfigError
         from parley.workers.tools.python_tools import ToolLoadError
         from parley.workers.tools.toolbox import build_toolbox
 
         try:
             build_toolbox(settings)
-        except ToolLoadError as error:
+        except (ToolLoadError, McpConfigError) as error:
             print(f"parley: {error}", file=sys.__stderr__, flush=True)
             raise SystemExit(EXIT_BAD_TOOLS) from None
+
+    def stop(self, worker: Any) -> None:
+        """End the toolbox's sessions: its MCP servers' processes stop with the worker."""
+        from parley.workers.tools.toolbox import build_toolbox
+
+        build_toolbox(settings).close()
 
 
 class WorkerHealth(bootsteps.StartStopStep):

@@ -28,10 +28,23 @@ class Toolbox:
 
     def __init__(self, sources: Iterable[ToolSource] = ()) -> None:
         self.sources = list(sources)
-        self.offered: dict[str, tuple[ToolDef, ToolSource]] = {}
+
+    @property
+    def offered(self) -> dict[str, tuple[ToolDef, ToolSource]]:
+        """Each tool offered now, with its source: read again each time, as an MCP server
+        reached late (or whose tools changed) offers what it lists now."""
+        offered: dict[str, tuple[ToolDef, ToolSource]] = {}
         for source in self.sources:
             for definition in source.tools():
-                self.offered.setdefault(definition.name, (definition, source))
+                offered.setdefault(definition.name, (definition, source))
+        return offered
+
+    def close(self) -> None:
+        """End the sources' sessions (an MCP server's process with its own)."""
+        for source in self.sources:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
 
     def tools(self) -> list[ToolDef]:
         """Every tool offered, in the sources' order."""
@@ -75,6 +88,13 @@ def tool_sources(settings: Settings) -> list[ToolSource]:
     sources: list[ToolSource] = []
     if settings.worker_tools:
         sources.append(load_python_tools(settings.worker_tools))
+    if settings.worker_mcp_config:
+        # Put off: the mcp client is loaded only by a worker that has servers.
+        from parley.workers.tools.mcp_servers import load_mcp_servers
+
+        servers = load_mcp_servers(settings.worker_mcp_config)
+        if servers is not None:
+            sources.append(servers)
     return sources
 
 
