@@ -35,6 +35,9 @@ from parley.shared.settings import Settings, get_settings
 from parley.workers.deadlines import STOPPING
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.catalog_publisher import CatalogPublisher, catalog_client
+from parley.workers.tools.mcp_config import McpConfigError
+from parley.workers.tools.python_tools import ToolLoadError
+from parley.workers.tools.toolbox import build_toolbox
 
 log = structlog.get_logger("parley.worker")
 # The exit code of a worker whose health port cannot be served: bad input, as the CLI's.
@@ -206,11 +209,6 @@ class WorkerTools(bootsteps.StartStopStep):
 
     def start(self, worker: Any) -> None:
         """Build the worker's toolbox (kept for its whole life)."""
-        # Put off: the tools' modules are the operator's, imported only by a starting worker.
-        from parley.workers.tools.mcp_config import McpConfigError
-        from parley.workers.tools.python_tools import ToolLoadError
-        from parley.workers.tools.toolbox import build_toolbox
-
         try:
             build_toolbox(settings)
         except (ToolLoadError, McpConfigError) as error:
@@ -219,8 +217,6 @@ class WorkerTools(bootsteps.StartStopStep):
 
     def stop(self, worker: Any) -> None:
         """End the toolbox's sessions: its MCP servers' processes stop with the worker."""
-        from parley.workers.tools.toolbox import build_toolbox
-
         build_toolbox(settings).close()
 
 
@@ -335,8 +331,6 @@ def _import_litellm() -> None:
 def offered_tools() -> list[ToolDef]:
     """The tools this worker offers its agents, as the catalog lists them (its toolbox,
     built as the worker started)."""
-    from parley.workers.tools.toolbox import build_toolbox
-
     return build_toolbox(settings).tools()
 
 

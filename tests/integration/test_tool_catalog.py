@@ -128,7 +128,8 @@ def test_the_catalog_keys_share_one_cluster_slot(keys):
 
 
 def tools_spec(tools: list[str], approve: list[str] | None = None, approvers=()):  # noqa: ANN201
-    spec = scripted_spec({"Investigator": [{"content": "done"}], "SRE": [{"content": "ok"}]})
+    spec = scripted_spec({"Investigator": [{"content": "done"}], "SRE": [{"content": "ok"}]},
+                         bid_mode="intent")  # a full bid runs no tools
     investigator = spec.agents[0].model_copy(update={"tools": tools, "approve": approve or []})
     return spec.model_copy(update={"agents": [investigator, spec.agents[1]],
                                    "approvers": list(approvers)})

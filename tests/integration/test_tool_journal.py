@@ -7,11 +7,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from parley.shared.models import AgentSpec, ToolCallRecord, ToolCallStatus
 from parley.shared.store import RoomStore
+from parley.workers.tools.base import ToolDef, ToolSource
 from parley.workers.tools.journal import AskedCall, Claim, Done, Step, ToolJournal
 from parley.workers.tools.loop import ToolLoop, ToolRun
 from parley.workers.tools.python_tools import load_python_tools
@@ -100,19 +102,30 @@ def test_the_journal_keeps_about_its_cap_and_goes_with_the_room(store, real_redi
     assert journal.claim(record("1.0.1.0.200"), 30) == (None, None)  # the room is gone
 
 
+class IdempotentLookup:
+    """The sample tools, ``lookup`` marked idempotent."""
+
+    def __init__(self, source: ToolSource) -> None:
+        self.source = source
+
+    def tools(self) -> list[ToolDef]:
+        return [replace(tool, options=replace(tool.options, idempotent=True))
+                if tool.name == "lookup" else tool for tool in self.source.tools()]
+
+    def call(self, name: str, arguments: dict[str, Any], timeout_s: float) -> str:
+        return self.source.call(name, arguments, timeout_s)
+
+
 def test_an_uncertain_call_is_told_and_an_idempotent_one_runs_again(store, tmp_path,
                                                                      monkeypatch):
     runs = tmp_path / "runs"
     monkeypatch.setenv("PARLEY_TEST_TOOL_RUNS", str(runs))
-    box = Toolbox([load_python_tools(["tests.support.tool_modules.sample"])])
+    box = Toolbox([IdempotentLookup(load_python_tools(["tests.support.tool_modules.sample"]))])
     gone = ToolJournal(store, ROOM, 1000, 1, 0)
     for call_id in ("1.0.1.0.0", "1.0.1.0.1"):
         gone.claim(record(call_id), 0.01)  # started by a worker that then stopped
     time.sleep(0.02)  # past the claims' own timeout
     agent = AgentSpec(name="A", model="scripted", script=[], tools=["counted", "lookup"])
-    lookup, source = box.offered["lookup"]
-    box.offered["lookup"] = (replace(lookup, options=replace(lookup.options, idempotent=True)),
-                             source)
     loop = ToolLoop(agent, box.resolve(agent.tools), "1.0.1",
                     ToolRun(box, ToolJournal(store, ROOM, 1000, 1, 0)), time.time() + 10)
     results = loop.run_calls(0, (AskedCall("a", "counted", '{"label": "x"}'),

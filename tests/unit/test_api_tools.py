@@ -21,6 +21,7 @@ def tools_spec(tools: list[str], approvers: list[str] | None = None) -> dict:
     spec = spec_json()
     spec["agents"][0]["tools"] = tools
     spec["approvers"] = approvers or []
+    spec["policy"] = {**spec.get("policy", {}), "bid_mode": "intent"}  # a full bid runs no tools
     return spec
 
 
@@ -80,4 +81,4 @@ def test_a_room_approving_without_approvers_is_422_as_an_invalid_spec(api, serve
     reply = api.post("/rooms", json=spec)
     assert reply.status_code == 422
     assert reply.json()["error"].startswith("invalid room spec: ")
-    assert "and the room has no approvers" in reply.json()["error"]
+    assert "but the room has no approvers" in reply.json()["error"]

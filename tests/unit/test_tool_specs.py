@@ -22,6 +22,7 @@ def spec(tools: list[str], approve: list[str] | None = None, approvers: list[str
         "agents": [{"name": "Investigator", "model": "scripted", "script": [{"content": "x"}],
                     "tools": tools, "approve": approve or []},
                    {"name": "SRE", "model": "scripted", "script": [{"content": "y"}]}],
+        "policy": {"kind": "bid", "bid_mode": "intent"},  # a full bid runs no tools
         "approvers": approvers or []})
 
 
@@ -52,9 +53,8 @@ def test_an_agent_may_approve_a_tool_of_a_server_it_names_whole():
 
 
 def test_approvals_without_approvers_are_refused():
-    with pytest.raises(ValidationError, match="agent 'Investigator' has tools that wait for "
-                                              r"approval \(approve: rollback\) and the room has "
-                                              "no approvers"):
+    with pytest.raises(ValidationError, match=r"agent 'Investigator' has tools to approve "
+                                              r"\(rollback\) but the room has no approvers"):
         spec(["rollback"], approve=["rollback"])
 
 
