@@ -163,15 +163,13 @@ class Coordinator:
         # Take a bounded share per scan so that coordinators starting together split the rooms.
         limit = min(free, max(1, self.settings.coordinator_capacity // 10))
         due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
-        taken = 0
         # Without withscores the reply is a plain list of members.
-        for room in (decode(member) for member in cast(list[bytes], due)):
-            if taken >= limit or self.stopping.is_set():
-                break
-            if room in self.rooms:
-                continue
-            lease = await self.take(room)
-            if lease is not None:
+        candidates = [room for room in (decode(member) for member in cast(list[bytes], due))
+                      if room not in self.rooms]
+        taken = 0
+        while candidates and taken < limit and not self.stopping.is_set():
+            batch, candidates = candidates[:limit - taken], candidates[limit - taken:]
+            for lease in await self.take(batch):
                 self.start_room(lease)
                 taken += 1
 
@@ -183,21 +181,28 @@ class Coordinator:
         pipe.zremrangebyscore(self.keys.coordinators, "-inf", now - FORGET_VANISHED_MS)
         await pipe.execute()
 
-    async def take(self, room: str) -> Lease | None:
-        """Acquire one room's lease; a deleted room is taken off the runnable set, and a
-        room whose acquire is refused (its epoch at its limit, a state that is not a
-        room's) is set aside, so that the scan goes on to the next room."""
-        try:
-            return await self.leases.acquire(room)
-        except ResponseError as error:
-            if unusable(error):  # Redis refuses every room alike: the scan fails
-                raise
-            if not refused_with(error, Refusal.NO_ROOM):
-                await self.set_aside(room, error)
-                return None
-            log.warning("runnable_room_missing", room=room)
-            await self.io.set_runnable(room, False)
-            return None
+    async def take(self, rooms: list[str]) -> list[Lease]:
+        """Acquire the rooms' leases in one script call per batch; the leases taken. A
+        deleted room is taken off the runnable set, and a room whose acquire is refused (its
+        epoch at its limit, a state that is not a room's) is set aside; the other rooms are
+        taken all the same."""
+        leases = []
+        for room, answer in zip(rooms, await self.leases.acquire_many(rooms), strict=True):
+            if isinstance(answer, Lease):
+                leases.append(answer)
+            elif isinstance(answer, ResponseError):
+                await self.refused(room, answer)
+        return leases
+
+    async def refused(self, room: str, error: ResponseError) -> None:
+        """Handle a room whose take was refused with ``error``."""
+        if unusable(error):  # Redis refuses every room alike: the scan fails
+            raise error
+        if not refused_with(error, Refusal.NO_ROOM):
+            await self.set_aside(room, error)
+            return
+        log.warning("runnable_room_missing", room=room)
+        await self.io.set_runnable(room, False)
 
     async def set_aside(self, room: str, error: ResponseError) -> None:
         """Count a refused take as a failed one, so that a room refused at every take ends

@@ -39,9 +39,9 @@ def test_renewals_go_in_batches_of_one_slot_each_on_a_cluster(server):
     client = fakeredis.FakeAsyncRedis(server=server)
     leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
     held = [Lease(f"room-{i}", "c1", 1) for i in range(RENEW_BATCH + 5)]
-    assert [len(batch) for batch in leases.batches(held)] == [RENEW_BATCH, 5]
+    assert [len(batch) for batch in leases.batches(held, lambda lease: lease.room)] == [RENEW_BATCH, 5]
     leases.cluster = True
-    slots = [{leases.keys.lease(lease.room) for lease in batch} for batch in leases.batches(held)]
+    slots = [{leases.keys.lease(lease.room) for lease in batch} for batch in leases.batches(held, lambda lease: lease.room)]
     assert all(len({key_slot(key.encode()) for key in keys}) == 1 for keys in slots)
     assert sum(map(len, slots)) == len(held)
 
