@@ -81,18 +81,24 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
 
 
 # Fields only some failures carry: written only when set, so an answer costs no more.
-ONLY_WHEN_SET = frozenset({"error_variable"})
+ONLY_WHEN_SET = frozenset({"error_variable", "tool_calls"})
+# Fields of an answer that hold a list, written as JSON.
+JSON_FIELDS = frozenset({"tool_calls"})
 
 
 def answer_fields(answer: Answer) -> dict[str, str]:
     """A call's answer as answers (bids) stream fields."""
-    return {name: _plain(value) for name, value in answer.model_dump().items()
+    return {name: orjson.dumps(value).decode() if name in JSON_FIELDS else _plain(value)
+            for name, value in answer.model_dump(mode="json").items()
             if value or name not in ONLY_WHEN_SET}
 
 
 def answer_from_fields(fields: dict[Any, Any]) -> Answer:
     """An answers (bids) stream entry as an Answer."""
-    return Answer.model_validate(decode_fields(fields))
+    decoded: dict[str, Any] = decode_fields(fields)
+    for name in JSON_FIELDS & decoded.keys():
+        decoded[name] = orjson.loads(decoded[name])
+    return Answer.model_validate(decoded)
 
 
 def _plain(value: Any) -> str:
