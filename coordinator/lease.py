@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
@@ -54,11 +54,19 @@ class Lease:
     margin_s: float = field(default=0.0, repr=False)
     # Set while the room goes idle: renewals then leave its due time alone.
     idling: bool = field(default=False, repr=False)
+    # Told of each change of ``idling`` (the lease keeper renewing it).
+    on_change: Callable[[Lease], None] | None = field(default=None, repr=False)
 
     @property
     def token(self) -> str:
         """``<coordinator id>:<epoch>``, the lease key's value."""
         return f"{self.owner}:{self.epoch}"
+
+    def set_idling(self, idling: bool) -> None:
+        """Say whether the room is going idle (renewals then leave its due time alone)."""
+        self.idling = idling
+        if self.on_change is not None:
+            self.on_change(self)
 
     def seconds_left(self) -> float:
         """How long the lease is surely still ours, by this process's clock."""

@@ -1,6 +1,7 @@
 """The coordinator process's scheduler: leases runnable rooms up to a capacity, runs each
 one's turn loop as an asyncio task with an explicit policy per failure, and lets each room
-go when its loop ends. Its lease keeper (coordinator/lease_keeper.py) renews the leases
+go when its loop ends. Its lease keeper (coordinator/lease_keeper.py, renewing from a
+process of its own: coordinator/keeper.py) renews the leases
 and stops work on any room whose lease it cannot vouch for; a heartbeat tells operators
 the coordinator is alive."""
 
@@ -18,9 +19,15 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from parley.coordinator import debug
 from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
 from parley.coordinator.lease import Lease, LeaseLost, Leases
-from parley.coordinator.lease_keeper import LeaseKeeper, ServedRooms
+from parley.coordinator.lease_keeper import (
+    InProcessKeeper,
+    KeeperProcess,
+    LeaseKeeper,
+    ServedRooms,
+)
 from parley.coordinator.outages import OutageClock
 from parley.coordinator.retention import IdleRooms
 from parley.coordinator.room_io import InboxLimits, RoomIO
@@ -93,7 +100,11 @@ class Coordinator:
         self.rooms: ServedRooms = {}
         metrics.ROOMS_HELD.labels(coordinator=self.id).set_function(lambda: len(self.rooms))
         self.outages = OutageClock()
-        self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
+        # Renewals run in a process of their own; a coordinator given its client (the
+        # tests' fakeredis, which no other process reaches) renews from its own loop.
+        self.keeper: LeaseKeeper = (
+            InProcessKeeper(settings, self.id, self.rooms, self.outages, self.leases)
+            if client is not None else KeeperProcess(settings, self.id, self.rooms, self.outages))
         self.stopping = asyncio.Event()
         self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
         self.scans = FailedRounds("scans", SCANS_FAILED_NOT_READY)
@@ -112,8 +123,9 @@ class Coordinator:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
-            self.keeper.stop()
+            # The keeper renews until every lease is released (or the shutdown gave up).
             await self.shutdown()
+            self.keeper.stop()
 
     def stop(self) -> None:
         """Ask run() to return (safe from a signal handler)."""
@@ -217,6 +229,8 @@ class Coordinator:
         """Run the room's turn loop in its own task (and its own log context)."""
         task = asyncio.create_task(self.serve(lease), name=f"room:{lease.room}")
         self.rooms[lease.room] = (lease, task)
+        lease.on_change = self.keeper.hold
+        self.keeper.hold(lease)
 
     async def serve(self, lease: Lease) -> None:
         """One room's loop with an explicit policy per failure; always lets the room go."""
@@ -253,7 +267,7 @@ class Coordinator:
         someone posts again, instead of being taken again forever."""
         # Renewals stop moving the due time, so that a post racing with this step keeps
         # the room runnable (as in going idle).
-        lease.idling = True
+        lease.set_idling(True)
         await self.record_failed_take(lease.room, lease.token, error)
 
     async def record_failed_take(self, room: str, token: str, error: Exception) -> bool:
@@ -288,6 +302,8 @@ class Coordinator:
         that a coordinator (maybe this one) takes it at once rather than after the ttl."""
         if self.rooms.get(lease.room, (None,))[0] is lease:
             del self.rooms[lease.room]
+        lease.on_change = None
+        self.keeper.forget(lease)
         try:
             released = await asyncio.wait_for(self.leases.release(lease), self.renew_every_s)
             if released and reschedule:
@@ -339,6 +355,8 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)
+    if settings.coordinator_debug_signals:
+        debug.add_signal_handlers(loop, settings.coordinator_debug_busy_s)
     try:
         await coordinator.run()
     finally:

@@ -29,6 +29,10 @@ def lease_with(seconds_left: float, margin_s: float = 1.0) -> Lease:
     return Lease(ROOM, "c1", 1, time.monotonic() + seconds_left, margin_s)
 
 
+def room_of(lease: Lease) -> str:
+    return lease.room
+
+
 def test_a_lease_with_less_than_its_margin_left_is_no_longer_held():
     lease_with(5.0).ensure_held()
     with pytest.raises(LeaseLost):
@@ -39,9 +43,10 @@ def test_renewals_go_in_batches_of_one_slot_each_on_a_cluster(server):
     client = fakeredis.FakeAsyncRedis(server=server)
     leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
     held = [Lease(f"room-{i}", "c1", 1) for i in range(RENEW_BATCH + 5)]
-    assert [len(batch) for batch in leases.batches(held, lambda lease: lease.room)] == [RENEW_BATCH, 5]
+    assert [len(batch) for batch in leases.batches(held, room_of)] == [RENEW_BATCH, 5]
     leases.cluster = True
-    slots = [{leases.keys.lease(lease.room) for lease in batch} for batch in leases.batches(held, lambda lease: lease.room)]
+    slots = [{leases.keys.lease(lease.room) for lease in batch}
+             for batch in leases.batches(held, room_of)]
     assert all(len({key_slot(key.encode()) for key in keys}) == 1 for keys in slots)
     assert sum(map(len, slots)) == len(held)
 
