@@ -7,9 +7,9 @@ talks to it in JSON lines. Its stdin carries, first, ``{"owner", "parent", "sett
 "hold"}``, then the coordinator's signals ``{"at", "hold", "drop"}``: ``at`` is the
 coordinator's ``time.monotonic()`` (one clock for every process of the host), ``hold``
 lists ``[room, epoch, idling]`` to renew, ``drop`` lists ``[room, epoch]`` no longer held.
-Its stdout carries its reports: ``{"renewed": [[room, epoch]...], "until": t}`` (the
-leases are good until the monotonic time ``t``), ``{"lost": [[room, epoch]...]}`` and
-``{"unreachable": true}`` (Redis could not be reached).
+Its stdout carries its reports: ``{"ready": true}`` once it can renew, ``{"renewed":
+[[room, epoch]...], "until": t}`` (the leases are good until the monotonic time ``t``),
+``{"lost": [[room, epoch]...]}`` and ``{"unreachable": true}`` (Redis could not be reached).
 
 Each renewal makes a lease good until one ttl past the coordinator's last signal, never
 longer, and after a third of the ttl without a signal the keeper renews nothing until it
@@ -158,6 +158,7 @@ async def serve(protocol_out: int) -> None:
     client = connect(settings, CONTROL_CONNECTIONS)
     leases = Leases(client, Keys(settings.key_prefix), Scripts(client), keeper.owner,
                     settings.lease_ttl_s)
+    keeper.report({"ready": True})
     keeping = asyncio.create_task(keeper.keep(leases))
     listening = asyncio.create_task(listen(keeper, lines))
     await asyncio.wait([keeping, listening], return_when=asyncio.FIRST_COMPLETED)

@@ -41,6 +41,8 @@ ServedRooms = dict[str, tuple[Lease, asyncio.Task[None]]]
 BEATS_PER_RENEWAL = 4
 # A keeper process that died is started again after this pause (not in a tight loop).
 RESPAWN_PAUSE_S = 0.2
+# How long a coordinator starting waits for its keeper to be ready to renew.
+KEEPER_READY_S = 30.0
 KEEPER_COMMAND = [sys.executable, "-m", "parley.coordinator.keeper"]
 
 
@@ -61,6 +63,9 @@ class LeaseKeeper:
     def start(self) -> None:
         """Keep the leases of the rooms running on the current event loop."""
         self.loop = asyncio.get_running_loop()
+
+    async def ready(self) -> None:
+        """Return once the keeper can renew (rooms taken before would lapse)."""
 
     def stop(self) -> None:
         """Stop renewing."""
@@ -181,6 +186,8 @@ class KeeperProcess(LeaseKeeper):
         # One writer at a time on the keeper's stdin: the signals' thread and a respawn.
         self.writing = threading.Lock()
         self.process: subprocess.Popen[bytes] | None = None
+        # Set once the keeper process first said it can renew.
+        self.renewing = threading.Event()
 
     @property
     def pid(self) -> int | None:
@@ -207,6 +214,13 @@ class KeeperProcess(LeaseKeeper):
             self.process = process
             self.send({**hello, "hold": [holding(lease) for lease in held]})
         log.info("keeper_started", pid=process.pid, rooms=len(held))
+
+    async def ready(self) -> None:
+        """Return once the keeper process can renew (it has loaded and reached Redis), or
+        after a while without it: a keeper that does not start is logged, and the rooms
+        taken meanwhile are dropped as their leases lapse."""
+        if not await asyncio.to_thread(self.renewing.wait, KEEPER_READY_S):
+            log.error("keeper_not_ready", waited_s=KEEPER_READY_S)
 
     def stop(self) -> None:
         """Stop the keeper process: its stdin closes, and it exits."""
@@ -296,6 +310,8 @@ class KeeperProcess(LeaseKeeper):
             self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
         if report.get("unreachable"):
             self.outages.failed()
+        if report.get("ready"):
+            self.renewing.set()
 
     def lease_of(self, room: str, epoch: int) -> Lease | None:
         """The lease held on ``room`` under ``epoch``, if it still is."""

@@ -117,6 +117,7 @@ class Coordinator:
                  broker=redact_url(self.settings.broker_url))
         self.keeper.start()
         try:
+            await self.keeper.ready()
             while not self.stopping.is_set():
                 await self.scan_once()
                 self.liveness.tick()
