@@ -59,7 +59,7 @@ class Keeper:
         # No renewal after this long without a signal: a third of the ttl.
         self.quiet_s = self.ttl_s / 3
         self.held: dict[str, Lease] = {}
-        self.last_signal = time.monotonic()
+        self.last_signal = 0.0  # the monotonic time of the last signal heard; none yet
         self.signalled = asyncio.Event()
 
     def heard(self, message: dict[str, Any]) -> None:
