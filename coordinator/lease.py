@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import ResponseError
 
 from parley.shared.keys import Keys
+from parley.shared.records import decode
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import now_ms
@@ -31,6 +34,7 @@ from parley.shared.store import now_ms
 # Leases renewed by one script call: a few milliseconds of Redis's time, so a batch of
 # thousands of rooms never holds Redis up for long, yet costs one command, not thousands.
 RENEW_BATCH = 1000
+T = TypeVar("T")
 
 
 class LeaseLost(Exception):
@@ -50,11 +54,19 @@ class Lease:
     margin_s: float = field(default=0.0, repr=False)
     # Set while the room goes idle: renewals then leave its due time alone.
     idling: bool = field(default=False, repr=False)
+    # Told of each change of ``idling`` (the lease keeper renewing it).
+    on_change: Callable[[Lease], None] | None = field(default=None, repr=False)
 
     @property
     def token(self) -> str:
         """``<coordinator id>:<epoch>``, the lease key's value."""
         return f"{self.owner}:{self.epoch}"
+
+    def set_idling(self, idling: bool) -> None:
+        """Say whether the room is going idle (renewals then leave its due time alone)."""
+        self.idling = idling
+        if self.on_change is not None:
+            self.on_change(self)
 
     def seconds_left(self) -> float:
         """How long the lease is surely still ours, by this process's clock."""
@@ -69,6 +81,10 @@ class Lease:
         if self.lapsing():
             raise LeaseLost(f"lease on {self.room} not renewed in time "
                             f"({self.seconds_left():.2f}s left)")
+
+
+# A room's answer to a batched take: its lease, None (someone holds it), or its refusal.
+Taken = Lease | None | ResponseError
 
 
 class Leases:
@@ -98,26 +114,72 @@ class Leases:
         await self.redis.zadd(self.keys.runnable, {room: now_ms() + self.ttl_ms}, xx=True)
         return Lease(room, self.owner, epoch, sent + self.ttl_s, self.margin_s)
 
-    async def renew(self, leases: list[Lease]) -> list[bool]:
+    async def acquire_many(self, rooms: list[str]) -> list[Taken]:
+        """Take every room nobody holds, one script call per batch (per hash slot on a
+        cluster), and push the taken rooms' due times past our ttl in one command.
+
+        Each room's answer: its Lease, None when another coordinator holds it, or the
+        ResponseError acquire.lua would have refused that room alone with.
+        """
+        if not rooms:
+            return []
+        batches = self.batches(rooms, lambda room: room)
+        calls = [([key for room in batch for key in (self.keys.lease(room),
+                                                      self.keys.state(room),
+                                                      self.keys.events(room))],
+                  [self.owner, self.ttl_ms, self.events_maxlen]) for batch in batches]
+        sent = time.monotonic()
+        replies = await self.run_batches(self.scripts.acquire_many, calls)
+        taken: dict[str, Taken] = {}
+        for batch, answers in zip(batches, replies, strict=True):
+            for room, answer in zip(batch, answers, strict=True):
+                taken[room] = self.taken(room, answer, sent)
+        leased = {room: now_ms() + self.ttl_ms for room, answer in taken.items()
+                  if isinstance(answer, Lease)}
+        if leased:
+            await self.redis.zadd(self.keys.runnable, leased, xx=True)
+        return [taken[room] for room in rooms]
+
+    def taken(self, room: str, answer: int | bytes | str, sent: float) -> Taken:
+        """One room's answer of acquire_many.lua as a Lease, None or its refusal."""
+        if isinstance(answer, bytes | str):
+            return ResponseError(decode(answer))
+        if not answer:
+            return None
+        return Lease(room, self.owner, int(answer), sent + self.ttl_s, self.margin_s)
+
+    async def run_batches(self, script: Any, calls: list[tuple[list[str], list[Any]]]
+                          ) -> list[Any]:
+        """Run ``script`` once per (keys, args): in one round trip, or on a cluster (whose
+        pipeline refuses scripts) as one call per slot, all at once."""
+        if self.cluster:
+            return list(await asyncio.gather(*(script(keys=keys, args=args)
+                                               for keys, args in calls)))
+        pipe = self.redis.pipeline(transaction=False)
+        for keys, args in calls:
+            await script(keys=keys, args=args, client=pipe)
+        return list(await pipe.execute())
+
+    async def renew(self, leases: list[Lease], good_for_s: float | None = None) -> list[bool]:
         """Renew many leases in one round trip; False where a lease was lost.
 
-        Each renewed lease is good for a ttl from the moment the renewal was sent. Held
-        rooms stay in the runnable set with their due time at the lease's expiry, so other
-        coordinators' scans skip them until this one stops renewing, and take them over
-        then (even if a stale holder removed them from the set meanwhile).
+        Each renewed lease is good for ``good_for_s`` (default: the ttl) from the moment the
+        renewal was sent. Held rooms stay in the runnable set with their due time at the
+        lease's expiry, so other coordinators' scans skip them until this one stops
+        renewing, and take them over then (even if a stale holder removed them from the
+        set meanwhile).
         """
         if not leases:
             return []
-        batches = self.batches(leases)
+        good_for_s = self.ttl_s if good_for_s is None else good_for_s
+        good_for_ms = max(1, int(good_for_s * 1000))
+        batches = self.batches(leases, lambda lease: lease.room)
         calls = [([self.keys.lease(lease.room) for lease in batch],
-                  [self.ttl_ms, *(lease.token for lease in batch)]) for batch in batches]
-        due = now_ms() + self.ttl_ms
-        scheduled = {lease.room: due for lease in leases if not lease.idling}
+                  [good_for_ms, *(lease.token for lease in batch)]) for batch in batches]
+        scheduled = {lease.room: now_ms() + good_for_ms for lease in leases if not lease.idling}
         sent = time.monotonic()
         if self.cluster:
-            # redis-py's cluster pipeline refuses scripts: one call per slot, all at once.
-            replies = await asyncio.gather(*(self.scripts.renew(keys=keys, args=args)
-                                             for keys, args in calls))
+            replies = await self.run_batches(self.scripts.renew, calls)
             if scheduled:
                 await self.redis.zadd(self.keys.runnable, scheduled)
         else:
@@ -129,20 +191,21 @@ class Leases:
                 # pushed once more, which only delays its next holder's scan by a ttl.
                 pipe.zadd(self.keys.runnable, scheduled)
             replies = await pipe.execute()
+        # strict=False: the pipeline's last reply is the ZADD's.
         renewed = {lease: bool(reply) for batch, answers in zip(batches, replies, strict=False)
                    for lease, reply in zip(batch, answers, strict=True)}
         for lease, ok in renewed.items():
             if ok:
-                lease.valid_until = sent + self.ttl_s
+                lease.valid_until = sent + good_for_s
         return [renewed[lease] for lease in leases]
 
-    def batches(self, leases: list[Lease]) -> list[list[Lease]]:
-        """The leases in batches of at most RENEW_BATCH, one script call each: one batch
-        per hash slot on Redis Cluster (a script may touch only one slot)."""
-        slots: dict[int, list[Lease]] = defaultdict(list)
-        for lease in leases:
-            slots[key_slot(self.keys.lease(lease.room).encode()) if self.cluster else 0
-                  ].append(lease)
+    def batches(self, items: list[T], room_of: Callable[[T], str]) -> list[list[T]]:
+        """The items (leases or rooms) in batches of at most RENEW_BATCH, one script call
+        each: one batch per hash slot on Redis Cluster (a script may touch only one slot)."""
+        slots: dict[int, list[T]] = defaultdict(list)
+        for item in items:
+            slots[key_slot(self.keys.lease(room_of(item)).encode()) if self.cluster else 0
+                  ].append(item)
         return [group[start:start + RENEW_BATCH] for group in slots.values()
                 for start in range(0, len(group), RENEW_BATCH)]
 

@@ -1,35 +1,54 @@
-"""The lease keeper: renews the leases of every room a coordinator serves, on a fixed
-schedule from a thread of its own, and stops work at once on any room whose lease it
-cannot vouch for (lost, or with less than the margin left)."""
+"""The coordinator's side of its lease keeper: which rooms' leases it vouches for, and how
+it stops work at once on any room whose lease it cannot vouch for (lost, or with less than
+the margin left).
+
+The renewals themselves run in a process of the keeper's own (``KeeperProcess``, the code
+of that process in coordinator/keeper.py), so that nothing that stops the turn loop's
+interpreter (a full garbage collection, a CPU-starved or blocked event loop) can make the
+leases lapse. A coordinator given its Redis client (the tests on fakeredis) renews from its
+own event loop instead (``InProcessKeeper``): a process of its own could not reach that
+client.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import queue
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
+import orjson
 import structlog
 from redis.exceptions import RedisError
 
-from parley.coordinator.connections import CONTROL_CONNECTIONS, connect
 from parley.coordinator.lease import Lease, Leases
 from parley.coordinator.outages import OutageClock
 from parley.shared import metrics
-from parley.shared.keys import Keys
-from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 
 log = structlog.get_logger("parley.coordinator")
 
 # The rooms a coordinator serves: each room's lease and the task running its turn loop.
 ServedRooms = dict[str, tuple[Lease, asyncio.Task[None]]]
+# The coordinator signals its keeper this many times per renewal period: the keeper stops
+# renewing after a third of the ttl without a signal, at least a renewal period.
+BEATS_PER_RENEWAL = 4
+# A keeper process that died is started again after this pause (not in a tight loop).
+RESPAWN_PAUSE_S = 0.2
+# How long a coordinator starting waits for its keeper to be ready to renew.
+KEEPER_READY_S = 30.0
+KEEPER_COMMAND = [sys.executable, "-m", "parley.coordinator.keeper"]
 
 
 class LeaseKeeper:
-    """Keeps the leases of the rooms in ``rooms`` (the scheduler's table, read here; a
-    room is dropped by cancelling its task, and its task takes it out of the table)."""
+    """Vouches for the leases of the rooms in ``rooms`` (the scheduler's table, read here;
+    a room is dropped by cancelling its task, and its task takes it out of the table)."""
 
     def __init__(self, settings: Settings, owner: str, rooms: ServedRooms,
                  outages: OutageClock) -> None:
@@ -38,36 +57,73 @@ class LeaseKeeper:
         self.rooms = rooms
         self.outages = outages
         self.renew_every_s = settings.lease_renew_every_s
-        # Set by start(): the loop the rooms run on. The thread's stop flag.
+        # Set by start(): the loop the rooms run on.
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.stopping = threading.Event()
 
     def start(self) -> None:
-        """Keep the leases of the rooms running on the current event loop, from a thread."""
+        """Keep the leases of the rooms running on the current event loop."""
         self.loop = asyncio.get_running_loop()
-        threading.Thread(target=self.keep_leases_apart, name="lease-keeper", daemon=True).start()
+
+    async def ready(self) -> None:
+        """Return once the keeper can renew (rooms taken before would lapse)."""
 
     def stop(self) -> None:
-        """Ask the keeper's thread to stop renewing and close its client."""
-        self.stopping.set()
+        """Stop renewing."""
 
-    def keep_leases_apart(self) -> None:
-        """Keep the leases from a thread with its own event loop and Redis client: when a
-        thousand rooms wake at once the rooms' loop falls seconds behind, and renewals
-        queued behind them would let every lease lapse."""
+    def hold(self, lease: Lease) -> None:
+        """Renew ``lease`` from now on (again when its ``idling`` changed)."""
 
-        async def keep() -> None:
-            client = connect(self.settings, CONTROL_CONNECTIONS)
-            leases = Leases(client, Keys(self.settings.key_prefix), Scripts(client), self.owner,
-                            self.settings.lease_ttl_s)
-            keeper = asyncio.create_task(self.keep_leases(leases))
-            while not self.stopping.is_set():
-                await asyncio.sleep(self.renew_every_s / 4)
-            keeper.cancel()
-            with contextlib.suppress(RedisError, TimeoutError):
-                await asyncio.wait_for(client.aclose(), self.renew_every_s)
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing ``lease``: its room is being let go."""
 
-        asyncio.run(keep())
+    def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
+        """Call ``function`` on the loop the rooms run on (at once when already there)."""
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if self.loop is None or self.loop is here:
+            function(*args)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to drop
+                self.loop.call_soon_threadsafe(function, *args)
+
+    def drop_lapsing(self) -> None:
+        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
+        self.drop_rooms([lease for lease, _ in self.rooms.values() if lease.lapsing()],
+                        "lease not renewed in time")
+
+    def drop_rooms(self, leases: list[Lease], reason: str) -> None:
+        """Cancel these rooms' tasks now (unless a room was re-leased meanwhile). A room
+        stays listed until its task has let it go, so it is not taken again before."""
+        for lease in leases:
+            held, task = self.rooms.get(lease.room, (None, None))
+            if held is lease and task is not None and not task.cancelling():
+                log.warning("room_dropped", room=lease.room, epoch=lease.epoch, reason=reason,
+                            lease_left_s=round(lease.seconds_left(), 3))
+                metrics.LEASE_LOSSES.inc()
+                task.cancel()
+
+
+class InProcessKeeper(LeaseKeeper):
+    """Renews from the rooms' own event loop with the coordinator's own client: the twin
+    of the keeper process for a coordinator given its client (fakeredis in tests)."""
+
+    def __init__(self, settings: Settings, owner: str, rooms: ServedRooms,
+                 outages: OutageClock, leases: Leases) -> None:
+        super().__init__(settings, owner, rooms, outages)
+        self.leases = leases
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Renew on the current event loop."""
+        super().start()
+        self.task = asyncio.create_task(self.keep_leases(self.leases), name="lease-keeper")
+
+    def stop(self) -> None:
+        """Stop renewing."""
+        if self.task is not None:
+            self.task.cancel()
 
     async def keep_leases(self, leases: Leases) -> None:
         """Renew every held lease each period, on a fixed schedule, and stop work at once
@@ -81,7 +137,7 @@ class LeaseKeeper:
         renewal: asyncio.Task[None] | None = None
         try:
             while True:
-                self.on_rooms_loop(self.drop_lapsing)
+                self.drop_lapsing()
                 if renewal is None or renewal.done():
                     renewal = asyncio.create_task(self.renew_held(leases), name="lease-renewal")
                 next_tick = max(next_tick + self.renew_every_s, loop.time())
@@ -107,32 +163,168 @@ class LeaseKeeper:
             return
         lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
         metrics.LEASE_RENEWALS.inc(len(held) - len(lost))
-        self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
-        self.on_rooms_loop(self.drop_lapsing)
+        self.drop_rooms(lost, "lease lost")
+        self.drop_lapsing()
 
-    def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
-        """Call ``function`` on the loop the rooms run on (at once when already there)."""
+
+class KeeperProcess(LeaseKeeper):
+    """Starts and supervises the coordinator's keeper process, tells it which leases to
+    renew and signals it that the coordinator lives, and applies what it reports.
+
+    Two threads of the coordinator talk to it over its stdin and stdout, not the rooms'
+    event loop: the coordinator's signals and its vouching go on while the loop is busy.
+    The keeper counts each lease good until a ttl past the coordinator's last signal, so
+    a coordinator stopped or wedged as a whole loses its rooms within one ttl.
+    """
+
+    def __init__(self, settings: Settings, owner: str, rooms: ServedRooms,
+                 outages: OutageClock) -> None:
+        super().__init__(settings, owner, rooms, outages)
+        self.beat_every_s = self.renew_every_s / BEATS_PER_RENEWAL
+        self.changes: queue.SimpleQueue[tuple[str, Lease]] = queue.SimpleQueue()
+        self.stopping = threading.Event()
+        # One writer at a time on the keeper's stdin: the signals' thread and a respawn.
+        self.writing = threading.Lock()
+        self.process: subprocess.Popen[bytes] | None = None
+        # Set once the keeper process first said it can renew.
+        self.renewing = threading.Event()
+
+    @property
+    def pid(self) -> int | None:
+        """The keeper process's pid (None before it started)."""
+        return None if self.process is None else self.process.pid
+
+    def start(self) -> None:
+        """Start the keeper process and the threads that talk to it."""
+        super().start()
+        self.spawn()
+        threading.Thread(target=self.signal_forever, name="lease-keeper-signals",
+                         daemon=True).start()
+        threading.Thread(target=self.read_forever, name="lease-keeper-reports",
+                         daemon=True).start()
+
+    def spawn(self) -> None:
+        """Start a keeper process and tell it every lease held now."""
+        process = subprocess.Popen(KEEPER_COMMAND, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE)
+        hello = {"owner": self.owner, "parent": os.getpid(),
+                 "settings": self.settings.model_dump(mode="json")}
+        held = [lease for lease, _ in list(self.rooms.values())]
+        with self.writing:
+            self.process = process
+            self.send({**hello, "hold": [holding(lease) for lease in held]})
+        log.info("keeper_started", pid=process.pid, rooms=len(held))
+
+    async def ready(self) -> None:
+        """Return once the keeper process can renew (it has loaded and reached Redis), or
+        after a while without it: a keeper that does not start is logged, and the rooms
+        taken meanwhile are dropped as their leases lapse."""
+        if not await asyncio.to_thread(self.renewing.wait, KEEPER_READY_S):
+            log.error("keeper_not_ready", waited_s=KEEPER_READY_S)
+
+    def stop(self) -> None:
+        """Stop the keeper process: its stdin closes, and it exits."""
+        self.stopping.set()
+        process = self.process
+        if process is None:
+            return
+        with self.writing, contextlib.suppress(OSError):
+            cast_io(process.stdin).close()
         try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if self.loop is None or self.loop is here:
-            function(*args)
-        else:
-            self.loop.call_soon_threadsafe(function, *args)
+            process.wait(self.renew_every_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
-    def drop_lapsing(self) -> None:
-        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
-        self.drop_rooms([lease for lease, _ in self.rooms.values() if lease.lapsing()],
-                        "lease not renewed in time")
+    def hold(self, lease: Lease) -> None:
+        """Renew ``lease`` from now on (again when its ``idling`` changed)."""
+        self.changes.put(("hold", lease))
 
-    def drop_rooms(self, leases: list[Lease], reason: str) -> None:
-        """Cancel these rooms' tasks now (unless a room was re-leased meanwhile). A room
-        stays listed until its task has let it go, so it is not taken again before."""
-        for lease in leases:
-            held, task = self.rooms.get(lease.room, (None, None))
-            if held is lease and task is not None and not task.cancelling():
-                log.warning("room_dropped", room=lease.room, epoch=lease.epoch, reason=reason,
-                            lease_left_s=round(lease.seconds_left(), 3))
-                metrics.LEASE_LOSSES.inc()
-                task.cancel()
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing ``lease``: its room is being let go."""
+        self.changes.put(("drop", lease))
+
+    def signal_forever(self) -> None:
+        """Send the changes as they come and a signal every beat, and look for lapsing
+        leases each renewal period, until stopped."""
+        next_check = time.monotonic()
+        while not self.stopping.is_set():
+            message: dict[str, Any] = {"hold": [], "drop": []}
+            with contextlib.suppress(queue.Empty):
+                change, lease = self.changes.get(timeout=self.beat_every_s)
+                while True:
+                    message[change].append(holding(lease) if change == "hold"
+                                           else [lease.room, lease.epoch])
+                    change, lease = self.changes.get_nowait()
+            with self.writing:
+                self.send(message)
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.renew_every_s
+                self.on_rooms_loop(self.drop_lapsing)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one line to the keeper (with the writing lock held); a keeper that died
+        is started again by the reports' thread."""
+        if self.process is None:
+            return
+        try:
+            stdin = cast_io(self.process.stdin)
+            stdin.write(orjson.dumps({"at": time.monotonic(), **message}) + b"\n")
+            stdin.flush()
+        except (OSError, ValueError):  # a closed pipe: the keeper is gone
+            pass
+
+    def read_forever(self) -> None:
+        """Apply the keeper's reports; start the keeper again whenever it dies."""
+        while True:
+            process = self.process
+            assert process is not None
+            for line in cast_io(process.stdout):
+                self.apply(orjson.loads(line))
+            if self.stopping.is_set():
+                return
+            log.error("keeper_exited", pid=process.pid, code=process.wait())
+            while not self.stopping.is_set():
+                self.stopping.wait(RESPAWN_PAUSE_S)
+                try:
+                    self.spawn()
+                    break
+                except OSError as error:
+                    log.error("keeper_not_started", error=str(error))
+
+    def apply(self, report: dict[str, Any]) -> None:
+        """Vouch for each renewed lease until the keeper says; drop the rooms whose lease
+        was lost; note an unreachable Redis for the turns' outage graces."""
+        until = report.get("until", 0.0)
+        renewed = 0
+        for room, epoch in report.get("renewed", ()):
+            lease = self.lease_of(room, epoch)
+            if lease is not None:
+                lease.valid_until = until  # the renewal set the expiry, maybe sooner
+                renewed += 1
+        if renewed:
+            metrics.LEASE_RENEWALS.inc(renewed)
+        lost = [lease for room, epoch in report.get("lost", ())
+                if (lease := self.lease_of(room, epoch)) is not None]
+        if lost:
+            self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
+        if report.get("unreachable"):
+            self.outages.failed()
+        if report.get("ready"):
+            self.renewing.set()
+
+    def lease_of(self, room: str, epoch: int) -> Lease | None:
+        """The lease held on ``room`` under ``epoch``, if it still is."""
+        lease = self.rooms.get(room, (None,))[0]
+        return lease if lease is not None and lease.epoch == epoch else None
+
+
+def holding(lease: Lease) -> list[Any]:
+    """A held lease as the keeper is told of it: room, epoch, idling."""
+    return [lease.room, lease.epoch, lease.idling]
+
+
+def cast_io(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe of the keeper process (always there: it is started with both)."""
+    assert stream is not None
+    return stream

@@ -7,8 +7,8 @@ bid time again, counted from a moment the coordinator reached Redis again; once 
 outage, and at most ``MAX_GRACES`` times, so that a flapping Redis cannot keep a room's
 turn open forever.
 
-The scan, the lease keeper (in its own thread) and the rooms record failures; recording
-one is a single float write, so the keeper's thread needs no lock. The graces are kept
+The scan, the lease keeper (from the thread reading its process's reports) and the rooms
+record failures; recording one is a single float write, so that thread needs no lock. The graces are kept
 and read on the rooms' event loop only.
 """
 

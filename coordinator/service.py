@@ -1,6 +1,7 @@
 """The coordinator process's scheduler: leases runnable rooms up to a capacity, runs each
 one's turn loop as an asyncio task with an explicit policy per failure, and lets each room
-go when its loop ends. Its lease keeper (coordinator/lease_keeper.py) renews the leases
+go when its loop ends. Its lease keeper (coordinator/lease_keeper.py, renewing from a
+process of its own: coordinator/keeper.py) renews the leases
 and stops work on any room whose lease it cannot vouch for; a heartbeat tells operators
 the coordinator is alive."""
 
@@ -18,9 +19,15 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from parley.coordinator import debug
 from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
 from parley.coordinator.lease import Lease, LeaseLost, Leases
-from parley.coordinator.lease_keeper import LeaseKeeper, ServedRooms
+from parley.coordinator.lease_keeper import (
+    InProcessKeeper,
+    KeeperProcess,
+    LeaseKeeper,
+    ServedRooms,
+)
 from parley.coordinator.outages import OutageClock
 from parley.coordinator.retention import IdleRooms
 from parley.coordinator.room_io import InboxLimits, RoomIO
@@ -93,7 +100,11 @@ class Coordinator:
         self.rooms: ServedRooms = {}
         metrics.ROOMS_HELD.labels(coordinator=self.id).set_function(lambda: len(self.rooms))
         self.outages = OutageClock()
-        self.keeper = LeaseKeeper(settings, self.id, self.rooms, self.outages)
+        # Renewals run in a process of their own; a coordinator given its client (the
+        # tests' fakeredis, which no other process reaches) renews from its own loop.
+        self.keeper: LeaseKeeper = (
+            InProcessKeeper(settings, self.id, self.rooms, self.outages, self.leases)
+            if client is not None else KeeperProcess(settings, self.id, self.rooms, self.outages))
         self.stopping = asyncio.Event()
         self.liveness = Liveness(max(LIVE_ROUNDS_S, 3 * settings.lease_ttl_s))
         self.scans = FailedRounds("scans", SCANS_FAILED_NOT_READY)
@@ -106,14 +117,16 @@ class Coordinator:
                  broker=redact_url(self.settings.broker_url))
         self.keeper.start()
         try:
+            await self.keeper.ready()
             while not self.stopping.is_set():
                 await self.scan_once()
                 self.liveness.tick()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.stopping.wait(), self.settings.scan_interval_s)
         finally:
-            self.keeper.stop()
+            # The keeper renews until every lease is released (or the shutdown gave up).
             await self.shutdown()
+            self.keeper.stop()
 
     def stop(self) -> None:
         """Ask run() to return (safe from a signal handler)."""
@@ -163,15 +176,13 @@ class Coordinator:
         # Take a bounded share per scan so that coordinators starting together split the rooms.
         limit = min(free, max(1, self.settings.coordinator_capacity // 10))
         due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
-        taken = 0
         # Without withscores the reply is a plain list of members.
-        for room in (decode(member) for member in cast(list[bytes], due)):
-            if taken >= limit or self.stopping.is_set():
-                break
-            if room in self.rooms:
-                continue
-            lease = await self.take(room)
-            if lease is not None:
+        candidates = [room for room in (decode(member) for member in cast(list[bytes], due))
+                      if room not in self.rooms]
+        taken = 0
+        while candidates and taken < limit and not self.stopping.is_set():
+            batch, candidates = candidates[:limit - taken], candidates[limit - taken:]
+            for lease in await self.take(batch):
                 self.start_room(lease)
                 taken += 1
 
@@ -183,21 +194,28 @@ class Coordinator:
         pipe.zremrangebyscore(self.keys.coordinators, "-inf", now - FORGET_VANISHED_MS)
         await pipe.execute()
 
-    async def take(self, room: str) -> Lease | None:
-        """Acquire one room's lease; a deleted room is taken off the runnable set, and a
-        room whose acquire is refused (its epoch at its limit, a state that is not a
-        room's) is set aside, so that the scan goes on to the next room."""
-        try:
-            return await self.leases.acquire(room)
-        except ResponseError as error:
-            if unusable(error):  # Redis refuses every room alike: the scan fails
-                raise
-            if not refused_with(error, Refusal.NO_ROOM):
-                await self.set_aside(room, error)
-                return None
-            log.warning("runnable_room_missing", room=room)
-            await self.io.set_runnable(room, False)
-            return None
+    async def take(self, rooms: list[str]) -> list[Lease]:
+        """Acquire the rooms' leases in one script call per batch; the leases taken. A
+        deleted room is taken off the runnable set, and a room whose acquire is refused (its
+        epoch at its limit, a state that is not a room's) is set aside; the other rooms are
+        taken all the same."""
+        leases = []
+        for room, answer in zip(rooms, await self.leases.acquire_many(rooms), strict=True):
+            if isinstance(answer, Lease):
+                leases.append(answer)
+            elif isinstance(answer, ResponseError):
+                await self.refused(room, answer)
+        return leases
+
+    async def refused(self, room: str, error: ResponseError) -> None:
+        """Handle a room whose take was refused with ``error``."""
+        if unusable(error):  # Redis refuses every room alike: the scan fails
+            raise error
+        if not refused_with(error, Refusal.NO_ROOM):
+            await self.set_aside(room, error)
+            return
+        log.warning("runnable_room_missing", room=room)
+        await self.io.set_runnable(room, False)
 
     async def set_aside(self, room: str, error: ResponseError) -> None:
         """Count a refused take as a failed one, so that a room refused at every take ends
@@ -212,6 +230,8 @@ class Coordinator:
         """Run the room's turn loop in its own task (and its own log context)."""
         task = asyncio.create_task(self.serve(lease), name=f"room:{lease.room}")
         self.rooms[lease.room] = (lease, task)
+        lease.on_change = self.keeper.hold
+        self.keeper.hold(lease)
 
     async def serve(self, lease: Lease) -> None:
         """One room's loop with an explicit policy per failure; always lets the room go."""
@@ -248,7 +268,7 @@ class Coordinator:
         someone posts again, instead of being taken again forever."""
         # Renewals stop moving the due time, so that a post racing with this step keeps
         # the room runnable (as in going idle).
-        lease.idling = True
+        lease.set_idling(True)
         await self.record_failed_take(lease.room, lease.token, error)
 
     async def record_failed_take(self, room: str, token: str, error: Exception) -> bool:
@@ -283,6 +303,8 @@ class Coordinator:
         that a coordinator (maybe this one) takes it at once rather than after the ttl."""
         if self.rooms.get(lease.room, (None,))[0] is lease:
             del self.rooms[lease.room]
+        lease.on_change = None
+        self.keeper.forget(lease)
         try:
             released = await asyncio.wait_for(self.leases.release(lease), self.renew_every_s)
             if released and reschedule:
@@ -334,6 +356,8 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, coordinator.stop)
+    if settings.coordinator_debug_signals:
+        debug.add_signal_handlers(loop, settings.coordinator_debug_busy_s)
     try:
         await coordinator.run()
     finally:

@@ -358,11 +358,11 @@ class RoomRunner:
         keeps the room runnable even if this coordinator dies right here.
         """
         room = self.lease.room
-        self.lease.idling = True  # renewals stop moving the room's due time
+        self.lease.set_idling(True)  # renewals stop moving the room's due time
         due = await self.io.due_time(room)
         drained = await self.drain()
         if drained.moved or not await self.io.unschedule(room, due):
-            self.lease.idling = False
+            self.lease.set_idling(False)
             return False
         await self.io.touch(room)
         log.info("room_paused" if drained.state.paused else "room_idle", room=room)

@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 SCRIPT_NAMES = (
-    "acquire", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
+    "acquire", "acquire_many", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
     "cancel", "delete", "floor_op", "write_chunk", "tool_journal", "request_approval",
     "answer_approval",
@@ -40,6 +40,7 @@ class Scripts:
             setattr(self, name, client.register_script(source(name)))
 
     acquire: Any
+    acquire_many: Any
     renew: Any
     release: Any
     drain: Any

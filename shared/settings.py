@@ -56,6 +56,11 @@ class Settings(BaseSettings):
     lease_renew_s: float = Field(default=0.0, ge=0)
     scan_interval_s: float = Field(default=0.2, gt=0)
     coordinator_capacity: int = Field(default=1000, ge=1)
+    # For benchmarks and tests only: SIGUSR1 makes a coordinator collect all its garbage at
+    # once (a full collection of its heap) and SIGUSR2 holds its event loop's thread busy
+    # for coordinator_debug_busy_s, both on its main thread.
+    coordinator_debug_signals: bool = False
+    coordinator_debug_busy_s: float = Field(default=2.0, gt=0, le=60)
     # A turn of up to 20 agents is one Celery message; bigger rooms spread over workers.
     agents_per_task: int = Field(default=20, ge=1)
     # The most agents a new room may have: a turn's work grows with them (rooms created

@@ -9,14 +9,7 @@
 -- count, and OVERFLOW when it has reached its limit (lib/checks.lua).
 -- @include checks
 -- @include events
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  return redis.error_reply('NOROOM the room has no state')
-end
--- A stale runnable entry (a renewal racing a delete) must not hand an import in progress,
--- which has no spec yet, to a coordinator.
-if redis.call('HGET', KEYS[2], 'importing') == '1' then
-  return redis.error_reply('NOROOM the room is being imported')
-end
+-- @include take
 local ttl = count(ARGV[2])
 if not ttl or ttl < 1 then
   return redis.error_reply('BADARG the lease ttl must be a positive whole number of ms')
@@ -24,20 +17,4 @@ end
 if not count(ARGV[3]) then
   return redis.error_reply(BAD_EVENTS_CAP)
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
-end
-local previous = redis.call('HGET', KEYS[2], 'epoch')
-if previous and not string.match(previous, '^%d+$') then
-  return redis.error_reply('BADSTATE epoch is not a count')
-end
-local refused = overflow('epoch', previous, 1)
-if refused then
-  return refused
-end
-
--- Every check is done: from here on, writes only.
-local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
-redis.call('SET', KEYS[1], ARGV[1] .. ':' .. epoch, 'PX', ARGV[2])
-add_event(KEYS[3], ARGV[3], {'type', 'lease_taken', 'coordinator', ARGV[1], 'epoch', epoch})
-return epoch
+return take_room(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])

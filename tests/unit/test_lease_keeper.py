@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import cast
 
 import fakeredis
+import orjson
 import pytest
 import structlog
 from redis.crc import key_slot
 
+from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
@@ -29,6 +32,10 @@ def lease_with(seconds_left: float, margin_s: float = 1.0) -> Lease:
     return Lease(ROOM, "c1", 1, time.monotonic() + seconds_left, margin_s)
 
 
+def room_of(lease: Lease) -> str:
+    return lease.room
+
+
 def test_a_lease_with_less_than_its_margin_left_is_no_longer_held():
     lease_with(5.0).ensure_held()
     with pytest.raises(LeaseLost):
@@ -39,9 +46,10 @@ def test_renewals_go_in_batches_of_one_slot_each_on_a_cluster(server):
     client = fakeredis.FakeAsyncRedis(server=server)
     leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
     held = [Lease(f"room-{i}", "c1", 1) for i in range(RENEW_BATCH + 5)]
-    assert [len(batch) for batch in leases.batches(held)] == [RENEW_BATCH, 5]
+    assert [len(batch) for batch in leases.batches(held, room_of)] == [RENEW_BATCH, 5]
     leases.cluster = True
-    slots = [{leases.keys.lease(lease.room) for lease in batch} for batch in leases.batches(held)]
+    slots = [{leases.keys.lease(lease.room) for lease in batch}
+             for batch in leases.batches(held, room_of)]
     assert all(len({key_slot(key.encode()) for key in keys}) == 1 for keys in slots)
     assert sum(map(len, slots)) == len(held)
 
@@ -182,3 +190,68 @@ def test_a_turn_nobody_answered_is_asked_once_more_before_it_counts_as_no_bids(s
     assert all(b.status is AnswerStatus.OK for t in turns for b in t.bids)
     assert turns[-1].stop_reason is StopReason.LULL
     assert transport.asked == [1, 1, 2, 2, 3, 3]
+
+
+class Reports:
+    """The keeper process's report pipe, kept in memory."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict] = []
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(orjson.loads(data))
+
+
+def keeper_of(server, ttl_s: float = 3.0) -> tuple[Keeper, Leases, Reports]:
+    client = fakeredis.FakeAsyncRedis(server=server)
+    reports = Reports()
+    keeper = Keeper(Settings(key_prefix="t", lease_ttl_s=ttl_s), "c1", os.getppid(),
+                    reports)  # type: ignore[arg-type]
+    return keeper, Leases(client, Keys("t"), Scripts(client), "c1", ttl_s), reports
+
+
+def test_the_keeper_makes_a_lease_good_until_one_ttl_past_the_coordinators_last_signal(server):
+    keeper, leases, reports = keeper_of(server)
+    signalled = time.monotonic() - 0.5
+    keeper.heard({"at": signalled, "hold": [[ROOM, 1, False], ["gone", 1, False]]})
+
+    async def renew() -> int:
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=100)
+        await keeper.renew_held(leases)
+        return await leases.redis.pttl(leases.keys.lease(ROOM))
+
+    left_ms = asyncio.run(renew())
+
+    assert 2300 < left_ms <= 2500
+    renewed, lost = reports.lines
+    assert renewed["renewed"] == [[ROOM, 1]]
+    assert renewed["until"] == pytest.approx(signalled + 3.0, abs=0.05)
+    assert lost == {"lost": [["gone", 1]]}
+    assert list(keeper.held) == [ROOM]
+
+
+def test_a_keeper_renews_nothing_once_its_coordinator_was_silent_for_a_third_of_the_ttl(server):
+    keeper, leases, reports = keeper_of(server)
+    keeper.heard({"at": time.monotonic() - 1.1, "hold": [[ROOM, 1, False]]})
+
+    async def keep_a_while() -> int:
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
+        # Silent: the keeper waits to hear from its coordinator, renewing nothing.
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(keeper.keep(leases), 0.2)
+        return await leases.redis.pttl(leases.keys.lease(ROOM))
+
+    assert asyncio.run(keep_a_while()) > 59_000
+    assert reports.lines == []
+
+
+def test_a_keeper_forgets_a_dropped_lease_only_under_its_epoch(server):
+    keeper, _, _ = keeper_of(server)
+    keeper.heard({"at": time.monotonic(), "hold": [[ROOM, 2, True]]})
+    keeper.heard({"at": time.monotonic(), "drop": [[ROOM, 1]]})
+    assert keeper.held[ROOM].epoch == 2 and keeper.held[ROOM].idling
+    keeper.heard({"at": time.monotonic(), "drop": [[ROOM, 2]]})
+    assert keeper.held == {}

@@ -1,0 +1,38 @@
+"""A coordinator's debug signals, for benchmarks and tests (``coordinator_debug_signals``):
+SIGUSR1 forces a full garbage collection of its heap, SIGUSR2 holds its main thread busy.
+Both run on the rooms' event loop, as the pauses they stand for would."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import signal
+import time
+
+import structlog
+
+log = structlog.get_logger("parley.coordinator")
+
+
+def collect_garbage() -> None:
+    """Collect every generation now, as a full collection the interpreter chose would."""
+    started = time.perf_counter()
+    collected = gc.collect()
+    log.warning("debug_gc", collected=collected,
+                seconds=round(time.perf_counter() - started, 3), objects=len(gc.get_objects()))
+
+
+def hold_busy(seconds: float) -> None:
+    """Keep the main thread computing for ``seconds``: its event loop runs nothing else."""
+    log.warning("debug_busy", seconds=seconds)
+    until = time.monotonic() + seconds
+    spins = 0
+    while time.monotonic() < until:
+        spins += 1
+    log.warning("debug_busy_done", spins=spins)
+
+
+def add_signal_handlers(loop: asyncio.AbstractEventLoop, busy_s: float) -> None:
+    """SIGUSR1: a full collection; SIGUSR2: the main thread held busy for ``busy_s``."""
+    loop.add_signal_handler(signal.SIGUSR1, collect_garbage)
+    loop.add_signal_handler(signal.SIGUSR2, hold_busy, busy_s)

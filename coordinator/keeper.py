@@ -1,0 +1,183 @@
+"""The lease keeper's process, ``python -m parley.coordinator.keeper``: renews the leases
+of the rooms its coordinator says it holds, batched (one script call per thousand rooms,
+per hash slot on a cluster), and reports each confirmed renewal and each loss back.
+
+It is started by its coordinator (coordinator/lease_keeper.py, ``KeeperProcess``) and
+talks to it in JSON lines. Its stdin carries, first, ``{"owner", "parent", "settings",
+"hold"}``, then the coordinator's signals ``{"at", "hold", "drop"}``: ``at`` is the
+coordinator's ``time.monotonic()`` (one clock for every process of the host), ``hold``
+lists ``[room, epoch, idling]`` to renew, ``drop`` lists ``[room, epoch]`` no longer held.
+Its stdout carries its reports: ``{"ready": true}`` once it can renew, ``{"renewed":
+[[room, epoch]...], "until": t}`` (the leases are good until the monotonic time ``t``),
+``{"lost": [[room, epoch]...]}`` and ``{"unreachable": true}`` (Redis could not be reached).
+
+Each renewal makes a lease good until one ttl past the coordinator's last signal, never
+longer, and after a third of the ttl without a signal the keeper renews nothing until it
+hears from it again: a coordinator stopped (SIGSTOP) or wedged as a whole loses its rooms
+within one ttl. The keeper exits when its stdin closes (its coordinator exited or died) or
+when its parent is no longer its coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import orjson
+import structlog
+from redis.exceptions import RedisError
+
+from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
+from parley.coordinator.lease import Lease, Leases
+from parley.shared.keys import Keys
+from parley.shared.logs import configure_logging
+from parley.shared.scripts import Scripts
+from parley.shared.settings import Settings
+
+log = structlog.get_logger("parley.coordinator")
+
+# A line of the coordinator's may list every lease it holds (tens of thousands).
+MOST_LINE_BYTES = 64 * 1024 * 1024
+
+
+class Keeper:
+    """The leases one coordinator holds, renewed while the coordinator signals."""
+
+    def __init__(self, settings: Settings, owner: str, parent: int,
+                 reports: asyncio.WriteTransport) -> None:
+        self.settings = settings
+        self.owner = owner
+        self.parent = parent
+        self.reports = reports
+        self.ttl_s = settings.lease_ttl_s
+        self.renew_every_s = settings.lease_renew_every_s
+        # No renewal after this long without a signal: a third of the ttl.
+        self.quiet_s = self.ttl_s / 3
+        self.held: dict[str, Lease] = {}
+        self.last_signal = 0.0  # the monotonic time of the last signal heard; none yet
+        self.signalled = asyncio.Event()
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """Apply one line of the coordinator's: a signal, maybe with changes."""
+        self.last_signal = max(self.last_signal, float(message.get("at", 0.0)))
+        self.signalled.set()
+        for room, epoch, idling in message.get("hold", ()):
+            lease = Lease(room, self.owner, int(epoch))
+            lease.idling = bool(idling)
+            self.held[room] = lease
+        for room, epoch in message.get("drop", ()):
+            if room in self.held and self.held[room].epoch == epoch:
+                del self.held[room]
+
+    def report(self, message: dict[str, Any]) -> None:
+        """Write one report line (buffered: a coordinator not reading cannot block it)."""
+        if not self.reports.is_closing():
+            self.reports.write(orjson.dumps(message) + b"\n")
+
+    def orphaned(self) -> bool:
+        """True once the coordinator that started this keeper is gone."""
+        return os.getppid() != self.parent
+
+    async def keep(self, leases: Leases) -> None:
+        """Renew every held lease each period while the coordinator signals; one renewal
+        in flight at a time. Returns once the coordinator is gone."""
+        loop = asyncio.get_running_loop()
+        next_tick = loop.time()
+        renewal: asyncio.Task[None] | None = None
+        while not self.orphaned():
+            if time.monotonic() - self.last_signal > self.quiet_s:
+                # Silent coordinator: renew nothing, and renew at once when it is heard.
+                self.signalled.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.signalled.wait(), self.renew_every_s)
+                next_tick = loop.time()
+                continue
+            if renewal is None or renewal.done():
+                renewal = asyncio.create_task(self.renew_held(leases), name="lease-renewal")
+            next_tick = max(next_tick + self.renew_every_s, loop.time())
+            await asyncio.sleep(next_tick - loop.time())
+        log.warning("keeper_orphaned", parent=self.parent)
+
+    async def renew_held(self, leases: Leases) -> None:
+        """One renewal round trip for every held lease, each good until a ttl past the
+        coordinator's last signal; reports what was renewed and what was lost. A Redis that
+        does not answer within the ttl is given up on (the leases lapse meanwhile)."""
+        held = list(self.held.values())
+        good_for_s = self.last_signal + self.ttl_s - time.monotonic()
+        if not held or good_for_s <= 0:
+            return
+        try:
+            renewed = await asyncio.wait_for(leases.renew(held, good_for_s), self.ttl_s)
+        except (RedisError, TimeoutError) as error:
+            if unusable(error):
+                self.report({"unreachable": True})
+            log.warning("renew_failed", rooms=len(held), error=str(error) or type(error).__name__)
+            return
+        except Exception:
+            log.exception("renew_failed", rooms=len(held))
+            return
+        confirmed = [lease for lease, ok in zip(held, renewed, strict=True) if ok]
+        lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
+        for lease in lost:
+            if self.held.get(lease.room) is lease:
+                del self.held[lease.room]
+        if confirmed:
+            self.report({"renewed": [[lease.room, lease.epoch] for lease in confirmed],
+                         "until": confirmed[0].valid_until})
+        if lost:
+            self.report({"lost": [[lease.room, lease.epoch] for lease in lost]})
+
+
+async def listen(keeper: Keeper, lines: asyncio.StreamReader) -> None:
+    """Read the coordinator's lines until its end of the pipe closes."""
+    while line := await lines.readline():
+        keeper.heard(orjson.loads(line))
+
+
+async def serve(protocol_out: int) -> None:
+    """Keep the leases until the coordinator is gone."""
+    loop = asyncio.get_running_loop()
+    lines = asyncio.StreamReader(limit=MOST_LINE_BYTES)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(lines), sys.stdin)
+    reports, _ = await loop.connect_write_pipe(asyncio.Protocol,
+                                               os.fdopen(protocol_out, "wb", buffering=0))
+    hello = await lines.readline()
+    if not hello:
+        return  # the coordinator closed the pipe before it said anything
+    message = orjson.loads(hello)
+    settings = Settings(**message["settings"])
+    configure_logging(settings.log_format, settings.log_level)
+    structlog.contextvars.bind_contextvars(coordinator=message["owner"], keeper=os.getpid())
+    keeper = Keeper(settings, message["owner"], int(message["parent"]), reports)
+    keeper.heard(message)
+    client = connect(settings, CONTROL_CONNECTIONS)
+    leases = Leases(client, Keys(settings.key_prefix), Scripts(client), keeper.owner,
+                    settings.lease_ttl_s)
+    keeper.report({"ready": True})
+    keeping = asyncio.create_task(keeper.keep(leases))
+    listening = asyncio.create_task(listen(keeper, lines))
+    await asyncio.wait([keeping, listening], return_when=asyncio.FIRST_COMPLETED)
+    keeping.cancel()
+    listening.cancel()
+    with contextlib.suppress(RedisError, OSError, TimeoutError):
+        await asyncio.wait_for(client.aclose(), keeper.renew_every_s)
+
+
+def main() -> None:
+    """The process's entry point: reports go out on a copy of stdout, and stdout itself
+    is pointed at stderr, so that nothing else printed can garble them."""
+    protocol_out = os.dup(1)
+    os.dup2(2, 1)
+    # A Ctrl-C reaches the whole process group: the coordinator hands its rooms over, and
+    # its keeper renews until it has, then sees its stdin close.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asyncio.run(serve(protocol_out))
+
+
+if __name__ == "__main__":
+    main()
