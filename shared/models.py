@@ -348,6 +348,10 @@ class PolicyConfig(Strict):
         """Who besides the room's agents the policy's calls go to (a selector)."""
         return ()
 
+    def check_agents(self, names: tuple[str, ...]) -> None:
+        """ValueError naming what is wrong when the config does not fit the room's agents
+        (called ``names``, in spec order); nothing to check by default."""
+
 
 class BidPolicy(PolicyConfig):
     """swarms GroupChat bidding: the highest recency-adjusted bid strictly above threshold."""
@@ -498,11 +502,65 @@ class MentionPolicy(PolicyConfig):
         return (self.dispatch.agent,) if self.dispatch is not None else ()
 
 
+# A handoff room's generated tools are offered as ``transfer_to_<agent>``.
+TRANSFER_PREFIX = "transfer_to_"
+_NOT_IN_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_TOOL_NAME_LENGTH = 64  # what OpenAI accepts as a function's name
+
+
+def transfer_tool(agent: str) -> str:
+    """The name of the tool that hands the floor to ``agent`` (``transfer_to_billing``):
+    what OpenAI accepts as a function's name, a space or period as ``_``."""
+    return _NOT_IN_TOOL_NAME.sub("_", TRANSFER_PREFIX + agent)[:_TOOL_NAME_LENGTH]
+
+
+class HandoffPolicy(PolicyConfig):
+    """The active agent keeps the floor, turn after turn, until it hands it to another
+    with a ``transfer_to_<agent>`` tool call (the swarm shape)."""
+
+    kind: Literal["handoff"]
+    start: str = Field(min_length=1, max_length=64)  # who holds the floor first, as written
+    # agent -> the agents it may hand to; None: everyone to everyone; an agent not listed
+    # may hand to nobody.
+    handoffs: dict[str, list[str]] | None = None
+    max_turns: int = Field(default=12, ge=1, le=MAX_RUN_MESSAGES)
+    max_handoffs_per_run: int = Field(default=8, ge=0, le=MAX_RUN_MESSAGES)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+
+    @property
+    def call_timeout(self) -> float:
+        """Seconds each active agent's call may take."""
+        return self.call_timeout_s
+
+    def targets(self, agent: str, names: tuple[str, ...]) -> list[str]:
+        """Whom ``agent`` may hand the floor to, in spec order (never to itself)."""
+        allowed = names if self.handoffs is None else self.handoffs.get(agent, [])
+        return [name for name in names if name in allowed and name != agent]
+
+    def check_agents(self, names: tuple[str, ...]) -> None:
+        """The start and every name in handoffs are agents; no two agents share a
+        transfer tool's name."""
+        if self.start not in names:
+            raise ValueError(f"policy.start {self.start!r} is not one of the agents "
+                             f"({', '.join(names)})")
+        for source, targets in (self.handoffs or {}).items():
+            unknown = next((name for name in (source, *targets) if name not in names), None)
+            if unknown is not None:
+                raise ValueError(f"policy.handoffs names {unknown!r}, which is not one of "
+                                 f"the agents ({', '.join(names)})")
+        tools: dict[str, str] = {}
+        for name in names:
+            other = tools.setdefault(transfer_tool(name), name)
+            if other != name:
+                raise ValueError(f"agents {other!r} and {name!r} would share the tool "
+                                 f"{transfer_tool(name)}: name one of them otherwise")
+
+
 # Every floor policy's config: the spec's union of them, its kind list and its error
 # message for an unknown kind all come from this tuple (a policy's record, in
 # coordinator/policies/, is the rest of it).
 POLICY_CONFIGS: tuple[type[PolicyConfig], ...] = (BidPolicy, SelectorPolicy, RoundtablePolicy,
-                                                  MentionPolicy)
+                                                  MentionPolicy, HandoffPolicy)
 
 
 def config_kind(config: type[PolicyConfig]) -> str:
@@ -706,6 +764,11 @@ class RoomSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _policy_fits_agents(self) -> RoomSpec:
+        self.policy.check_agents(self.agent_names)
+        return self
+
+    @model_validator(mode="after")
     def _mention_names_known(self) -> RoomSpec:
         if isinstance(self.policy, MentionPolicy):
             check_mention_names(self.policy, self.agent_names)
@@ -768,7 +831,7 @@ class StopReason(StrEnum):
     ROOM_ERROR = "room_error"  # every take of the room failed with an error, room_max_errors times
     CANCELLED = "cancelled"  # someone cancelled the run (parley rooms cancel, Client.cancel)
     BUDGET = "budget"  # the run's or the room's calls reached a token or cost limit (limits)
-    WAITING_FOR_PERSON = "waiting_for_person"  # a mention room waits for a person's answer
+    WAITING_FOR_PERSON = "waiting_for_person"  # an agent asked a person: the room waits
     QUEUE_EMPTY = "queue_empty"  # a mention room's speak queue has nobody who can speak
     MAX_DEPTH = "max_depth"  # a mention room's chain of agent turns reached max_depth
 
@@ -785,6 +848,7 @@ class CallKind(StrEnum):
     DISCUSS = "discuss"  # a mention room's agent turn: its message, or the silent token
     INTENT = "intent"  # respond(score, intent): an intent-mode bid, one line of what it would say
     REPLY = "reply"  # the intent-mode winner's message, written from its intent
+    HANDOFF = "handoff"  # a handoff room's active agent: its message, or a transfer
 
 
 class AnswerStatus(StrEnum):
@@ -893,6 +957,14 @@ class ToolCallRecord(BaseModel):
     replayed: bool = False  # read back from the journal, not run by this call
 
 
+class PolicyCall(BaseModel):
+    """A call of one of the policy's own tools (a handoff's ``transfer_to_<agent>``): it
+    is not run, it ends the call, and the policy decides what it does."""
+
+    name: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
 class Answer(BaseModel):
     """What one call returned (or that it returned nothing), of every kind: an agent's bid,
     the selector's pick, a participant's reply, a classifier's judgment, by ``kind``. Kept
@@ -923,6 +995,8 @@ class Answer(BaseModel):
     answer_id: str = ""
     # The tool calls the call's model made before its answer, in order.
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    # The policy's tool the call ended with, if any (its message is the text beside it).
+    policy_call: PolicyCall | None = None
 
     @property
     def failed(self) -> bool:

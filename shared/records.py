@@ -140,18 +140,18 @@ def check_post(sender: str, content: str, max_bytes: int) -> None:
 
 # Fields only some answers carry (some failures, calls that used tools): written only when
 # set, so an answer costs no more; an answer written before they existed reads the same.
-ONLY_WHEN_SET = frozenset({"error_variable", "tool_calls"})
-# An answer's fields that are lists, kept as JSON.
-JSON_ANSWER_FIELDS = frozenset({"tool_calls"})
+ONLY_WHEN_SET = frozenset({"error_variable", "tool_calls", "policy_call"})
+# An answer's fields that are lists or objects, kept as JSON.
+JSON_ANSWER_FIELDS = frozenset({"tool_calls", "policy_call"})
 
 
 def answer_fields(answer: Answer) -> dict[str, str]:
     """A call's answer as answers (bids) stream fields."""
-    fields = {name: _plain(value) for name, value in answer.model_dump().items()
+    data = answer.model_dump(mode="json")
+    fields = {name: _plain(getattr(answer, name)) for name, value in data.items()
               if (value or name not in ONLY_WHEN_SET) and name not in JSON_ANSWER_FIELDS}
-    if answer.tool_calls:
-        fields["tool_calls"] = orjson.dumps(
-            [call.model_dump(mode="json") for call in answer.tool_calls]).decode()
+    fields.update({name: orjson.dumps(data[name]).decode() for name in JSON_ANSWER_FIELDS
+                   if data[name]})
     return fields
 
 

@@ -20,8 +20,8 @@ from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, Call
 from parley.shared.settings import Settings
 from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.deadlines import DeadlinePassed
-from parley.workers.parsing import parse_respond, parse_text
-from parley.workers.prompts import CALL_PROMPTS, ChatMessage
+from parley.workers.parsing import ParsedBid, parse_respond, parse_text
+from parley.workers.prompts import CALL_PROMPTS, NO_POLICY_TOOLS, ChatMessage, PolicyTools
 from parley.workers.scripted import ScriptedError, scripted_completion, scripted_tool_step
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.loop import ModelStep, ToolLoop, ToolRun, function_name, read_step
@@ -62,28 +62,35 @@ def call_in(request: CallRequest, agent: str) -> Call:
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                 transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
-                settings: Settings, tools: ToolRun | None = None) -> Answer:
+                settings: Settings, tools: ToolRun | None = None,
+                policy_tools: PolicyTools = NO_POLICY_TOOLS) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
     chunks unfinished (its failed answer tells followers they were abandoned). The worker's
     ``settings`` say which keys it lends, and where; ``tools`` what an agent's tools run
-    with (a call whose answer is posted runs the agent's tool loop: workers.tools.loop)."""
+    with (a call whose answer is posted runs the agent's tool loop: workers.tools.loop),
+    ``policy_tools`` the policy's own tools its kind offers beside them (a call of one
+    ends the call, on its answer)."""
     started = time.perf_counter()
     turn = call.turn
     answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
                     phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
     loop: ToolLoop | None = None
+    ended_by, beside = None, ""
     try:
         on_text = stream.write if stream is not None else None
-        if uses_tools(agent, call.kind):
+        if uses_tools(agent, call.kind, policy_tools):
             run = tools or ToolRun(Toolbox())
             loop = ToolLoop(agent, run.toolbox.resolve(agent.tools),
-                            f"{turn}.{call.phase}.{call.number or turn}", run, deadline)
+                            f"{turn}.{call.phase}.{call.number or turn}", run, deadline,
+                            policy_tools)
             step = model_step(agent, room_agents, call, transcript, on_text, settings)
             result = loop.loop(step)
-            raw, usage = result.raw, result.usage
+            raw, usage, ended_by = result.raw, result.usage, result.policy_call
+            if ended_by is not None:
+                beside = text_beside(agent, call, raw, deadline, on_text)
         elif agent.is_scripted:
             raw, usage = scripted_completion(agent, call.number or turn, deadline, on_text), {}
         else:
@@ -107,11 +114,15 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     else:
         # A call that forced the respond tool is read as that call; any other, as text.
         forced = CALL_PROMPTS[call.kind].forces is not None
-        parsed = parse_respond(raw) if forced else parse_text(raw)
+        if ended_by is not None:
+            parsed = ParsedBid(message=beside)
+        else:
+            parsed = parse_respond(raw) if forced else parse_text(raw)
         status = AnswerStatus.UNPARSED if parsed.error else AnswerStatus.OK
         answer = answer.model_copy(update={"score": parsed.score, "message": parsed.message,
                                            "status": status, "error": parsed.error,
-                                           "error_kind": parsed.error_kind, **usage})
+                                           "error_kind": parsed.error_kind,
+                                           "policy_call": ended_by, **usage})
         if parsed.error:
             log.warning("answer_unparsed", agent=agent.name, model=agent.model, turn=turn,
                         kind=call.kind.value, error=parsed.error,
@@ -121,10 +132,26 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     return answer.model_copy(update={"latency_ms": latency_ms, **used})
 
 
-def uses_tools(agent: AgentSpec, kind: CallKind) -> bool:
-    """True when the call runs the agent's tool loop: the agent names tools and the call's
-    answer is posted (never a bid, an intent, a selector's pick or a dispatch)."""
-    return bool(agent.tools) and CALL_PROMPTS[kind].streams
+def text_beside(agent: AgentSpec, call: Call, raw: Any, deadline: float,
+                on_text: Callable[[str], None] | None) -> str:
+    """The text posted beside a call of the policy's tool: what a model wrote with it, or
+    a scripted agent's answering entry of that call (both streamed as they come)."""
+    if agent.is_scripted:
+        raw = scripted_completion(agent, call.number or call.turn, deadline, on_text)
+        return parse_text(raw).message
+    text = read_step(raw).content
+    if on_text is not None and text:
+        on_text(text)
+    return text.strip()
+
+
+def uses_tools(agent: AgentSpec, kind: CallKind,
+               policy_tools: PolicyTools = NO_POLICY_TOOLS) -> bool:
+    """True when the call runs the agent's tool loop: the agent names tools (or the call's
+    kind offers the policy's) and the call's answer is posted (never a bid, an intent, a
+    selector's pick or a dispatch)."""
+    offers = bool(agent.tools or policy_tools.offered or policy_tools.prefix)
+    return offers and CALL_PROMPTS[kind].streams
 
 
 def model_step(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,

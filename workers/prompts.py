@@ -34,12 +34,15 @@ import orjson
 from parley.shared.mentions import read_names
 from parley.shared.models import (
     SEED_SENDER,
+    TRANSFER_PREFIX,
     AgentSpec,
     BidPolicy,
     CallKind,
+    HandoffPolicy,
     MentionPolicy,
     Message,
     RoomSpec,
+    transfer_tool,
 )
 from parley.shared.protocol import RESPOND, RESPOND_INTENT_TOOL, RESPOND_TOOL
 from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines, speaker_lines
@@ -520,6 +523,16 @@ def build_dispatch_prompt(classifier: AgentSpec, participants: Sequence[AgentSpe
                   dropped)
 
 
+def build_handoff_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
+                         transcript: Sequence[Message], budget: int | None,
+                         count: TokenCounter, intent: str = "") -> Prompt:
+    """A handoff room's active agent: its role, the task and the thread, how to hand the
+    conversation on; ``intent`` is the policy's word on a transfer it refused."""
+    refused = f"\n\n{intent}" if intent else ""
+    return thread_prompt("handoff", [system_message(agent)], agent, room_agents, transcript,
+                         budget, count, role=agent.role or "participant", refused=refused)
+
+
 def askers_of(person: str, transcript: Sequence[Message], agents: Sequence[str]) -> list[str]:
     """The agents that named ``person`` since that person's message before the last."""
     earlier = [i for i, message in enumerate(transcript[:-1]) if message.sender == person]
@@ -570,6 +583,46 @@ def discussion_caller(spec: RoomSpec, agent: AgentSpec, instruction: str) -> Age
     return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
 
 
+@dataclass(frozen=True)
+class PolicyTools:
+    """Tools a call's kind offers beside the agent's own (OpenAI's format) whose calls are
+    not run: one ends the call, told on its answer (``Answer.policy_call``), and the
+    policy decides what it does. A call of a name starting with ``prefix`` ends the call
+    too, offered or not, so that the policy rules on one it did not offer."""
+
+    offered: tuple[dict[str, Any], ...] = ()
+    prefix: str = ""
+
+    def ends_call(self, name: str) -> bool:
+        """True when a tool call of ``name`` is the policy's, not the agent's."""
+        return (bool(self.prefix) and name.startswith(self.prefix)) or any(
+            tool["function"]["name"] == name for tool in self.offered)
+
+
+NO_POLICY_TOOLS = PolicyTools()
+
+
+def no_policy_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:
+    """A call kind that offers only the agent's own tools."""
+    return NO_POLICY_TOOLS
+
+
+def transfer_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:
+    """A handoff room's ``transfer_to_<agent>`` tools: one per agent ``agent`` may hand the
+    conversation to, each with the reason as its argument."""
+    policy = cast(HandoffPolicy, spec.policy)  # handoff calls are a handoff room's
+    tools = tuple(
+        {"type": "function", "function": {
+            "name": transfer_tool(target.name),
+            "description": f"Hand the conversation to {describe_agent(target)}: it takes "
+                           "the next turn and talks with the people from then on.",
+            "parameters": {"type": "object", "properties": {"reason": {
+                "type": "string", "description": "Why it should take over, in a sentence."}},
+                "required": ["reason"]}}}
+        for target in map(spec.agent, policy.targets(agent.name, spec.agent_names)))
+    return PolicyTools(tools, TRANSFER_PREFIX)
+
+
 def nothing_held(spec: RoomSpec) -> str:
     """A call whose streamed text holds nothing back."""
     return ""
@@ -585,7 +638,8 @@ class CallPrompt:
     """How a worker makes one kind of call: its prompt, the tool it forces (its answer is
     then that respond call, read as a score and a message) or none (plain text), whether
     its text streams to the room as the model writes it (a call whose answer is posted),
-    what the room's spec adds to its caller, and the text its stream holds back."""
+    what the room's spec adds to its caller, the text its stream holds back, and the
+    policy's own tools it offers beside the agent's."""
 
     build: Callable[..., Prompt]
     forces: dict[str, Any] | None = None
@@ -593,6 +647,7 @@ class CallPrompt:
     reads_instruction: bool = False  # the call's instruction is its builder's ``intent``
     caller: Callable[[RoomSpec, AgentSpec, str], AgentSpec] = as_asked
     held: Callable[[RoomSpec], str] = nothing_held
+    policy_tools: Callable[[RoomSpec, AgentSpec], PolicyTools] = no_policy_tools
 
     def prompt(self, agent: AgentSpec, room_agents: Sequence[AgentSpec],
                transcript: Sequence[Message], budget: int | None, count: TokenCounter,
@@ -617,6 +672,8 @@ CALL_PROMPTS: dict[CallKind, CallPrompt] = {
     CallKind.DISPATCH: CallPrompt(build_dispatch_prompt),
     CallKind.DISCUSS: CallPrompt(build_discuss_prompt, streams=True,
                                  caller=discussion_caller, held=silent_token),
+    CallKind.HANDOFF: CallPrompt(build_handoff_prompt, streams=True, reads_instruction=True,
+                                 policy_tools=transfer_tools),
 }
 
 

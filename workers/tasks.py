@@ -32,7 +32,13 @@ from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
 from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
-from parley.workers.prompts import CALL_PROMPTS, cap_bytes, participant_names
+from parley.workers.prompts import (
+    CALL_PROMPTS,
+    NO_POLICY_TOOLS,
+    PolicyTools,
+    cap_bytes,
+    participant_names,
+)
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.approvals import await_approval
 from parley.workers.tools.base import ToolDef
@@ -199,10 +205,13 @@ def answer_chunk(req: CallRequest) -> None:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     callers = {name: caller(spec, req, name) for name in req.agents}
+    offers = {name: CALL_PROMPTS[req.kind].policy_tools(spec, agent)
+              for name, agent in callers.items()}
     pending = {
         _calls.submit(contextvars.copy_context().run,
-                      partial(answer_call, settings=settings,
-                              tools=tool_run(store, spec, req, agent, transcript)),
+                      partial(answer_call, settings=settings, policy_tools=offers[name],
+                              tools=tool_run(store, spec, req, agent, transcript,
+                                             offers[name])),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -233,9 +242,10 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
 
 
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,
-             transcript: Callable[[], list[Message]]) -> ToolRun | None:
+             transcript: Callable[[], list[Message]],
+             policy_tools: PolicyTools = NO_POLICY_TOOLS) -> ToolRun | None:
     """What the agent's tool loop runs with on this worker, for a call that runs one."""
-    if not uses_tools(agent, req.kind):
+    if not uses_tools(agent, req.kind, policy_tools):
         return None
     journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, req.turn, req.phase)
     names = participant_names(spec.agent_names, transcript())

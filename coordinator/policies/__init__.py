@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from parley.coordinator.policies import bid, mention, roundtable, selector
+from parley.coordinator.policies import bid, handoff, mention, roundtable, selector
 from parley.coordinator.policies.base import (
     Calls,
     Decision,
@@ -39,7 +39,7 @@ from parley.coordinator.policies.impersonation import cut_answers
 from parley.shared.models import Answer, RoomSpec, TurnRecord
 
 POLICIES: dict[str, FloorPolicy] = {policy.kind: policy for policy in (
-    bid.POLICY, selector.POLICY, roundtable.POLICY, mention.POLICY)}
+    bid.POLICY, selector.POLICY, roundtable.POLICY, mention.POLICY, handoff.POLICY)}
 
 
 class UnknownPolicy(LookupError):

@@ -172,7 +172,8 @@ Decide = Callable[[RoomSpec, TurnView, list[Answer]], Decision]
 Explain = Callable[[RoomSpec, TurnRecord, Sequence[TurnRecord]], TurnLine]
 # A stop told with the spec's numbers (the run's last turn, if any, may name who stopped it).
 StopWording = Callable[[RoomSpec, TurnRecord | None], str]
-# What the page shows of the policy's state; ``ended``: why the run ended, None while it runs.
+# What the page shows of the policy's state (its per-run fields by name, its room-scoped
+# ones as ``floor:<field>``); ``ended``: why the run ended, None while it runs.
 DashboardState = Callable[[RoomSpec, Mapping[str, str], StopReason | None],
                           dict[str, Any] | None]
 

@@ -31,7 +31,7 @@ from parley.shared.models import (
     TurnRecord,
     Usage,
 )
-from parley.shared.records import message_from_fields, usage_from
+from parley.shared.records import FLOOR_FIELD_PREFIX, RoomState, message_from_fields, usage_from
 from parley.views import documents, explain
 
 # Failed calls listed per room: the newest, enough for a screen.
@@ -133,6 +133,13 @@ def holds_model(annotation: Any) -> bool:
     return any(holds_model(arg) for arg in get_args(annotation))
 
 
+def policy_fields(state: RoomState) -> dict[str, str]:
+    """The policy's fields of the room's state: its per-run ones by name, its room-scoped
+    ones as ``floor:<field>``."""
+    return {**state.policy_state,
+            **{f"{FLOOR_FIELD_PREFIX}{name}": value for name, value in state.floor_state.items()}}
+
+
 def policy_state_view(spec: RoomSpec, policy_state: Mapping[str, str],
                       ended: StopReason | None = None) -> dict[str, Any] | None:
     """What the page shows of the room's policy state, as its record says (a round-table's
@@ -212,5 +219,5 @@ def stats(client: Client, room: str) -> dict[str, Any]:
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},
             "failures": failures(records),
-            "policy_state": policy_state_view(spec, state.policy_state, ended),
+            "policy_state": policy_state_view(spec, policy_fields(state), ended),
             "scored_kinds": sorted(kind.value for kind in record_of(spec).scored)}

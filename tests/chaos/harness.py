@@ -39,6 +39,7 @@ from parley.shared.protocol import CALL_TASK
 from parley.shared.records import answer_from_fields
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
+from tests.chaos.handoff_rooms import check_handoff_rules, is_handoff_room
 from tests.chaos.mention_rooms import check_mention_rules, is_mention_room
 from tests.chaos.roundtable_rooms import check_roundtable_rules, is_roundtable_room
 from tests.chaos.selector_rooms import check_selector_rules, is_selector_room
@@ -287,6 +288,8 @@ def check_room(store: RoomStore, room: str, spec: RoomSpec, expected: list[tuple
         check_roundtable_rules(spec, messages, records, state.stop_reason)
     if is_mention_room(spec):
         check_mention_rules(spec, messages, records, state.stop_reason)
+    if is_handoff_room(spec):
+        check_handoff_rules(spec, messages, records, state.stop_reason)
     return RoomCheck(
         turns=len(records), takeovers=state.epoch - 1,
         reused_bids=sum(1 for r in records for b in r.bids if 0 < b.attempt < r.epoch),

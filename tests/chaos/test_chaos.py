@@ -27,6 +27,7 @@ from parley.client import Client
 from parley.processes import ProcessGroup
 from parley.shared.models import RoomSpec
 from parley.shared.settings import Settings
+from tests.chaos.handoff_rooms import random_handoff_room
 from tests.chaos.harness import (
     TASK,
     PrivateRedis,
@@ -110,6 +111,8 @@ def plan_rooms(rng: random.Random, queue: str, count: int) -> list[RoomSpec]:
             rooms.append(random_roundtable_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
         if i % 3 == 0:
             rooms.append(random_mention_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
+        if i % 3 == 1:
+            rooms.append(random_handoff_room(rng, queue, call_timeout_s=BID_TIMEOUT_S))
     return rooms
 
 

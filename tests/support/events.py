@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from parley.coordinator.policies import POLICIES
 from parley.shared.events import (
     AnswerArrived,
     Event,
     MessageChunk,
     MessageCommitted,
-    QueueChanged,
     RunEnded,
     RunStarted,
     TurnDecided,
     TurnOpened,
 )
 from parley.shared.models import Message
+
+# The events a policy's watched fields write (a mention room's queue_changed, a handoff).
+WATCHED_EVENTS = frozenset(policy.watched.event for policy in POLICIES.values()
+                           if policy.watched is not None)
 
 
 def check_event_order(events: list[Event], messages: list[Message],
@@ -22,8 +26,9 @@ def check_event_order(events: list[Event], messages: list[Message],
     ``messages``: one message_committed per message, in seq order and with its sender, run
     and turn; each run's run_started before its first message and its run_ended after its
     last; each turn opened once, decided once after it opened (its message just before its
-    decision, a queue_changed of its commit alone between them); each queue_changed just
-    before its commit's turn_decided or its end_run's run_ended; and, with
+    decision, a watched event of its commit alone between them); each watched event (a
+    queue_changed, a handoff) just before its commit's turn_decided or its end_run's
+    run_ended; and, with
     ``answers_after_opening``, each answer after its turn opened. (A Redis restart that lost
     a turn's opening breaks that last rule: a worker's answer, written again once Redis is
     back, may land before the turn opens again.) Each message_chunk comes after its turn
@@ -50,14 +55,14 @@ def check_event_order(events: list[Event], messages: list[Message],
     for event in committed:
         if event.turn is not None:
             after = events[where[id(event)] + 1]
-            if isinstance(after, QueueChanged):
+            if after.type in WATCHED_EVENTS:
                 after = events[where[id(event)] + 2]
             assert isinstance(after, TurnDecided) and after.turn == event.turn, (event, after)
     for event in events:
-        if isinstance(event, QueueChanged):
+        if event.type in WATCHED_EVENTS:
             after = events[where[id(event)] + 1]
-            assert isinstance(after, TurnDecided | RunEnded) and after.run == event.run, (
-                event, after)
+            assert isinstance(after, TurnDecided | RunEnded) and str(after.run) == str(
+                getattr(event, "run", None)), (event, after)
     for event in events:
         if answers_after_opening and isinstance(event, AnswerArrived):
             assert opened[event.turn] < where[id(event)], event

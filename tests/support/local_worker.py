@@ -10,6 +10,7 @@ from parley.shared.models import AgentSpec, CallRequest, RoomSpec
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
 from parley.workers.calls import answer_call, call_in, uses_tools
+from parley.workers.prompts import CALL_PROMPTS, NO_POLICY_TOOLS, PolicyTools
 from parley.workers.tasks import chunk_writer
 from parley.workers.tools.journal import ToolJournal
 from parley.workers.tools.loop import ToolRun
@@ -30,10 +31,11 @@ class LocalWorkerTransport:
         self.sent: list[tuple[str, CallRequest]] = []
         self.settings = get_settings()  # the keys a real model's call may borrow
 
-    def tools(self, spec: RoomSpec, request: CallRequest, agent: AgentSpec) -> ToolRun | None:
+    def tools(self, spec: RoomSpec, request: CallRequest, agent: AgentSpec,
+              policy_tools: PolicyTools = NO_POLICY_TOOLS) -> ToolRun | None:
         """What an agent's tool loop runs with: the tools PARLEY_WORKER_TOOLS offers and
         the room's journal, as on a worker (no approvals: such a call is denied)."""
-        if not uses_tools(agent, request.kind):
+        if not uses_tools(agent, request.kind, policy_tools):
             return None
         journal = ToolJournal(self.store, request.room, self.settings.tool_journal_maxlen,
                               request.turn, request.phase)
@@ -50,7 +52,9 @@ class LocalWorkerTransport:
                     continue
                 stream = chunk_writer(self.store, spec, request, name) if self.streams else None
                 agent = spec.agent(name)
+                offers = CALL_PROMPTS[request.kind].policy_tools(spec, agent)
                 bid = answer_call(agent, spec.agents, call_in(request, name),
                                lambda: [], request.deadline, stream, settings=self.settings,
-                               tools=self.tools(spec, request, agent))
+                               tools=self.tools(spec, request, agent, offers),
+                               policy_tools=offers)
                 self.store.write_answer(request.room, bid.model_copy(update=self.usage), 1000)

@@ -32,7 +32,7 @@ def test_only_bids_and_intents_force_the_respond_tool():
 def test_the_calls_whose_answer_is_posted_stream_it():
     streamed = {kind for kind, call in CALL_PROMPTS.items() if call.streams}
     assert streamed == {CallKind.REPLY, CallKind.SPEAK, CallKind.PANEL, CallKind.MODERATE,
-                        CallKind.DISCUSS}
+                        CallKind.DISCUSS, CallKind.HANDOFF}
 
 
 def test_an_intents_caller_takes_the_rooms_intent_cap():

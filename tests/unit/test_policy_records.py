@@ -64,7 +64,7 @@ def test_the_spec_models_and_the_records_know_the_same_kinds():
 
 def test_an_unknown_kind_is_refused_naming_every_kind():
     with pytest.raises(ValueError, match="kind must be one of: " + ", ".join(POLICY_KINDS)):
-        RoomSpec.model_validate({"policy": {"kind": "handoff"}, "agents": []})
+        RoomSpec.model_validate({"policy": {"kind": "swarm"}, "agents": []})
 
 
 @pytest.mark.parametrize("kind", POLICY_KINDS)

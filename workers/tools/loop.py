@@ -17,6 +17,10 @@ started on a worker that stopped  ``uncertain``, unless the tool is idempotent: 
 A tool that needs approval (its ``approval`` option, or the agent's ``approve`` list) runs
 only once the gate says yes; the time the gate took is added to the call's deadline, which
 the coordinator holds meanwhile.
+
+The call's kind may offer the policy's own tools beside the agent's (``PolicyTools``, a
+handoff's ``transfer_to_<agent>``): a step that calls one is not run on; the call ends
+with it on its answer, and the policy decides.
 """
 
 from __future__ import annotations
@@ -32,8 +36,14 @@ from typing import Any
 import orjson
 
 from parley.shared import metrics
-from parley.shared.models import AgentSpec, JsonValue, ToolCallRecord, ToolCallStatus
-from parley.workers.prompts import ChatMessage, cap_bytes, tool_result_content
+from parley.shared.models import AgentSpec, JsonValue, PolicyCall, ToolCallRecord, ToolCallStatus
+from parley.workers.prompts import (
+    NO_POLICY_TOOLS,
+    ChatMessage,
+    PolicyTools,
+    cap_bytes,
+    tool_result_content,
+)
 from parley.workers.tools.approvals import ApprovalVerdict
 from parley.workers.tools.base import ToolDef, ToolError
 from parley.workers.tools.journal import AskedCall, Claim, Done, Step, ToolJournal
@@ -74,11 +84,13 @@ class ToolRun:
 
 @dataclass
 class LoopResult:
-    """The loop's last model response, every step's usage summed, and its tool calls."""
+    """The loop's last model response, every step's usage summed, its tool calls, and the
+    policy's tool it ended with (if any)."""
 
     raw: Any
     usage: dict[str, Any]
     records: list[ToolCallRecord]
+    policy_call: PolicyCall | None = None
 
 
 def function_name(tool: str) -> str:
@@ -138,8 +150,9 @@ class ToolLoop:
     records, ``tools`` are the agent's, resolved."""
 
     def __init__(self, agent: AgentSpec, tools: list[ToolDef], call_key: str, run: ToolRun,
-                 deadline: float) -> None:
+                 deadline: float, policy_tools: PolicyTools = NO_POLICY_TOOLS) -> None:
         self.agent = agent
+        self.policy_tools = policy_tools
         self.tools = {function_name(tool.name): tool for tool in tools}
         self.call_key = call_key
         self.run = run
@@ -152,7 +165,7 @@ class ToolLoop:
         conversation: list[ChatMessage] = []
         records = self.records
         usage: dict[str, Any] = {}
-        offer = offered(list(self.tools.values()))
+        offer = [*offered(list(self.tools.values())), *self.policy_tools.offered]
         for round_ in range(self.agent.max_tool_rounds):
             field_ = f"{self.call_key}.{round_}"
             asked = self.run.journal.recorded_step(field_) if self.run.journal else None
@@ -160,6 +173,12 @@ class ToolLoop:
                 raw, used = step(round_, conversation, offer, False, self.deadline)
                 add_usage(usage, used)
                 asked = read_step(raw)
+                ending = next((call for call in asked.calls
+                               if self.policy_tools.ends_call(call.name)), None)
+                if ending is not None:  # the policy's: none of the step's calls runs
+                    arguments, _problem = parse_arguments(ending.arguments)
+                    return LoopResult(raw, usage, records, PolicyCall(name=ending.name,
+                                                                      arguments=arguments))
                 if not asked.calls:
                     return LoopResult(raw, usage, records)
                 if self.run.journal:
