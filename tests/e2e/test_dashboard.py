@@ -28,7 +28,7 @@ from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
-from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
+from tests.support.tool_catalog import OPS_TOOLS, ROLLBACK, SEARCH_LOGS, publish
 from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -499,6 +499,8 @@ def test_a_message_shows_the_tool_calls_it_was_written_from_as_text(
 
 
 def room_with_approvers(client: Client) -> str:
+    # As a live worker offering rollback would: a room naming it is refused otherwise.
+    publish(client.redis, client.store.keys, "parley@ops-1", [ROLLBACK], interval_s=60)
     spec = scripted_spec({"SRE": [], "Investigator": []}, bid_mode="intent").model_dump()
     spec["agents"][0].update(tools=["rollback"], approve=["rollback"])
     spec["approvers"] = ["alice", "bob"]

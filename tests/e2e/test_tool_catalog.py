@@ -60,7 +60,7 @@ def test_a_worker_offers_its_tool_modules_and_rooms_may_name_only_those(
     assert "service" in json.dumps(catalog["search_logs"].parameters)
 
     spec = scripted_spec({"Investigator": [{"content": "x"}], "SRE": [{"content": "y"}]},
-                         queue=queue)
+                         queue=queue, bid_mode="intent")  # a full bid runs no tools
     investigator = spec.agents[0].model_copy(update={"tools": ["search_logs"]})
     assert client.create_room(spec.model_copy(update={"agents": [investigator, spec.agents[1]]}))
 
