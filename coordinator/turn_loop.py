@@ -72,6 +72,11 @@ class TurnAnswers:
     # What came and took no part: recorded with the turn as its late answers.
     late: list[Answer] = field(default_factory=list)
     closed: set[int] = field(default_factory=set)  # the phases timed out
+    # The phases asked again (or given time again): a call's timeout arriving there may be
+    # the earlier ask's, which ran into the earlier deadline, so it stands only if the
+    # call has no other answer by the phase's deadline.
+    asked_again: set[int] = field(default_factory=set)
+    timeouts: dict[tuple[int, str], Answer] = field(default_factory=dict)
 
     def keep(self, entries: list[tuple[str, Answer]]) -> None:
         """Keep each call's first answer for this turn's open phases and move the cursor
@@ -79,11 +84,15 @@ class TurnAnswers:
         deadline, redelivered duplicates) are late."""
         for self.cursor, answer in entries:  # noqa: B007 - the last id read is the cursor
             key = (answer.phase, answer.agent)
-            if answer.turn == self.turn and answer.phase not in self.closed \
-                    and key not in self.arrived:
-                self.arrived[key] = answer
-            else:
+            if answer.turn != self.turn or answer.phase in self.closed or key in self.arrived:
                 self.late.append(answer)
+            elif answer.phase in self.asked_again and answer.status is AnswerStatus.TIMEOUT \
+                    and key not in self.timeouts:
+                self.timeouts[key] = answer
+            else:
+                self.arrived[key] = answer
+                if key in self.timeouts:
+                    self.late.append(self.timeouts.pop(key))
 
     def unanswered(self, phase: int, calls: Calls) -> bool:
         """True when none of the phase's calls has answered yet."""
@@ -104,7 +113,7 @@ class TurnAnswers:
         """Close the phase: its answers join the turn's, a missing one as a timeout."""
         numbers = self.numbers(calls)
         self.answers.extend(
-            self.arrived.get((phase, name))
+            self.arrived.get((phase, name)) or self.timeouts.pop((phase, name), None)
             or timed_out(name, self.turn, calls.kind, phase, numbers[name])
             for name in calls.agents)
         self.closed.add(phase)
@@ -249,6 +258,7 @@ class RoomRunner:
                 # The workers were cut off too: their requests may be lost or expired.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_given_time_again", room=room, turn=turn.number, phase=phase)
+                inbox.asked_again.add(phase)
                 await self.fan_out(turn, phase, calls, inbox)
                 sent_deadline = turn.deadline
                 continue
@@ -258,6 +268,7 @@ class RoomRunner:
                 # participant's reply). Ask once more; an unserved queue still fails.
                 turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
                 log.warning("turn_asked_again", room=room, turn=turn.number, phase=phase)
+                inbox.asked_again.add(phase)
                 await self.fan_out(turn, phase, calls, inbox)
                 sent_deadline = turn.deadline
                 asked_again = True

@@ -18,7 +18,16 @@ from parley.client import Client
 from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
-from parley.shared.models import Answer, CallKind, CallRequest, ErrorKind, RoomSpec, StopReason, Usage
+from parley.shared.models import (
+    Answer,
+    AnswerStatus,
+    CallKind,
+    CallRequest,
+    ErrorKind,
+    RoomSpec,
+    StopReason,
+    Usage,
+)
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
@@ -312,3 +321,35 @@ def test_a_call_asked_again_counts_both_its_answers_once_each(server, store):
     assert len(record.bids) == len(record.late) == 3
     assert store.read_state(ROOM).run_usage.tokens == 6 * 110
     assert record.prompt_tokens == 6 * 100
+
+
+def test_a_timeout_of_the_first_ask_landing_after_the_turn_is_asked_again_does_not_end_it(
+        server, store):
+    store.create_room(ROOM, scripted_spec(rotating_scripts(3, 1), bid_timeout_s=0.5))
+    store.post(ROOM, "User", "go")
+
+    class FirstAskTimesOut(LocalWorkerTransport):
+        """The first ask's calls run into their deadline on a slow worker: their timeouts
+        land just after the turn is asked again, before the second ask's answers."""
+
+        def send(self, requests: list[tuple[str, CallRequest]]) -> None:
+            if self.sent:
+                for _, request in self.sent:
+                    for name in request.agents:
+                        late = Answer(agent=name, turn=request.turn, call=1,
+                                      status=AnswerStatus.TIMEOUT, error_kind=ErrorKind.TIMEOUT,
+                                      answer_id=f"first-{name}")
+                        self.store.write_answer(request.room, late, 1000)
+                super().send(requests)
+            else:
+                self.sent.extend(requests)
+
+    with structlog.testing.capture_logs() as logs:
+        serve(server, store, FirstAskTimesOut(store.redis, store.keys, usage=PER_CALL))
+
+    assert [e["event"] for e in logs].count("turn_asked_again") == 1
+    record = store.read_turns(ROOM)[0]
+    # The second ask's answers decided the turn; the first ask's timeouts are late.
+    assert {bid.status for bid in record.bids} == {AnswerStatus.OK}
+    assert [bid.status for bid in record.late] == [AnswerStatus.TIMEOUT] * 3
+    assert record.stop_reason is not StopReason.NO_BIDS
