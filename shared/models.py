@@ -10,6 +10,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -60,6 +61,18 @@ _URL = re.compile(r"https?://[^\s/]+\S*\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9_.:\-]{1,200}\Z")
 MAX_AGENT_TOOLS = 128
+# A tool as a spec names it: a Python tool's name, ``<server>/<tool>``, or ``<server>/*``.
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}(/([A-Za-z0-9_.\-]{1,128}|\*))?\Z")
+
+
+def _tool_name(name: str) -> str:
+    if not _TOOL_NAME.fullmatch(name):
+        raise ValueError("not a tool name: a tool's name (letters, digits, '_', '.', '-'), "
+                         "<server>/<tool> or <server>/* (see parley tools)")
+    return name
+
+
+ToolName = Annotated[str, AfterValidator(_tool_name)]
 # An agent's tools may name all of an MCP server's tools as "<server>/*".
 SERVER_WILDCARD = "/*"
 
@@ -230,11 +243,11 @@ class AgentSpec(Strict):
     queue: str = DEFAULT_QUEUE
     # The workers' tools the agent may call, by name ("search_logs", "grafana/query",
     # "github/*" for all of a server's): only workers define tools, a spec names them.
-    tools: list[str] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
+    tools: list[ToolName] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
     max_tool_rounds: int = Field(default=5, ge=1, le=50)
     # Tools of the agent's that wait for a person's approval even where the worker does
     # not ask for it: a spec may add approvals, never remove one.
-    approve: list[str] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
+    approve: list[ToolName] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
 
     @model_validator(mode="before")
     @classmethod

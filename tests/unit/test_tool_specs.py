@@ -86,3 +86,9 @@ def test_a_spec_naming_tools_it_cannot_have_is_refused_in_one_line(tools, refusa
 def test_nothing_is_offered_when_no_worker_is_live():
     with pytest.raises(ToolsRefused, match="'search_logs', which no live worker offers"):
         check_offered(spec(["search_logs"]), {})
+
+
+@pytest.mark.parametrize("name", ["", "search logs", "github/", "a/b/c", "x" * 65, "ls;rm"])
+def test_a_tool_name_that_no_worker_could_offer_is_refused_by_its_place(name):
+    with pytest.raises(ValidationError, match=r"agents\.0\.tools\.0\n.*not a tool name"):
+        spec([name])
