@@ -2,8 +2,8 @@
 processes: a scripted room posted to from the page, its messages, answers, floor share and
 failures shown as they happen; pause, resume and a post while paused; the tools the live
 workers offer; tool calls live under the message being written, then under the posted
-message, and those waiting for a person approved
-and denied from the page; screenshots kept.
+message, and those waiting for a person approved and denied from the page; screenshots
+kept.
 """
 
 from __future__ import annotations
