@@ -11,6 +11,7 @@ import pytest
 
 from parley.client import Client
 from parley.shared.models import Answer, RoomSpec, ToolCallStatus
+from parley.shared.settings import Settings
 from tests.support.openai_stub import OpenAIStub, asks_tools, text, tool_messages
 from tests.support.polling import wait_until
 
@@ -50,6 +51,14 @@ def worker_env(stub: OpenAIStub, runs: Path, **more: str) -> dict[str, str]:
             "PARLEY_TEST_TOOL_RUNS": str(runs), **more}
 
 
+def offering(settings: Settings, *tools: str) -> Client:
+    """A client once the live workers offer ``tools``: a room naming a tool is refused
+    until a live worker offers it."""
+    client = Client(settings)
+    wait_until(lambda: set(tools) <= set(client.tool_catalog()), 60, f"the offer of {tools}")
+    return client
+
+
 def investigator_answer(client: Client, room_id: str):
     return next(bid for record in client.turns(room_id) for bid in record.bids
                 if bid.agent == "Investigator")
@@ -71,7 +80,7 @@ def test_a_litellm_agent_runs_parallel_tool_calls_and_reads_their_results(
                 text("The db logs look fine.", prompt_tokens=150, completion_tokens=7))
     processes.worker("-Q", queue, "-c", "8", env=worker_env(stub, tmp_path / "runs"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "lookup", "shout", "broken")
 
     result = client.run(room(stub, queue, ["lookup", "shout", "broken"]), "Is the db ok?",
                         timeout_s=120)
@@ -101,7 +110,7 @@ def test_the_round_cap_asks_for_the_text_with_tools_off(stub, processes, setting
     stub.script("investigator", again, again, text("Stopping here."))
     processes.worker("-Q", queue, "-c", "8", env=worker_env(stub, tmp_path / "runs"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "lookup")
     result = client.run(room(stub, queue, ["lookup"], rounds=2), "Look twice", timeout_s=120)
 
     assert result.messages[-1].content == "Stopping here."
@@ -118,7 +127,7 @@ def test_a_worker_killed_while_a_tool_runs_does_not_run_it_again_and_the_model_h
     doomed = processes.worker("-Q", queue, "-c", "4",
                               env=worker_env(stub, runs, PARLEY_TEST_TOOL_SLEEP_S="60"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "counted")
     room_id = client.create_room(room(stub, queue, ["counted"], timeout_s=20))
     posted = client.post(room_id, "Count once")
     wait_until(lambda: runs.exists() and runs.read_text() == "counted\n", 60, "the tool started")
@@ -148,7 +157,7 @@ def test_a_queue_tool_runs_on_the_worker_serving_its_queue(stub, processes, sett
     processes.worker("-Q", queue, "-c", "4", env=worker_env(stub, runs))
     tool_worker = processes.worker("-Q", TOOL_QUEUE, "-c", "2", env=worker_env(stub, runs))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "remote_echo")
 
     result = client.run(room(stub, queue, ["remote_echo"]), "Echo", timeout_s=120)
 
@@ -179,8 +188,7 @@ def test_a_coordinator_killed_after_a_tool_ran_leaves_its_result_to_the_standby(
     processes.worker("-Q", queue, "-c", "4",
                      env={"PARLEY_WORKER_TOOLS": SAMPLE, "PARLEY_TEST_TOOL_RUNS": str(runs)})
     doomed = processes.coordinator("--id", "doomed", env=short_ttl)
-    client = Client(settings)
-    wait_until(lambda: "counted" in client.tool_catalog(), 60, "the worker's offer")
+    client = offering(settings, "counted")
     room_id = client.create_room(spec)
     posted = client.post(room_id, "Count once")
     wait_until(lambda: "tool_result" in [e.type for e in client.store.read_events(room_id)],
