@@ -543,6 +543,8 @@ def test_the_message_being_written_shows_its_tool_calls_live(
 
 
 def room_with_approvers(client: Client) -> str:
+    # A room naming a tool is refused unless a live worker offers it: one is published.
+    publish(client.redis, client.store.keys, "parley@ops-1", OPS_TOOLS)
     spec = scripted_spec({"SRE": [], "Investigator": []}, bid_mode="intent").model_dump()
     spec["agents"][0].update(tools=["rollback"], approve=["rollback"])
     spec["approvers"] = ["alice", "bob"]
