@@ -65,7 +65,9 @@ In one room the stream's order is the order of the changes: a run's ``run_starte
 before its first ``message_committed``, every ``message_committed`` comes in seq order, and a
 run's ``run_ended`` after its last message. ``answer_arrived`` events come from the workers
 and interleave with the coordinator's as they arrive. A tool call's ``tool_called`` comes
-before its ``tool_result``, both before the ``answer_arrived`` of the call that made them;
+before its ``tool_result``, both before the ``answer_arrived`` of the call that made them
+(and after its ``tool_approval_answered`` when it waited for a person: a call is claimed
+once approved);
 a call asked again replays its recorded tool calls and writes no event for them. A room that failed with
 ``room_error`` while idle ends again the run it last had: that ``run_ended`` carries the
 last run's number. A cancelled run's open turn has a ``turn_opened`` and no

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +30,9 @@ from parley.views.terminal_text import terminal_text
 DASHBOARD_PROBE_S = 0.3
 # Where ``parley api`` listens unless its settings say otherwise.
 DEFAULT_API_HOST, DEFAULT_API_PORT = "127.0.0.1", 8700
+# How long the demo's worker may take to start and publish its tools, and how often it is
+# looked for meanwhile.
+WORKER_OFFER_S, OFFER_POLL_S = 60.0, 0.1
 app = typer.Typer()
 # Package data, so `parley demo` runs from an installed wheel in any directory
 # (examples/rooms/demo.yaml links here).
@@ -74,6 +79,22 @@ def task_sender(spec: RoomSpec) -> str:
     return people[0] if people and SEED_SENDER not in people else SEED_SENDER
 
 
+def wait_for_offer(client: Client, worker: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Wait until the demo's worker has published what it offers: a room naming tools is
+    refused until a live worker offers them (the worker's PARLEY_WORKER_TOOLS and
+    PARLEY_WORKER_MCP_CONFIG say which)."""
+    deadline = time.monotonic() + WORKER_OFFER_S
+    # Other workers on a shared Redis may be live already: this one's id ends in its pid.
+    while not any(name.endswith(f"-{worker.pid}") for name in client.tool_workers()):
+        if worker.poll() is not None:
+            lines = log_path.read_text(errors="replace").splitlines() if log_path.exists() else []
+            raise ValueError(f"the demo's worker stopped (exit code {worker.returncode}): "
+                             f"{lines[-1] if lines else 'it wrote nothing'}")
+        if time.monotonic() > deadline:
+            raise ValueError(f"the demo's worker offered nothing within {WORKER_OFFER_S:g}s")
+        time.sleep(OFFER_POLL_S)
+
+
 def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
              keep_logs: bool = False) -> None:
     """Run ``task`` in a room of ``spec`` with a real worker and coordinator process, on
@@ -107,6 +128,8 @@ def run_demo(spec: RoomSpec, task: str, console: Console, settings: Settings,
                       "[/dim]")
         client = Client(Settings(**{**settings.model_dump(), "redis_url": redis_url,
                                     "broker_url": redis_url}))
+        if any(agent.tools for agent in spec.callers):
+            wait_for_offer(client, started[-2], workdir / "worker.log")
         room = client.create_room(spec)
         console.print(f"[dim]{escape(terminal_text(explain.legend(spec)))}[/dim]",
                       highlight=False)

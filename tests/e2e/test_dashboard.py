@@ -1,8 +1,9 @@
 """The dashboard in headless Chromium against `parley api` and real coordinator and worker
 processes: a scripted room posted to from the page, its messages, answers, floor share and
 failures shown as they happen; pause, resume and a post while paused; the tools the live
-workers offer; tool calls under their messages, and those waiting for a person approved
-and denied from the page; screenshots kept.
+workers offer; tool calls live under the message being written, then under the posted
+message, and those waiting for a person approved and denied from the page; screenshots
+kept.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
-from tests.support.tool_catalog import OPS_TOOLS, ROLLBACK, SEARCH_LOGS, publish
+from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
 from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -498,9 +499,52 @@ def test_a_message_shows_the_tool_calls_it_was_written_from_as_text(
     assert csp_violations == []
 
 
+@requires_chromium
+def test_the_message_being_written_shows_its_tool_calls_live(
+        processes, settings, queue, api_url, page, tmp_path, csp_violations):
+    # The tool takes a second; the answer after it too: each line can be seen as it stands.
+    processes.worker("-Q", queue, "-c", "4", env={
+        "PARLEY_WORKER_TOOLS": "tests.support.tool_modules.sample",
+        "PARLEY_TEST_TOOL_SLEEP_S": "1.5"})
+    processes.coordinator()
+    client = Client(settings)
+    wait_until(lambda: "counted" in client.tool_catalog(), 60, "the worker's offer")
+    room = client.create_room(RoomSpec.model_validate({
+        "name": "live-tools",
+        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 30,
+                   "selector": {"model": "scripted", "queue": queue,
+                                "script": [{"content": "Investigator"},
+                                           {"content": "TERMINATE"}]}},
+        "agents": [{"name": "Investigator", "model": "scripted", "queue": queue,
+                    "tools": ["counted"],
+                    "script": [{"tool_calls": [{"name": "counted",
+                                                "arguments": {"label": "<b>x</b>"}}]},
+                               {"content": "Counted.", "sleep": 2}]},
+                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}]}))
+    page.goto(f"{api_url}/#/rooms/{room}")
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    expect(page.locator("#conn")).to_have_text("live")
+
+    client.post(room, "Count")
+
+    live = page.locator("#transcript li.msg.streaming .tool-live li.tool-call")
+    expect(live).to_have_text('using counted(label="<b>x</b>")…')
+    expect(live).to_have_text(re.compile(r'^used counted\(label="<b>x</b>"\) ok \d[\d.,]* ms$'))
+    save_screenshot(page, tmp_path, "dashboard-tool-live.png")
+    # Once posted, the message shows its tool calls from the turn record; the live line goes.
+    message = page.locator("#transcript li.msg.agent:not(.streaming)")
+    expect(message.locator(".content")).to_have_text("Counted.")
+    expect(message.locator(".tool summary")).to_have_text(
+        re.compile(r'^counted\(label="<b>x</b>"\) ok '))
+    expect(page.locator("#transcript li.msg.streaming")).to_have_count(0)
+    assert page.locator("#transcript b:not(.sender)").count() == 0
+    assert csp_violations == []
+
+
 def room_with_approvers(client: Client) -> str:
-    # As a live worker offering rollback would: a room naming it is refused otherwise.
-    publish(client.redis, client.store.keys, "parley@ops-1", [ROLLBACK], interval_s=60)
+    # A room naming a tool is refused unless a live worker offers it: one is published.
+    publish(client.redis, client.store.keys, "parley@ops-1", OPS_TOOLS)
     spec = scripted_spec({"SRE": [], "Investigator": []}, bid_mode="intent").model_dump()
     spec["agents"][0].update(tools=["rollback"], approve=["rollback"])
     spec["approvers"] = ["alice", "bob"]

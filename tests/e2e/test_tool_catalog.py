@@ -59,6 +59,7 @@ def test_a_worker_offers_its_tool_modules_and_rooms_may_name_only_those(
     assert catalog["search_logs"].description.startswith("Search a service's logs.")
     assert "service" in json.dumps(catalog["search_logs"].parameters)
 
+    # Intent bids: a full-mode bid room runs no tools, and is refused before the catalog.
     spec = scripted_spec({"Investigator": [{"content": "x"}], "SRE": [{"content": "y"}]},
                          queue=queue, bid_mode="intent")  # a full bid runs no tools
     investigator = spec.agents[0].model_copy(update={"tools": ["search_logs"]})

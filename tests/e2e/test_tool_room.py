@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from parley.client import Client
-from parley.shared.models import RoomSpec, ToolCallStatus
+from parley.shared.models import Answer, RoomSpec, ToolCallStatus
+from parley.shared.settings import Settings
 from tests.support.openai_stub import OpenAIStub, asks_tools, text, tool_messages
 from tests.support.polling import wait_until
 
@@ -50,9 +51,24 @@ def worker_env(stub: OpenAIStub, runs: Path, **more: str) -> dict[str, str]:
             "PARLEY_TEST_TOOL_RUNS": str(runs), **more}
 
 
+def offering(settings: Settings, *tools: str) -> Client:
+    """A client once the live workers offer ``tools``: a room naming a tool is refused
+    until a live worker offers it."""
+    client = Client(settings)
+    wait_until(lambda: set(tools) <= set(client.tool_catalog()), 60, f"the offer of {tools}")
+    return client
+
+
 def investigator_answer(client: Client, room_id: str):
     return next(bid for record in client.turns(room_id) for bid in record.bids
                 if bid.agent == "Investigator")
+
+
+def answers_of(client: Client, room_id: str, agent: str, at_least: int) -> list[Answer]:
+    """The agent's answers in the room's answers stream once there are ``at_least``."""
+    answers = [answer for _, answer in client.store.read_answers(room_id)
+               if answer.agent == agent]
+    return answers if len(answers) >= at_least else []
 
 
 def test_a_litellm_agent_runs_parallel_tool_calls_and_reads_their_results(
@@ -64,7 +80,7 @@ def test_a_litellm_agent_runs_parallel_tool_calls_and_reads_their_results(
                 text("The db logs look fine.", prompt_tokens=150, completion_tokens=7))
     processes.worker("-Q", queue, "-c", "8", env=worker_env(stub, tmp_path / "runs"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "lookup", "shout", "broken")
 
     result = client.run(room(stub, queue, ["lookup", "shout", "broken"]), "Is the db ok?",
                         timeout_s=120)
@@ -94,7 +110,7 @@ def test_the_round_cap_asks_for_the_text_with_tools_off(stub, processes, setting
     stub.script("investigator", again, again, text("Stopping here."))
     processes.worker("-Q", queue, "-c", "8", env=worker_env(stub, tmp_path / "runs"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "lookup")
     result = client.run(room(stub, queue, ["lookup"], rounds=2), "Look twice", timeout_s=120)
 
     assert result.messages[-1].content == "Stopping here."
@@ -111,7 +127,7 @@ def test_a_worker_killed_while_a_tool_runs_does_not_run_it_again_and_the_model_h
     doomed = processes.worker("-Q", queue, "-c", "4",
                               env=worker_env(stub, runs, PARLEY_TEST_TOOL_SLEEP_S="60"))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "counted")
     room_id = client.create_room(room(stub, queue, ["counted"], timeout_s=20))
     posted = client.post(room_id, "Count once")
     wait_until(lambda: runs.exists() and runs.read_text() == "counted\n", 60, "the tool started")
@@ -141,7 +157,7 @@ def test_a_queue_tool_runs_on_the_worker_serving_its_queue(stub, processes, sett
     processes.worker("-Q", queue, "-c", "4", env=worker_env(stub, runs))
     tool_worker = processes.worker("-Q", TOOL_QUEUE, "-c", "2", env=worker_env(stub, runs))
     processes.coordinator()
-    client = Client(settings)
+    client = offering(settings, "remote_echo")
 
     result = client.run(room(stub, queue, ["remote_echo"]), "Echo", timeout_s=120)
 
@@ -149,3 +165,50 @@ def test_a_queue_tool_runs_on_the_worker_serving_its_queue(stub, processes, sett
     assert runs.read_text() == f"remote_echo {tool_worker.pid}\n"
     (call,) = investigator_answer(client, result.room).tool_calls
     assert (call.status, call.result) == (ToolCallStatus.OK, "remote ping")
+
+
+def test_a_coordinator_killed_after_a_tool_ran_leaves_its_result_to_the_standby(
+        processes, settings, queue, tmp_path):
+    runs = tmp_path / "runs"
+    # The model step after the tool is slow: the kill lands between the tool and the commit.
+    spec = RoomSpec.model_validate({
+        "name": "tools-takeover",
+        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 30,
+                   "selector": {"model": "scripted", "queue": queue,
+                                "script": [{"content": "Investigator"},
+                                           {"content": "TERMINATE"}]}},
+        "agents": [{"name": "Investigator", "model": "scripted", "queue": queue,
+                    "tools": ["counted"],
+                    "script": [{"tool_calls": [{"name": "counted",
+                                                "arguments": {"label": "x"}}]},
+                               {"content": "Counted once.", "sleep": 3}]},
+                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}],
+    })
+    short_ttl = {"PARLEY_LEASE_TTL_S": "1.5"}
+    processes.worker("-Q", queue, "-c", "4",
+                     env={"PARLEY_WORKER_TOOLS": SAMPLE, "PARLEY_TEST_TOOL_RUNS": str(runs)})
+    doomed = processes.coordinator("--id", "doomed", env=short_ttl)
+    client = offering(settings, "counted")
+    room_id = client.create_room(spec)
+    posted = client.post(room_id, "Count once")
+    wait_until(lambda: "tool_result" in [e.type for e in client.store.read_events(room_id)],
+               60, "the tool's result")
+    processes.kill(doomed)
+    assert client.messages(room_id)[1:] == []  # the turn had not committed
+    processes.coordinator("--id", "standby", env=short_ttl)
+
+    result = client.wait(room_id, posted, timeout_s=60)
+
+    assert [m.content for m in result.messages][1:] == ["Counted once."]
+    assert [m.content for m in client.messages(room_id)].count("Counted once.") == 1
+    assert runs.read_text() == "counted\n"  # it ran once, before the kill
+    (call,) = investigator_answer(client, room_id).tool_calls
+    assert (call.status, call.result) == (ToolCallStatus.OK, "counted x")
+    # The standby asked the call again; that answer replayed the journal's result (the
+    # killed coordinator's worker answered too: whichever came first was posted).
+    replies = wait_until(lambda: answers_of(client, room_id, "Investigator", 2), 30,
+                         "both answers of the call")
+    assert sorted(a.tool_calls[0].replayed for a in replies) == [False, True]
+    assert {a.tool_calls[0].result for a in replies} == {"counted x"}
+    events = [event.type for event in client.store.read_events(room_id)]
+    assert events.count("tool_called") == events.count("tool_result") == 1

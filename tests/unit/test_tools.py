@@ -185,6 +185,36 @@ def test_a_gate_that_approves_lets_the_tool_run_and_names_who_approved(run):
         ToolCallStatus.OK, "oncall", "rolled back db")
 
 
+def test_a_call_asked_again_while_a_person_decides_waits_for_the_same_answer(
+        run, tmp_path, monkeypatch):
+    # restart's timeout (1 s) is shorter than the wait: a claim taken before the approval
+    # would read as a stopped worker's to the call asked again meanwhile.
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("PARLEY_TEST_TOOL_RUNS", str(runs))
+    ann = agent([{"tool_calls": [{"name": "restart", "arguments": {"service": "db"}}]},
+                 {"content": "ok"}], ["restart"])
+    asked = []
+
+    class Yes:
+        approved, by, reason = True, "oncall", ""
+
+    def gate(record):  # noqa: ANN001, ANN202
+        asked.append(record.id)
+        if len(asked) == 1:  # the first asking waits; the call is asked again meanwhile
+            time.sleep(1.2)  # past restart's timeout
+            asked.append(ask(ann, run))
+        return Yes()
+
+    run.gate = gate
+    first = ask(ann, run)
+    again = asked[-1]
+    assert runs.read_text() == "restart\n"
+    assert [(c.status, c.approved_by, c.replayed) for c in again.tool_calls] == [
+        (ToolCallStatus.OK, "oncall", False)]
+    assert [(c.status, c.result, c.replayed) for c in first.tool_calls] == [
+        (ToolCallStatus.OK, "restarted db", True)]
+
+
 def test_a_call_asked_again_replays_its_tool_calls_without_running_them(run, tmp_path,
                                                                         monkeypatch):
     runs = tmp_path / "runs"

@@ -15,8 +15,9 @@ started on a worker that stopped  ``uncertain``, unless the tool is idempotent: 
 ================================  ======================================================
 
 A tool that needs approval (its ``approval`` option, or the agent's ``approve`` list) runs
-only once the gate says yes; the time the gate took is added to the call's deadline, which
-the coordinator holds meanwhile.
+only once the gate says yes, and its start is claimed in the journal only then (a call
+asked again meanwhile waits for the same answer); the time the gate took is added to the
+call's deadline, which the coordinator holds meanwhile.
 
 The call's kind may offer the policy's own tools beside the agent's (``PolicyTools``, a
 handoff's ``transfer_to_<agent>``): a step that calls one is not run on; the call ends
@@ -218,50 +219,57 @@ class ToolLoop:
         if tool is None:
             problem = f"{call.name} is not one of this agent's tools"
         journal = self.run.journal
+        recorded = journal.read(record.id) if journal else None
+        if isinstance(recorded, Done):
+            return recorded.record.model_copy(update={"replayed": True}), recorded.text, 0.0
+        # The person answers before the call is claimed: a call asked again meanwhile (a
+        # takeover) waits for the same approval, not for a claim that would go stale once
+        # the wait outlasts the tool's timeout and read as a worker that stopped.
+        held = 0.0
+        denial = ""
+        if tool is not None and not problem and needs_approval(tool, self.agent):
+            approved, record, held = self.approve(record)
+            denial = "" if approved else record.result or NO_GATE
         if journal is None:
-            return self.execute(tool, record, problem, None)
+            return (*self.execute(tool, record, problem, denial, None, held), held)
         timeout_s = tool.options.timeout_s if tool else 0.0
-        claim, held = journal.claim(record, timeout_s)
+        claim, found = journal.claim(record, timeout_s)
         while claim is None:
-            if held is None:  # the room is gone: nothing is recorded, nothing runs
-                return self.ended(record, ToolCallStatus.ERROR, "the room is gone", 0.0), "", 0.0
-            if isinstance(held, Done):
-                return held.record.model_copy(update={"replayed": True}), held.text, 0.0
-            if held.expires > time.time():
+            if found is None:  # the room is gone: nothing is recorded, nothing runs
+                return (self.ended(record, ToolCallStatus.ERROR, "the room is gone", 0.0), "",
+                        held)
+            if isinstance(found, Done):
+                return found.record.model_copy(update={"replayed": True}), found.text, held
+            if found.expires > time.time():
                 # Another worker's call of it is still within its timeout: wait for it.
-                waited = journal.wait(record.id, min(held.expires, self.deadline))
+                waited = journal.wait(record.id, min(found.expires, self.deadline + held))
                 if isinstance(waited, Done):
-                    return waited.record.model_copy(update={"replayed": True}), waited.text, 0.0
-                if time.time() >= self.deadline:
-                    return self.ended(record, ToolCallStatus.TIMEOUT,
-                                      "the call's deadline came first", 0.0), "", 0.0
-                held = waited
+                    return (waited.record.model_copy(update={"replayed": True}), waited.text,
+                            held)
+                if time.time() >= self.deadline + held:
+                    return (self.ended(record, ToolCallStatus.TIMEOUT,
+                                       "the call's deadline came first", 0.0), "", held)
+                found = waited
                 continue
             if tool is None or not tool.options.idempotent:
                 return (*self.finish(journal, record, ToolCallStatus.UNCERTAIN, UNCERTAIN,
-                                     0.0, held), 0.0)
-            claim, held = journal.claim(record, timeout_s, replacing=held.raw)
-        record, text, wait = self.execute(tool, record, problem, claim)
-        return record, text, wait
+                                     0.0, found), held)
+            claim, found = journal.claim(record, timeout_s, replacing=found.raw)
+        return (*self.execute(tool, record, problem, denial, claim, held), held)
 
     def execute(self, tool: ToolDef | None, record: ToolCallRecord, problem: str,
-                claim: Claim | None) -> tuple[ToolCallRecord, str, float]:
-        """Run a claimed tool call (after its approval), record its result."""
+                denial: str, claim: Claim | None, held: float) -> tuple[ToolCallRecord, str]:
+        """Run a claimed (and, if it needs it, approved) tool call, its deadline held by
+        ``held`` seconds of approval; record its result."""
         journal = self.run.journal
         if tool is None or problem:
-            return (*self.finish(journal, record, ToolCallStatus.ERROR, problem, 0.0, claim),
-                    0.0)
-        held = 0.0
-        if needs_approval(tool, self.agent):
-            approved, record, held = self.approve(record)
-            if not approved:
-                reason = record.result or NO_GATE
-                return (*self.finish(journal, record, ToolCallStatus.DENIED, reason, 0.0,
-                                     claim), held)
+            return self.finish(journal, record, ToolCallStatus.ERROR, problem, 0.0, claim)
+        if denial:
+            return self.finish(journal, record, ToolCallStatus.DENIED, denial, 0.0, claim)
         started = time.perf_counter()
-        status, text = self.invoke(tool, record, claim)
+        status, text = self.invoke(tool, record, claim, self.deadline + held)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        return (*self.finish(journal, record, status, text, duration_ms, claim), held)
+        return self.finish(journal, record, status, text, duration_ms, claim)
 
     def approve(self, record: ToolCallRecord) -> tuple[bool, ToolCallRecord, float]:
         """Ask the gate; whether it approved, the record with who answered (or why it was
@@ -276,10 +284,10 @@ class ToolLoop:
         return False, record.model_copy(update={"result": verdict.denial(),
                                                 "approved_by": verdict.by}), held
 
-    def invoke(self, tool: ToolDef, record: ToolCallRecord, claim: Claim | None
-               ) -> tuple[ToolCallStatus, str]:
-        """The tool's status and result text, bounded by its timeout and the deadline."""
-        left = self.deadline - time.time()
+    def invoke(self, tool: ToolDef, record: ToolCallRecord, claim: Claim | None,
+               deadline: float) -> tuple[ToolCallStatus, str]:
+        """The tool's status and result text, bounded by its timeout and ``deadline``."""
+        left = deadline - time.time()
         timeout_s = min(tool.options.timeout_s, left)
         if timeout_s <= 0:
             return ToolCallStatus.TIMEOUT, "no time was left before the call's deadline"

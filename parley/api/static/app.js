@@ -10,8 +10,8 @@ const STATS_MIN_MS = 2000;
 const EVENTS_KEPT = 200;
 const EVENT_TYPES = ["lease_taken", "run_started", "message_committed", "turn_opened",
   "answer_arrived", "turn_decided", "run_ended", "room_paused", "room_resumed",
-  "queue_changed", "message_chunk", "room_deleted", "tool_approval_requested",
-  "tool_approval_answered"];
+  "queue_changed", "message_chunk", "room_deleted", "tool_called", "tool_result",
+  "tool_approval_requested", "tool_approval_answered"];
 
 const $ = (id) => document.getElementById(id);
 let timer = null;       // the current view's poll
@@ -395,20 +395,55 @@ const chunkKey = (e) => `${e.turn}:${e.phase || 0}:${e.agent}`;
 
 function addChunk(current, e) {
   if (Number(e.turn) <= current.lastTurn) return;  // replayed: its message is shown already
-  let entry = current.chunks.get(chunkKey(e));
-  if (!entry) {
-    const text = el("div", {class: "content"});
-    const item = el("li", {class: "msg agent streaming", "data-turn": e.turn, "data-agent": e.agent},
-      el("div", {class: "meta"}, el("b", {class: "sender"}, e.agent),
-        el("span", {class: "muted"}, ` · turn ${e.turn} · writing…`)), text);
-    entry = {turn: Number(e.turn), agent: e.agent, item, text, parts: []};
-    current.chunks.set(chunkKey(e), entry);
-    appendScrolled($("transcript"), item);
-  }
+  const entry = streamingEntry(current, e);
   const index = Number(e.index) || 0;
   if (index === 0) entry.parts = [];
   entry.parts[index] = e.text || "";
   entry.text.textContent = entry.parts.join("");
+}
+
+// The message ``e.agent`` is writing in ``e.turn`` (and phase), shown from its first chunk
+// or tool call on.
+function streamingEntry(current, e) {
+  let entry = current.chunks.get(chunkKey(e));
+  if (!entry) {
+    const text = el("div", {class: "content"});
+    const tools = el("ul", {class: "tool-live"});
+    const item = el("li", {class: "msg agent streaming", "data-turn": e.turn, "data-agent": e.agent},
+      el("div", {class: "meta"}, el("b", {class: "sender"}, e.agent),
+        el("span", {class: "muted"}, ` · turn ${e.turn} · writing…`)), text, tools);
+    entry = {turn: Number(e.turn), agent: e.agent, item, text, tools, parts: [], calls: new Map()};
+    current.chunks.set(chunkKey(e), entry);
+    appendScrolled($("transcript"), item);
+  }
+  return entry;
+}
+
+// tool_called / tool_result: a line under the message being written for each of its tool
+// calls, "using search_logs(service=checkout)…" until its result says how it went. A
+// result's turn and phase are its call id's (<turn>.<phase>.<call>.<round>.<index>).
+function addToolEvent(current, type, e) {
+  const [turn, phase] = String(e.call_id || "").split(".");
+  if (!(Number(turn) > current.lastTurn)) return;  // replayed: its message is shown already
+  const entry = streamingEntry(current, {turn, phase: Number(phase) || 0, agent: e.agent});
+  let line = entry.calls.get(e.call_id);
+  if (!line) {
+    line = {item: el("li", {class: "tool-call", "data-call": e.call_id}), call: `${e.tool}(…)`};
+    entry.calls.set(e.call_id, line);
+    entry.tools.append(line.item);
+  }
+  if (type === "tool_called") {
+    let args = null;
+    try { args = JSON.parse(e.arguments || "{}"); } catch (_) { args = null; }  // cut short
+    line.call = `${e.tool}(${args ? argumentsText(args) : "…"})`;
+    if (!line.status) line.item.replaceChildren(`using ${line.call}…`);
+  } else {
+    line.status = e.status;
+    line.item.className = `tool-call ${e.status}`;
+    line.item.replaceChildren(`used ${line.call} `,
+      el("span", {class: `badge tool-status ${e.status}`}, e.status),
+      el("span", {class: "muted"}, ` ${num(Number(e.duration_ms) || 0)} ms`));
+  }
 }
 
 // Drops the growing messages of turns up to ``turn`` (their messages landed or the run
@@ -439,6 +474,7 @@ function onEvent(current, type, e, id) {
   logEvent(type, e, id);
   if (type === "message_committed") { if (e.seq > current.lastSeq) guarded(() => loadMessages(current)); }
   else if (type === "message_chunk") addChunk(current, e);
+  else if (type === "tool_called" || type === "tool_result") addToolEvent(current, type, e);
   else if (type === "turn_opened") startTurn(current, e);
   else if (type === "answer_arrived") {
     addAnswer(current, e);

@@ -67,6 +67,13 @@ def rollback(service: str) -> str:
     return f"rolled back {service}"
 
 
+@parley.tool(approval=True, timeout_s=1)
+def restart(service: str) -> str:
+    """Needs a person's approval, and may take a second once approved."""
+    note_run("restart")
+    return f"restarted {service}"
+
+
 @parley.tool(queue="parley-test-tools")
 def remote_echo(text: str) -> str:
     """Runs only on its own queue's workers."""
