@@ -114,12 +114,17 @@ def tool_calls_fields(calls: list[ToolCallRecord], shared: bool, result_max_byte
             "tool_results": "shared" if shared else "private"}
 
 
+def cap_bytes(text: str, max_bytes: int) -> str:
+    """``text`` cut to at most ``max_bytes`` of UTF-8 (never inside a character)."""
+    data = text.encode()
+    return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
+
+
 def cut_bytes(text: str, most: int) -> str:
     """``text`` within ``most`` bytes of UTF-8, marked where it was cut."""
     if len(text.encode()) <= most:
         return text
-    room = max(0, most - len(CUT_MARK.encode()))
-    return text.encode()[:room].decode(errors="ignore") + CUT_MARK
+    return cap_bytes(text, max(0, most - len(CUT_MARK.encode()))) + CUT_MARK
 
 
 def check_post(sender: str, content: str, max_bytes: int) -> None:

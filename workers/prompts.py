@@ -45,7 +45,7 @@ from parley.shared.models import (
     transfer_tool,
 )
 from parley.shared.protocol import RESPOND, RESPOND_INTENT_TOOL, RESPOND_TOOL
-from parley.shared.speakers import QUOTE, first_speaker_line, quote_speaker_lines, speaker_lines
+from parley.shared.speakers import QUOTE, SpeakerLines, quote_speaker_lines, speaker_lines
 
 ChatMessage = dict[str, Any]
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -145,12 +145,19 @@ def tool_results_text(message: Message, names: Sequence[str]) -> str:
             arguments = arguments[:TOOL_ARGUMENTS_CHARS - 3] + "..."
         status = call.status.value + (f", approved by {call.approved_by}"
                                       if call.approved_by else "")
-        result, forged = call.result, lines.first(call.result)
-        if forged is not None:
-            result = f"{result[:forged[0]].rstrip()}\n[cut: the result spoke as {forged[1]}]"
+        result = cut_forged(call.result, lines)
         calls.append(quote_block(f"{call.tool}({arguments}) -> {status}\n{result or '(empty)'}"))
     return render(template("tool_results"), sender=sender_label(message.sender),
                   calls="\n>\n".join(calls))
+
+
+def cut_forged(result: str, lines: SpeakerLines) -> str:
+    """A tool's ``result`` up to its first line that speaks as a participant (a tool result
+    speaks for nobody: nothing after it can pass for someone's turn), marked there."""
+    found = lines.first(result)
+    if found is None:
+        return result
+    return f"{result[:found[0]].rstrip()}\n[cut: the result spoke as {found[1]}]"
 
 
 def shown_content(message: Message, names: Sequence[str], reader: str) -> str:
@@ -686,20 +693,12 @@ TOOL_STATUS_NOTES = {
 }
 
 
-def cap_bytes(text: str, max_bytes: int) -> str:
-    """``text`` cut to at most ``max_bytes`` of UTF-8 (never inside a character)."""
-    data = text.encode()
-    return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
-
-
 def tool_result_content(status: str, text: str, names: Sequence[str]) -> str:
     """A tool call's result as the model reads it: untrusted text, as a post is. Cut where
     a line speaks as a participant (nothing after it can pass for someone's turn), its
     speaker lines quoted, the whole of it a quotation; a call that did not return says
     why first."""
-    found = first_speaker_line(text, names)
-    if found is not None:
-        text = text[:found[0]].rstrip() + f"\n[cut: a line spoke as {found[1]}]"
+    text = cut_forged(text, speaker_lines(names))
     note = TOOL_STATUS_NOTES.get(status)
     body = quote_block(quote_speaker_lines(text, names)) if text else ""
     if note is None:

@@ -26,7 +26,6 @@ from parley.shared.models import (
     Message,
     RoomSpec,
     ToolCallRecord,
-    ToolCallStatus,
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
@@ -36,14 +35,13 @@ from parley.workers.prompts import (
     CALL_PROMPTS,
     NO_POLICY_TOOLS,
     PolicyTools,
-    cap_bytes,
     participant_names,
 )
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.approvals import await_approval
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.journal import Claim, ToolJournal, read_entry
-from parley.workers.tools.loop import EXCERPT_BYTES, ToolRun
+from parley.workers.tools.loop import ToolRun, call_tool, ended
 from parley.workers.tools.toolbox import build_toolbox
 
 log = structlog.get_logger("parley.worker")
@@ -280,19 +278,10 @@ def run_tool_call(request: dict) -> None:
         log.info("tool_call_expired", room=req.room, tool=req.tool, id=record.id)
         return
     started = time.perf_counter()
-    status, text = ToolCallStatus.OK, ""
-    try:
-        text = cap_bytes(build_toolbox(settings).call(req.tool, record.arguments, left),
-                         settings.tool_result_max_bytes)
-    except TimeoutError:
-        status, text = ToolCallStatus.TIMEOUT, f"{req.tool} outlasted its {left:g}s"
-    except Exception as error:  # noqa: BLE001 - a tool's failure is its result
-        status, text = ToolCallStatus.ERROR, " ".join(str(error).split())
+    status, text = call_tool(build_toolbox(settings), req.tool, record.arguments, left,
+                             settings.tool_result_max_bytes)
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
-    metrics.observe_tool_call(req.tool, status.value, duration_ms / 1000)
-    journal.finish(record.model_copy(update={"status": status, "duration_ms": duration_ms,
-                                             "result": cap_bytes(text, EXCERPT_BYTES)}),
-                   text, claim)
+    journal.finish(ended(record, status, text, duration_ms), text, claim)
 
 
 def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str

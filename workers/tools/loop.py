@@ -38,11 +38,11 @@ import orjson
 
 from parley.shared import metrics
 from parley.shared.models import AgentSpec, JsonValue, PolicyCall, ToolCallRecord, ToolCallStatus
+from parley.shared.records import cap_bytes
 from parley.workers.prompts import (
     NO_POLICY_TOOLS,
     ChatMessage,
     PolicyTools,
-    cap_bytes,
     tool_result_content,
 )
 from parley.workers.tools.approvals import ApprovalVerdict
@@ -291,17 +291,10 @@ class ToolLoop:
         timeout_s = min(tool.options.timeout_s, left)
         if timeout_s <= 0:
             return ToolCallStatus.TIMEOUT, "no time was left before the call's deadline"
-        try:
-            if tool.options.queue and self.run.remote and claim and self.run.journal:
-                return self.invoke_remote(tool, record, claim, timeout_s)
-            text = self.run.toolbox.call(tool.name, record.arguments, timeout_s)
-        except TimeoutError:
-            return ToolCallStatus.TIMEOUT, f"{tool.name} outlasted its {timeout_s:g}s"
-        except ToolError as error:
-            return ToolCallStatus.ERROR, one_line(str(error))
-        except Exception as error:  # noqa: BLE001 - a source's failure is the tool's error
-            return ToolCallStatus.ERROR, one_line(f"{type(error).__name__}: {error}")
-        return ToolCallStatus.OK, cap_bytes(text, self.run.max_result_bytes)
+        if tool.options.queue and self.run.remote and claim and self.run.journal:
+            return self.invoke_remote(tool, record, claim, timeout_s)
+        return call_tool(self.run.toolbox, tool.name, record.arguments, timeout_s,
+                         self.run.max_result_bytes)
 
     def invoke_remote(self, tool: ToolDef, record: ToolCallRecord, claim: Claim,
                       timeout_s: float) -> tuple[ToolCallStatus, str]:
@@ -328,9 +321,31 @@ class ToolLoop:
     def ended(self, record: ToolCallRecord, status: ToolCallStatus, text: str,
               duration_ms: float) -> ToolCallRecord:
         """The record of a call that ended, counted in the worker's metrics."""
-        metrics.observe_tool_call(record.tool, status.value, duration_ms / 1000)
-        return record.model_copy(update={"status": status, "duration_ms": duration_ms,
-                                         "result": cap_bytes(text, EXCERPT_BYTES)})
+        return ended(record, status, text, duration_ms)
+
+
+def call_tool(toolbox: Toolbox, name: str, arguments: dict[str, JsonValue], timeout_s: float,
+              max_bytes: int) -> tuple[ToolCallStatus, str]:
+    """Run a tool on this worker: its status and its result (cut to ``max_bytes``), a
+    failure or a timeout told as the result."""
+    try:
+        text = toolbox.call(name, arguments, timeout_s)
+    except TimeoutError:
+        return ToolCallStatus.TIMEOUT, f"{name} outlasted its {timeout_s:g}s"
+    except ToolError as error:
+        return ToolCallStatus.ERROR, one_line(str(error))
+    except Exception as error:  # noqa: BLE001 - a source's failure is the tool's error
+        return ToolCallStatus.ERROR, one_line(f"{type(error).__name__}: {error}")
+    return ToolCallStatus.OK, cap_bytes(text, max_bytes)
+
+
+def ended(record: ToolCallRecord, status: ToolCallStatus, text: str, duration_ms: float
+          ) -> ToolCallRecord:
+    """The record of a tool call that ended (its result's excerpt), counted in the
+    worker's metrics."""
+    metrics.observe_tool_call(record.tool, status.value, duration_ms / 1000)
+    return record.model_copy(update={"status": status, "duration_ms": duration_ms,
+                                     "result": cap_bytes(text, EXCERPT_BYTES)})
 
 
 def parse_arguments(text: str) -> tuple[dict[str, JsonValue], str]:
