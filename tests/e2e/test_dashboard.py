@@ -28,7 +28,7 @@ from parley.shared.models import RoomSpec, ToolCallStatus
 from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
 from tests.support.polling import wait_until
-from tests.support.rooms import scripted_spec
+from tests.support.rooms import investigator_room, scripted_spec
 from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
 from tests.support.tool_messages import commit_tool_message_now, incident_spec, tool_call
 
@@ -509,18 +509,10 @@ def test_the_message_being_written_shows_its_tool_calls_live(
     processes.coordinator()
     client = Client(settings)
     wait_until(lambda: "counted" in client.tool_catalog(), 60, "the worker's offer")
-    room = client.create_room(RoomSpec.model_validate({
-        "name": "live-tools",
-        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 30,
-                   "selector": {"model": "scripted", "queue": queue,
-                                "script": [{"content": "Investigator"},
-                                           {"content": "TERMINATE"}]}},
-        "agents": [{"name": "Investigator", "model": "scripted", "queue": queue,
-                    "tools": ["counted"],
-                    "script": [{"tool_calls": [{"name": "counted",
-                                                "arguments": {"label": "<b>x</b>"}}]},
-                               {"content": "Counted.", "sleep": 2}]},
-                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}]}))
+    room = client.create_room(investigator_room("live-tools", queue, {
+        "model": "scripted", "tools": ["counted"],
+        "script": [{"tool_calls": [{"name": "counted", "arguments": {"label": "<b>x</b>"}}]},
+                   {"content": "Counted.", "sleep": 2}]}))
     page.goto(f"{api_url}/#/rooms/{room}")
     page.fill("#token", TOKEN)
     page.click("#token-form button")

@@ -16,6 +16,7 @@ from tests.support.commands import run_parley
 from tests.support.mcp_servers import stdio_entry, write_config
 from tests.support.openai_stub import OpenAIStub, asks_tools, text, tool_messages
 from tests.support.polling import wait_until
+from tests.support.rooms import investigator_room
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -32,16 +33,9 @@ def stub() -> Iterator[OpenAIStub]:
 def room(stub: OpenAIStub, queue: str) -> RoomSpec:
     """A selector room: the scripted selector picks the Investigator (an LLM on the stub
     with all of the grafana server's tools), then ends the run."""
-    return RoomSpec.model_validate({
-        "name": "mcp",
-        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 60,
-                   "selector": {"model": "scripted", "queue": queue,
-                                "script": [{"content": "Investigator"},
-                                           {"content": "TERMINATE"}]}},
-        "agents": [{"name": "Investigator", "model": "openai/investigator", "queue": queue,
-                    "api_base": stub.url, "api_key_env": KEY_ENV, "tools": ["grafana/*"]},
-                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}],
-    })
+    return investigator_room("mcp", queue, {
+        "model": "openai/investigator", "api_base": stub.url, "api_key_env": KEY_ENV,
+        "tools": ["grafana/*"]}, call_timeout_s=60)
 
 
 def test_an_agent_uses_a_workers_mcp_server_tool_through_litellm(stub, processes, settings,

@@ -14,6 +14,7 @@ from parley.shared.models import Answer, RoomSpec, ToolCallStatus
 from parley.shared.settings import Settings
 from tests.support.openai_stub import OpenAIStub, asks_tools, text, tool_messages
 from tests.support.polling import wait_until
+from tests.support.rooms import investigator_room
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -171,19 +172,10 @@ def test_a_coordinator_killed_after_a_tool_ran_leaves_its_result_to_the_standby(
         processes, settings, queue, tmp_path):
     runs = tmp_path / "runs"
     # The model step after the tool is slow: the kill lands between the tool and the commit.
-    spec = RoomSpec.model_validate({
-        "name": "tools-takeover",
-        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 30,
-                   "selector": {"model": "scripted", "queue": queue,
-                                "script": [{"content": "Investigator"},
-                                           {"content": "TERMINATE"}]}},
-        "agents": [{"name": "Investigator", "model": "scripted", "queue": queue,
-                    "tools": ["counted"],
-                    "script": [{"tool_calls": [{"name": "counted",
-                                                "arguments": {"label": "x"}}]},
-                               {"content": "Counted once.", "sleep": 3}]},
-                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}],
-    })
+    spec = investigator_room("tools-takeover", queue, {
+        "model": "scripted", "tools": ["counted"],
+        "script": [{"tool_calls": [{"name": "counted", "arguments": {"label": "x"}}]},
+                   {"content": "Counted once.", "sleep": 3}]})
     short_ttl = {"PARLEY_LEASE_TTL_S": "1.5"}
     processes.worker("-Q", queue, "-c", "4",
                      env={"PARLEY_WORKER_TOOLS": SAMPLE, "PARLEY_TEST_TOOL_RUNS": str(runs)})

@@ -29,3 +29,18 @@ def rotating_scripts(agents: int, turns: int, sleep: float = 0.0) -> dict[str, l
         ]
         for i, name in enumerate(names)
     }
+
+
+def investigator_room(name: str, queue: str, investigator: dict[str, Any],
+                      call_timeout_s: float = 30) -> RoomSpec:
+    """A selector room whose scripted selector picks the Investigator (``investigator``:
+    its model, script and tools), then ends the run; Bob stays silent."""
+    return RoomSpec.model_validate({
+        "name": name,
+        "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": call_timeout_s,
+                   "selector": {"model": "scripted", "queue": queue,
+                                "script": [{"content": "Investigator"},
+                                           {"content": "TERMINATE"}]}},
+        "agents": [{"name": "Investigator", "queue": queue, **investigator},
+                   {"name": "Bob", "model": "scripted", "queue": queue, "script": []}],
+    })
