@@ -18,8 +18,10 @@ setup: $(BIN)/parley
 demo: setup
 	$(BIN)/parley demo
 
+# One pytest process per core (pytest-xdist): every test has its own key prefix, queue,
+# tmp dir and ports, and most of an e2e test's time is its processes starting and waiting.
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto
 
 # The edit loop: the unit and integration layers (pure, fakeredis and the local Redis),
 # in about two minutes; `make test` (what CI runs) adds the processes.

@@ -36,16 +36,26 @@ def start(args: list[str], log_path: Path, env: dict[str, str] | None = None
 
 def stop(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> int | None:
     """Stop the process by its PID: SIGTERM, then SIGKILL after ``grace_s``."""
-    if process.poll() is None:
+    stop_together([process], grace_s)
+    return process.returncode
+
+
+def stop_together(processes: list[subprocess.Popen[bytes]], grace_s: float = 10.0) -> None:
+    """Stop the processes by their PIDs: SIGTERM to all, in order, then SIGKILL to any still
+    running ``grace_s`` later. They shut down side by side: a group's stop takes as long as
+    its slowest process, not the sum of them."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process in running:
         try:
-            process.wait(grace_s)
+            process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
             process.wait()
-    return process.returncode
 
 
 def parley_command(*args: str) -> list[str]:
@@ -138,9 +148,8 @@ class ProcessGroup:
             process.wait()
 
     def stop_all(self) -> None:
-        """Stop every process still running, newest first."""
-        for process in reversed(self.processes):
-            stop(process)
+        """Stop every process still running, all at once (SIGTERM newest first)."""
+        stop_together(list(reversed(self.processes)))
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of every process's log, for a failing test's report."""
