@@ -10,9 +10,10 @@ again, another agent's reply).
 =====================  =================================================================
 rule                   behaviour
 =====================  =================================================================
-settings               only those a policy decides with (``REPLAYABLE``); any other of
-                       its settings changes what the models are asked: refused
-handoff, mention       refused: their turns follow tool calls and what people post
+settings               only those its record names ``replayable``; any other of its
+                       settings changes what the models are asked: refused
+no replayable setting  refused, in the record's words (``not_replayable``): a room whose
+                       turns follow tool calls or what people post
 view                   each turn's recorded view, with the recent speakers carried from
                        the replayed decisions (a longer recency window sees further back)
 divergence             the winner or the stop differs, or the turn needs a new call
@@ -30,22 +31,10 @@ from pydantic import ValidationError
 
 from parley.coordinator import policies
 from parley.coordinator.policies.base import Calls, Decision, record_view
-from parley.shared.models import RoomSpec, StopReason, TurnRecord
+from parley.shared.models import CallKind, RoomSpec, StopReason, TurnRecord
 
-# Each policy's settings that only change how recorded answers are decided.
-REPLAYABLE: dict[str, tuple[str, ...]] = {
-    "bid": ("threshold", "recency_penalty", "recency_window", "max_messages"),
-    "selector": ("allow_repeat", "max_turns"),
-    "roundtable": ("rounds",),
-}
-# Policies whose turns cannot be worked out again from their records, and why.
-NOT_REPLAYED = {
-    "handoff": "a handoff room's handoffs cannot be replayed under other settings: each "
-               "one is the active agent's own tool call, which new settings would change",
-    "mention": "a mention room cannot be replayed under other settings: who speaks follows "
-               "what people posted and whom they addressed",
-}
-
+# Calls whose answer is the message posted: asked of one agent, that agent takes the floor.
+POSTED_CALLS = frozenset({CallKind.SPEAK, CallKind.REPLY, CallKind.PANEL, CallKind.MODERATE})
 
 class NotReplayable(ValueError):
     """The room or a setting cannot be worked out again from the recorded answers."""
@@ -136,9 +125,11 @@ def respecified(spec: RoomSpec, changes: dict[str, Any]) -> RoomSpec:
     """The spec with its policy's settings changed; NotReplayable naming the setting or
     the value that cannot be replayed."""
     kind = spec.policy.kind
-    if kind in NOT_REPLAYED:
-        raise NotReplayable(NOT_REPLAYED[kind])
-    replayable = REPLAYABLE[kind]
+    record = policies.record_of(spec)
+    replayable = record.replayable
+    if not replayable:
+        raise NotReplayable(record.not_replayable or f"a {kind} room cannot be replayed "
+                            "under other settings")
     current = spec.policy.model_dump()
     for name in changes:
         if name in replayable:
@@ -203,8 +194,7 @@ def outcome(decision: Decision) -> Outcome:
 
 def speaker_asked(calls: Calls) -> str | None:
     """The agent a call asks for the message to post, if it is one agent's."""
-    speaking = {"speak", "reply", "panel", "moderate"}
-    return calls.agents[0] if calls.kind.value in speaking and len(calls.agents) == 1 else None
+    return calls.agents[0] if calls.kind in POSTED_CALLS and len(calls.agents) == 1 else None
 
 
 def needed(calls: Calls) -> str:

@@ -105,9 +105,9 @@ class DiscussionConsole(App[None]):
         state, cursor = store.state_and_last_event(self.room)
         messages = store.read_messages(self.room)
         turns = store.read_turns(self.room, last=1)
-        queue = self.client.speak_queue(self.room) if spec.policy.kind == "mention" else None
         approvals = self.client.approvals(self.room)
         view = RoomView(self.room, spec, self.me, paused=state.paused)
+        queue = self.client.speak_queue(self.room) if view.follows_queue else None
         for message in messages:
             view.see_message(message)
         for record in turns:
@@ -130,7 +130,7 @@ class DiscussionConsole(App[None]):
             return cursor
         decided = any(isinstance(e, TurnDecided) for e in events)
         turns = store.read_turns(self.room, last=1) if decided else []
-        queue = (self.client.speak_queue(self.room) if self.view.kind == "mention" and any(
+        queue = (self.client.speak_queue(self.room) if self.view.follows_queue and any(
             isinstance(e, QueueChanged | TurnDecided) for e in events) else None)
         self.from_thread(self.take_in, messages, events, turns, queue)
         return events[-1].id if events else cursor

@@ -89,6 +89,11 @@ class RoomView:
         """The room's policy kind."""
         return self.spec.policy.kind
 
+    @property
+    def follows_queue(self) -> bool:
+        """True for a room whose floor is a speak queue (its record says so)."""
+        return bool(self.floor_state().get("speak_queue"))
+
     def see_message(self, message: Message) -> None:
         """A committed message: a line (yours, or under its sender's label), and the end
         of its sender's text being written."""
@@ -134,7 +139,7 @@ class RoomView:
     def see_answer(self, event: AnswerArrived) -> None:
         """An answer: a bid's score for the card and the floor; a failed call's text
         being written is abandoned."""
-        if event.kind in (CallKind.BID, CallKind.INTENT) and event.status is AnswerStatus.OK:
+        if event.kind in record_of(self.spec).scored and event.status is AnswerStatus.OK:
             self.bids[event.agent] = event.score
             if event.agent in self.cards:
                 self.cards[event.agent].score = event.score
@@ -193,7 +198,7 @@ class RoomView:
             return ASKING_YOU if self.me in asked else f"asking {', '.join(asked)}"
         if name in self.queue.get("listening", []):
             return LISTENING
-        speaking = self.queue.get("speaking") if self.kind == "mention" else self.speaking
+        speaking = self.queue.get("speaking") if self.follows_queue else self.speaking
         if name == speaking and self.ended is None:
             return SPEAKING
         if (upcoming and upcoming[0] == name) or self.floor_state().get("next") == name:
@@ -208,7 +213,7 @@ class RoomView:
     def floor_line(self) -> str:
         """The floor under the cards: the speak queue, the panel position, the selector's
         last pick, or the open turn's bids."""
-        if self.kind == "mention":
+        if self.follows_queue:
             q = self.queue
             parts = [f"speaking: {q.get('speaking') or '-'}",
                      f"queue: {', '.join(q.get('queue') or []) or '-'}"]
@@ -217,9 +222,9 @@ class RoomView:
             if q.get("waiting"):
                 parts.append("waiting for a person")
             return " · ".join(parts)
-        if self.kind == "selector":
-            return f"selector's last pick: {self.pick or '-'}"
-        if self.kind == "bid":
+        if self.pick is not None:
+            return f"the selector picked {terminal_text(self.pick)}"
+        if record_of(self.spec).scores_messages:
             bids = ", ".join(f"{name} {score:.2f}" for name, score in self.bids.items())
             return f"bids: {bids or '-'}"
         return str(self.floor_state().get("note") or "")
@@ -238,6 +243,7 @@ class RoomView:
         tools = " · tools: " + ", ".join(card.tools) if card.tools else ""
         lines.append(card.model + tools)
         state = self.card_state(name)
-        score = f" · last bid {card.score:.2f}" if self.kind == "bid" and card.score is not None else ""
+        scored = record_of(self.spec).scores_messages and card.score is not None
+        score = f" · last bid {card.score:.2f}" if scored else ""
         lines.append(f"{state or 'idle'}{score}")
         return "\n".join(terminal_text(line) for line in lines)
