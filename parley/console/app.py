@@ -19,13 +19,13 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, RichLog, Static
 
-from parley.cli.errors import unreachable_redis
 from parley.client.client import Client
 from parley.console.commands import QUIT, Console, run_line
 from parley.console.room_view import RoomView
 from parley.shared.events import Event, QueueChanged, TurnDecided
 from parley.shared.models import Message, TurnRecord
 from parley.shared.store import RoomNotFound
+from parley.views.redis_problems import unreachable_redis
 
 # How long one read of the room's streams blocks: the thread sees the app closing this often.
 FOLLOW_BLOCK_MS = 500
