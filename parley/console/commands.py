@@ -45,29 +45,34 @@ def agent_and_text(args: str, usage: str, text_needed: bool = False) -> tuple[st
 
 
 def listen(c: Console, args: str) -> str:
+    """``/listen @a``: the agent only listens."""
     agent, _ = agent_and_text(args, "/listen @agent")
     c.client.listen(c.room, agent)
     return f"{agent} only listens from its next turn on"
 
 
 def talk(c: Console, args: str) -> str:
+    """``/talk @a``: a listening agent talks again."""
     agent, _ = agent_and_text(args, "/talk @agent")
     c.client.talk(c.room, agent)
     return f"{agent} talks again"
 
 
 def instruct(c: Console, args: str) -> str:
+    """``/instruct @a TEXT``: the agent is next, on TEXT."""
     agent, text = agent_and_text(args, "/instruct @agent TEXT", text_needed=True)
     c.client.instruct(c.room, agent, text)
     return f"{agent} is next, on: {text}"
 
 
 def regenerate(c: Console, args: str) -> str:
+    """``/regenerate``: the agents that answered the last person, again."""
     c.client.regenerate(c.room)
     return "the agents that answered the last person are asked again"
 
 
 def approve(c: Console, args: str) -> str:
+    """``/approve ID``: approve a tool call waiting for a person, as you."""
     if not args.strip() or " " in args.strip():
         raise ValueError("usage: /approve ID")
     answered = c.client.approve(c.room, args.strip(), True, c.me)
@@ -75,6 +80,7 @@ def approve(c: Console, args: str) -> str:
 
 
 def deny(c: Console, args: str) -> str:
+    """``/deny ID [reason]``: deny it, the model told why."""
     approval, _, reason = args.strip().partition(" ")
     if not approval:
         raise ValueError("usage: /deny ID [reason]")
@@ -83,12 +89,14 @@ def deny(c: Console, args: str) -> str:
 
 
 def task(c: Console, args: str) -> str:
+    """``/task @a TEXT``: start a background task for the agent."""
     agent, text = agent_and_text(args, "/task @agent TEXT", text_needed=True)
     started = tasks_call(c, "start_task")(c.room, agent, text)
     return f"task {task_id(started)} started for {agent}"
 
 
 def list_tasks(c: Console, args: str) -> str:
+    """``/tasks``: the room's background tasks, a line each."""
     found = tasks_call(c, "tasks")(c.room)
     if not found:
         return "no background task in this room"
@@ -97,6 +105,7 @@ def list_tasks(c: Console, args: str) -> str:
 
 
 def cancel(c: Console, args: str) -> str:
+    """``/cancel TASK``: stop a task (a unique start of its id is enough)."""
     if not args.strip():
         raise ValueError("usage: /cancel TASK")
     tasks_call(c, "cancel_task")(args.strip(), room=c.room)
@@ -123,10 +132,12 @@ def task_id(value: Any) -> str:
 
 
 def pause(c: Console, args: str) -> str:
+    """``/pause``: no turn opens, posts wait."""
     return "paused" if c.client.pause(c.room) else "the room was paused already"
 
 
 def resume(c: Console, args: str) -> str:
+    """``/resume``: the room goes on."""
     return "resumed" if c.client.resume(c.room) else "the room was not paused"
 
 

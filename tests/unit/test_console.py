@@ -12,10 +12,10 @@ from parley import processes
 from parley.client import Client
 from parley.console.app import DiscussionConsole
 from parley.console.commands import NO_TASKS, Console, run_line
-from parley.console.room_view import NOTHING_TO_ADD, SPEAKING, WRITING, RoomView
+from parley.console.room_view import ASKING_YOU, NEXT, NOTHING_TO_ADD, SPEAKING, WRITING, RoomView
 from parley.shared.events import AnswerArrived, MessageChunk, TurnOpened
 from parley.shared.keys import Keys
-from parley.shared.models import Answer, AnswerStatus, CallKind, Message, TurnRecord
+from parley.shared.models import Answer, AnswerStatus, CallKind, Message, RoomSpec, TurnRecord
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
 from tests.support.polling import wait_until_async
@@ -121,3 +121,66 @@ def test_a_redis_nobody_answers_at_is_said_on_the_status_line_and_quit_still_wor
             return str(status.render())
 
     assert asyncio.run(scenario()).startswith("cannot reach Redis at redis://127.0.0.1:")
+
+
+class TasksClient(Client):
+    """A Client with the background-task methods a cluster that has them offers."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.calls: list[tuple] = []
+
+    def start_task(self, room, agent, text, hand_back=None):
+        self.calls.append(("start", room, agent, text, hand_back))
+        return {"id": "abc123def456", "agent": agent, "status": "running", "text": text}
+
+    def tasks(self, room):
+        return [{"id": "abc123def456", "agent": "agent0", "status": "running", "text": "look"}]
+
+    def cancel_task(self, task_id_or_prefix, room=None):
+        self.calls.append(("cancel", task_id_or_prefix, room))
+
+
+def test_where_background_tasks_exist_the_task_commands_call_them(console):
+    client = TasksClient(Settings(key_prefix="t"))
+    tasks = Console(client, console.room, "Ada")
+
+    assert run_line(tasks, "/task @agent0 look at the disk") == \
+        "task abc123def456 started for agent0"
+    assert run_line(tasks, "/tasks") == "abc123  agent0  running  look"
+    assert run_line(tasks, "/cancel abc123") == "task abc123 cancelled"
+    assert client.calls == [("start", console.room, "agent0", "look at the disk", None),
+                            ("cancel", "abc123", console.room)]
+
+
+def test_a_round_table_shows_its_panel_position_and_who_is_next():
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "roundtable", "moderator": "Mod"},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("P1", "P2", "Mod")]})
+    view = RoomView("r1", spec, "Ada", policy_state={"spoken": "1"})
+    assert view.floor_line() == "panel: 1 of 2 spoken, next P2"
+    assert [view.card_state(n) for n in ("P1", "P2", "Mod")] == ["", NEXT, ""]
+
+
+def test_a_selector_room_shows_the_selectors_last_pick():
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("Alice", "Bob")]})
+    view = RoomView("r1", spec, "Ada")
+    view.see_turn(TurnRecord(turn=1, run=1, run_turns=1, epoch=1, snapshot_seq=1,
+                             messages_in_run=1, recent=[], bids=[
+                                 Answer(agent="selector", turn=1, kind=CallKind.SELECT,
+                                        message=" `Bob`. ")]))
+    assert view.floor_line() == "the selector picked Bob"
+
+
+def test_a_discussion_room_shows_its_queue_and_who_asks_you():
+    spec = RoomSpec.model_validate({
+        "policy": {"kind": "mention", "everyone": ["ana", "ben"]},
+        "agents": [{"name": n, "model": "scripted", "script": []} for n in ("ana", "ben")]})
+    view = RoomView("r1", spec, "oncall")
+    view.see_queue({"speaking": None, "queue": ["ben"], "listening": [],
+                    "asked": [["ana", "oncall"]], "waiting": True, "over": False})
+    assert view.floor_line() == "speaking: - · queue: ben · waiting for a person"
+    assert (view.card_state("ana"), view.card_state("ben")) == (ASKING_YOU, NEXT)
+    assert view.lines[-1].text == "· ana asks you"
