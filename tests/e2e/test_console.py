@@ -17,8 +17,11 @@ from parley.console.app import DiscussionConsole
 from parley.console.commands import NO_TASKS
 from parley.console.room_view import ASKING_YOU, LISTENING, WRITING
 from parley.shared.models import RoomSpec
+from parley.shared.settings import Settings
+from tests.chaos.harness import PrivateRedis
 from tests.e2e.test_approval_room import SAMPLE, SHORT_TTL, incident_room
 from tests.support.polling import wait_until, wait_until_async
+from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
@@ -141,3 +144,33 @@ def approval_id(client: Client, room: str) -> str:
     """The room's one answered approval's id."""
     (answered,) = client.answered_approvals(room)
     return answered.id
+
+
+def test_a_redis_outage_is_said_and_the_console_follows_on_from_where_it_was(tmp_path):
+    with PrivateRedis(tmp_path, "--appendonly", "yes") as server:
+        settings = Settings(redis_url=server.url, key_prefix="console")
+        client = Client(settings)
+        room = client.create_room(scripted_spec(rotating_scripts(2, 2)))
+        app = DiscussionConsole(Client(settings), room, "Ada")
+
+        async def scenario() -> tuple[str, str]:
+            async with app.run_test(size=SIZE) as pilot:
+                status = app.query_one("#status")
+                await wait_until_async(lambda: app.view is not None, 10, "the room to load", 0.05)
+                server.stop()  # its append-only file keeps the room
+                await wait_until_async(lambda: "cannot reach Redis" in str(status.render()), 15,
+                                       "the status line to say Redis is gone", 0.05)
+                down = str(status.render())
+                await type_line(pilot, app, "/pause")
+                await wait_until_async(lambda: any("cannot reach Redis" in n for n in notes(app)),
+                                       15, "the command to say Redis is gone", 0.05)
+                server.start()
+                client.pause(room)  # written while the console waits to read again
+                await wait_until_async(lambda: "· the room is paused" in notes(app), 15,
+                                       "the pause, read from where the console was", 0.05)
+                return down, str(status.render())
+
+        down, after = asyncio.run(scenario())
+    assert down.startswith(f"cannot reach Redis at {server.url}") and down.endswith("trying again")
+    assert after == ""
+    assert "· Redis answers again: following on" in notes(app)
