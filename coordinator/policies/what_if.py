@@ -156,7 +156,8 @@ def replay_run(room: str, spec: RoomSpec, records: list[TurnRecord],
     run = run if run is not None else max((r.run for r in records), default=0)
     turns_of_run = sorted((r for r in records if r.run == run), key=lambda r: r.turn)
     if not turns_of_run:
-        raise NotReplayable(f"room {room} has no recorded turns for run {run}")
+        raise NotReplayable(f"room {room} has no recorded turns for run {run}" if records
+                            else f"room {room} has no recorded turns yet")
     before = spec.policy.model_dump()
     replay = Replay(room, run, spec.policy.kind,
                     {name: (before[name], getattr(changed.policy, name)) for name in changes},
