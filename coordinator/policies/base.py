@@ -212,3 +212,8 @@ class FloorPolicy:
     silent: Callable[[RoomSpec, Answer], bool] = never_silent
     # The people a waiting room owes an answer, in the order asked, from its floor fields.
     people_asked: Callable[[Mapping[str, str]], list[str]] = nobody_asked
+    # What if (coordinator/policies/what_if.py): the settings that only change how the
+    # recorded answers are decided, so a recorded run replays under other values of them;
+    # or why none can (its turns follow what new settings would change).
+    replayable: tuple[str, ...] = ()
+    not_replayable: str = ""

@@ -219,4 +219,5 @@ POLICY = FloorPolicy(
     scored=frozenset({CallKind.BID, CallKind.INTENT}),
     scores_messages=True,
     silent=said_nothing,
+    replayable=("threshold", "recency_penalty", "recency_window", "max_messages"),
 )

@@ -272,4 +272,7 @@ POLICY = FloorPolicy(
     # The last handoff as followers see it (the handoff event's fields).
     watched=WatchedState(HANDOFF_EVENT, ((FROM, ""), (TO, ""), (REASON, ""))),
     dashboard_state=handoff_chain,
+    not_replayable="a handoff room's handoffs cannot be replayed under other settings: "
+                   "each one is the active agent's own tool call, which new settings would "
+                   "change",
 )

@@ -777,4 +777,6 @@ POLICY = FloorPolicy(
     scored=frozenset({CallKind.DISPATCH}),
     silent=said_nothing,
     people_asked=people_asked,
+    not_replayable="a mention room cannot be replayed under other settings: who speaks "
+                   "follows what people posted and whom they addressed",
 )

@@ -193,4 +193,5 @@ POLICY = FloorPolicy(
     stop_words={StopReason.VERDICT: verdict_words},
     contains_failures=True,
     dashboard_state=panel_position,
+    replayable=("rounds",),
 )

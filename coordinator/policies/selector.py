@@ -212,4 +212,5 @@ POLICY = FloorPolicy(
     explain=explain,
     legend=legend,
     stop_words={StopReason.TERMINATE: terminate_words, StopReason.MAX_TURNS: cap_words},
+    replayable=("allow_repeat", "max_turns"),
 )

@@ -7,6 +7,8 @@ runs            run, post
 speak_queue     listen, talk, instruct, regenerate, queue
 follow          follow, events
 show            turns, status, transcript
+replay          replay
+console         console
 approvals       approve, approvals
 tools           tools
 services        coordinator, worker, health, api
@@ -22,7 +24,19 @@ from typing import Annotated
 
 import typer
 
-from parley.cli import approvals, demo, follow, rooms, runs, services, show, speak_queue, tools
+from parley.cli import (
+    approvals,
+    console,
+    demo,
+    follow,
+    replay,
+    rooms,
+    runs,
+    services,
+    show,
+    speak_queue,
+    tools,
+)
 from parley.version import package_version
 
 # Click's plain help: it rewraps each paragraph to the terminal (Rich's keeps the
@@ -30,7 +44,8 @@ from parley.version import package_version
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 # In this order in --help; the groups' commands are the app's own (no group name), but rooms.
-for group in (runs, speak_queue, follow, show, approvals, tools, services, demo):
+for group in (runs, speak_queue, follow, console, show, replay, approvals, tools, services,
+              demo):
     app.add_typer(group.app)
 app.add_typer(rooms.app, name="rooms")
 

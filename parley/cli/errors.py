@@ -24,6 +24,7 @@ from parley.shared.logs import one_line
 from parley.shared.settings import get_settings, redact_url
 from parley.shared.store import RoomExists, RoomNotFound
 from parley.views.problems import describe_invalid, describe_validation
+from parley.views.redis_problems import unreachable_redis
 from parley.views.terminal_text import terminal_text
 
 # Exit codes, for scripts: 0 the command did what was asked (a run ended idle, whatever
@@ -38,37 +39,6 @@ _YAML_SOURCE = re.compile(r'\s+in "<[a-z ]+>", (\S.*)')
 
 class CliError(Exception):
     """A failure to report as one line, without a traceback."""
-
-
-def caused_by(error: BaseException, kind: type[BaseException]) -> bool:
-    """True when ``error`` or any exception it was raised from or during is a ``kind``."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def unreachable_redis(url: str, error: BaseException) -> str:
-    """Why Redis at ``url`` could not be used, as one line: where (password masked), the
-    error, and what to check. TLS is named when the URL asks for it (``rediss://``)."""
-    reason = " ".join(str(error).split()) or type(error).__name__
-    tls_trouble = caused_by(error, ssl.SSLError) or isinstance(error, redis.TimeoutError)
-    if url.startswith("rediss://") and caused_by(error, ssl.SSLCertVerificationError):
-        hint = ("the URL asks for TLS (rediss://) and the server's certificate was not "
-                "accepted: give its CA in PARLEY_REDIS_TLS_CA_FILE (a PEM file)")
-    elif url.startswith("rediss://") and tls_trouble:
-        hint = ("the URL asks for TLS (rediss://): is the server speaking TLS on that port, "
-                "and answering? A plain Redis needs redis://")
-    elif isinstance(error, redis.TimeoutError):
-        hint = ("it did not answer in time: is the server hung or overloaded, or "
-                "PARLEY_REDIS_URL pointing at something that is not Redis?")
-    else:
-        hint = "start Redis or point PARLEY_REDIS_URL at one"
-    return f"cannot reach Redis at {redact_url(url)} ({reason}); {hint}"
 
 
 def full_redis(url: str) -> str:

@@ -12,6 +12,7 @@ import redis
 
 from parley.client import following, speak_queue
 from parley.client.results import RoomDetails, RunResult, RunTimeout, StreamReport
+from parley.coordinator.policies.what_if import Replay, replay_run
 from parley.shared.approvals import Approval
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
@@ -113,6 +114,12 @@ class Client:
     def turns(self, room: str) -> list[TurnRecord]:
         """The room's turn records."""
         return self.store.read_turns(room)
+
+    def replay(self, room: str, changes: dict[str, Any], run: int | None = None) -> Replay:
+        """The room's run (its newest by default) decided again from its turn records
+        under other policy settings, up to the first turn that would go otherwise."""
+        _, spec = self.store.read_spec(room)
+        return replay_run(room, spec, self.store.read_turns(room), changes, run)
 
     def follow(self, room: str, after_seq: int = 0) -> Iterator[Message]:
         """Yield the room's messages after ``after_seq``, then each as it is committed,

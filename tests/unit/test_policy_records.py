@@ -32,6 +32,8 @@ ROOM = "room-1"
 # The modules that serve every policy alike: none names one.
 POLICY_FREE = ["coordinator/turn_loop.py", "coordinator/room_io.py", "parley/views/explain.py",
                "parley/views/run_printer.py", "parley/api/dashboard.py", "parley/api/static/app.js",
+               "coordinator/policies/what_if.py", "parley/views/what_if.py",
+               "parley/console/room_view.py", "parley/console/app.py",
                "workers/tasks.py", "workers/llm.py", "workers/calls.py",
                *(str(path.relative_to(REPOSITORY)) for path in (REPOSITORY / "shared" / "lua")
                  .rglob("*.lua"))]

@@ -302,6 +302,7 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
     renderFloor(stats.floor);
     renderUsage(stats.usage);
     renderFailures(stats.failures || []);
+    showWhatIf(current);
   }
   renderTurns(current, turns);
   if (current.policyState && current.policyState.speak_queue) {
@@ -736,6 +737,58 @@ function answerApproval(current, id, approve) {
 
 // ---- actions --------------------------------------------------------------------------------
 
+// ---- what if: the recorded run decided again under the sliders' settings ------------------
+
+// Shown for rooms whose policy has both settings (a bid room's); the sliders start at the
+// room's own values, and each change asks GET /rooms/{room}/replay (no model is called).
+function showWhatIf(current) {
+  const {threshold, recency_penalty: penalty} = current.policy;
+  const box = $("what-if");
+  box.hidden = threshold === undefined || penalty === undefined;
+  if (box.hidden || current.whatIf) return;
+  current.whatIf = {timer: null};
+  $("what-if-threshold").value = threshold;
+  $("what-if-penalty").value = penalty;
+  replayWhatIf(current);
+}
+
+function whatIfChanged() {
+  const current = view;
+  if (!current || !current.whatIf) return;
+  clearTimeout(current.whatIf.timer);
+  current.whatIf.timer = setTimeout(() => replayWhatIf(current), 200);
+}
+
+function replayWhatIf(current) {
+  const threshold = $("what-if-threshold").value, penalty = $("what-if-penalty").value;
+  $("what-if-threshold-value").textContent = threshold;
+  $("what-if-penalty-value").textContent = penalty;
+  const query = new URLSearchParams({threshold, recency_penalty: penalty});
+  guarded(async () => {
+    const replay = await api(roomPath(current, `/replay?${query}`));
+    if (view === current) renderWhatIf(replay);
+  });
+}
+
+function outcomeText(o) {
+  const who = o.winner || "nobody";
+  if (o.needs_calls) return `${who} (needs ${o.needs_calls})`;
+  return o.stop ? `${who}, ends (${o.stop})` : who;
+}
+
+function renderWhatIf(replay) {
+  fill($("what-if-turns").tBodies[0], replay.turns.map((t) => el("tr", {class: t.changed ? "changed" : ""},
+    el("td", {}, String(t.turn)), el("td", {}, outcomeText(t.then)), el("td", {}, outcomeText(t.now)))),
+    "no recorded turn");
+  const s = replay.summary;
+  const stop = (x) => x ? `${x.reason} at turn ${x.turn}` : "none yet";
+  $("what-if-note").textContent = `run ${replay.run}`;
+  $("what-if-summary").textContent = (s.first_divergence === null
+    ? `no winner changes over ${s.turns_replayed} turns`
+    : `first change at turn ${s.first_divergence}; replay stops there`) +
+    ` · stop then ${stop(s.stop.then)}, now ${stop(s.stop.now)}`;
+}
+
 function action(name) {
   if (!view) return;
   const current = view;
@@ -765,6 +818,7 @@ function setup() {
       $("post-content").value = "";
     });
   });
+  for (const id of ["what-if-threshold", "what-if-penalty"]) $(id).addEventListener("input", whatIfChanged);
   window.addEventListener("hashchange", route);
   route();
 }

@@ -1,0 +1,1 @@
+"""The discussion console (``parley console``): a full-screen terminal on one room."""
