@@ -9,6 +9,7 @@ follow          follow, events
 show            turns, status, transcript
 approvals       approve, approvals
 tools           tools
+schema          schema
 services        coordinator, worker, health, api
 demo            demo
 rooms           rooms create, list, show, pause, resume, cancel, delete, archive,
@@ -22,7 +23,8 @@ from typing import Annotated
 
 import typer
 
-from parley.cli import approvals, demo, follow, rooms, runs, services, show, speak_queue, tools
+from parley.cli import (approvals, demo, follow, rooms, runs, schema, services, show, speak_queue,
+                        tools)
 from parley.version import package_version
 
 # Click's plain help: it rewraps each paragraph to the terminal (Rich's keeps the
@@ -30,7 +32,7 @@ from parley.version import package_version
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 # In this order in --help; the groups' commands are the app's own (no group name), but rooms.
-for group in (runs, speak_queue, follow, show, approvals, tools, services, demo):
+for group in (runs, speak_queue, follow, show, approvals, tools, schema, services, demo):
     app.add_typer(group.app)
 app.add_typer(rooms.app, name="rooms")
 
