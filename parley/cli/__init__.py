@@ -23,8 +23,7 @@ from typing import Annotated
 
 import typer
 
-from parley.cli import (approvals, demo, follow, rooms, runs, schema, services, show, speak_queue,
-                        tools)
+from parley.cli import approvals, demo, follow, rooms, runs, schema, services, show, speak_queue, tools
 from parley.version import package_version
 
 # Click's plain help: it rewraps each paragraph to the terminal (Rich's keeps the

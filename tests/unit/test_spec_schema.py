@@ -9,6 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from parley.cli import app
@@ -64,7 +65,7 @@ def test_each_example_names_the_schema_and_validates_against_it(path):
 def test_a_spec_the_models_refuse_the_schema_refuses(change, where):
     spec = {"name": "r", "agents": [{"name": "a", "model": "scripted", "script": []},
                                     {"name": "b", "model": "scripted", "script": []}]} | change
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         RoomSpec.model_validate(spec)
     with pytest.raises(jsonschema.ValidationError, match=where):
         jsonschema.Draft202012Validator(room_spec_schema()).validate(spec)
