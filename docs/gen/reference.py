@@ -9,6 +9,7 @@ import ast
 import inspect
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,46 @@ def write_metrics() -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- each policy's rules, from its module's docstring ---------------------------------------
+
+POLICY_PAGES = ("bid", "selector", "roundtable", "mention", "handoff")
+
+
+def rst_to_markdown(text: str) -> str:
+    """A policy docstring's paragraphs and simple tables (a header row and rows between
+    three ``=====  =====`` borders) as Markdown; ``code`` becomes `code`."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+    columns: list[int] = []
+    borders = 0
+    for line in text.splitlines():
+        if line.startswith("=") and set(line) <= {"=", " "}:
+            borders += 1
+            columns = [found.start() for found in re.finditer(r"=+", line)]
+            if borders == 3:
+                header, *body = rows
+                out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+                        *("| " + " | ".join(cell(value) for value in row) + " |" for row in body)]
+                rows, borders = [], 0
+        elif borders == 0:
+            out.append(line)
+        else:
+            values = [line[start:end].strip()
+                      for start, end in zip(columns, [*columns[1:], None], strict=True)]
+            if values[0] or not rows:
+                rows.append(values)
+            else:  # the row above goes on
+                rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], values, strict=True)]
+    return re.sub(r"``([^`]+)``", r"`\1`", "\n".join(out))
+
+
+def policy_rules(kind: str) -> str:
+    source = (ROOT / "coordinator" / "policies" / f"{kind}.py").read_text()
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    return ("\n## The rules\n\nFrom `coordinator/policies/" + kind + ".py`, the policy itself:\n\n"
+            + rst_to_markdown(doc.split("\n", 1)[1].strip()) + "\n")
+
+
 PAGES = {
     "reference/room-spec.md": write_room_spec,
     "reference/settings.md": write_settings,
@@ -257,6 +298,9 @@ def write_pages() -> None:
     for page, write in PAGES.items():
         with mkdocs_gen_files.open(page, "w") as out:
             out.write(write())
+    for kind in POLICY_PAGES:
+        with mkdocs_gen_files.open(f"policies/{kind}.md", "a") as out:
+            out.write(policy_rules(kind))
     # The benchmark figures, as make bench wrote them.
     results = (ROOT / "benchmarks" / "RESULTS.md").read_text()
     with mkdocs_gen_files.open("benchmarks/results.md", "w") as out:
