@@ -12,7 +12,7 @@ $(BIN)/parley: pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(BIN)/parley
 
-.PHONY: setup demo test test-fast lint bench image
+.PHONY: setup demo test test-fast lint bench docs image
 setup: $(BIN)/parley
 
 demo: setup
@@ -34,6 +34,11 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.run_all
+
+# The docs site, offline, into site/; any warning fails it. The reference pages are made
+# from the code (docs/gen/reference.py). The two variables silence MkDocs 2 notices.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
 
 image:
 	docker build --tag $(IMAGE):$(VERSION) .

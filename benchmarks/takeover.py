@@ -7,7 +7,7 @@ Two coordinators and one worker serve rooms of scripted agents that never lull, 
 redis-server of the benchmark's own. Each round waits a random fraction of a renewal
 period, kills the coordinator holding the most rooms with SIGKILL, starts a replacement,
 and for every room the victim held takes the time from the kill to the room's next message
-(its commit stamp, written by the new holder). README's "Failover and durability" states
+(its commit stamp, written by the new holder). "Failover and durability" (docs/operations) states
 the bound these are compared with: lease ttl + scan interval + the resumed turn.
 """
 

@@ -137,8 +137,9 @@ class Strict(BaseModel):
     # Infinity and NaN validate as floats but JSON stores them as null: refused everywhere.
     # Errors never print the input: a refused value may be a credential, or an alias bomb
     # whose repr never ends.
+    # A field's docstring is its description in the spec's JSON schema (`parley schema`).
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False,
-                              hide_input_in_errors=True)
+                              hide_input_in_errors=True, use_attribute_docstrings=True)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -158,7 +159,9 @@ class ScriptedToolCall(Strict):
     its arguments."""
 
     name: str = Field(min_length=1, max_length=200)
+    """The tool, as the agent's `tools` name it (or a handoff room's `transfer_to_<agent>`)."""
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    """The call's arguments, as the model would give them."""
 
 
 class ScriptEntry(Strict):
@@ -168,12 +171,20 @@ class ScriptEntry(Strict):
     ``error`` to raise."""
 
     score: JsonValue = None
+    """A respond call's score (0 to 1; a number outside is clamped, text is kept as written)."""
     message: JsonValue = None
+    """A respond call's message (a reply's text in rooms that do not bid)."""
     arguments: str | None = None
+    """Raw tool-call arguments, parsed as a provider's would be."""
     content: str | None = None
+    """Plain text with no tool call (a silent bid in a full-mode bid room)."""
     tool_calls: list[ScriptedToolCall] | None = Field(default=None, min_length=1, max_length=64)
+    """Tool calls of the agent's tools: a step of the call's tool loop; the entries after it
+    answer the same call."""
     error: str | None = None
+    """The call raises this error (recorded as the agent's failure)."""
     sleep: float = Field(default=0.0, ge=0, le=MAX_DURATION_S)
+    """Seconds to wait first; ends at the call's deadline or at worker shutdown."""
 
     @field_validator("score", mode="before")
     @classmethod
@@ -226,28 +237,44 @@ class AgentSpec(Strict):
     """An agent is data: who it is, which model answers for it, and where its tasks go."""
 
     name: str
+    """Unique in the room: 1-64 letters, digits, spaces, `_`, `.` or `-`; `User` and `parley` are
+    reserved."""
     role: str = ""
-    # What the agent is for, as the others, the selector, the dispatch classifier and the
-    # dashboard read it (seed 003: role="Developer", description="Knows the code").
+    """A short line of what the agent does, shown to the other agents and on the dashboard."""
     description: str = ""
+    """What the agent is for, beside its role: the others, the selector, the dispatch classifier
+    and the dashboard read both."""
     system_prompt: str = ""
-    model: str  # a litellm model string ("openai/gpt-4o-mini") or "scripted"
+    """The agent's instructions, ahead of the room's own."""
+    model: str
+    """A litellm model string (`openai/gpt-4o-mini`), or `scripted` to replay `script` offline."""
     script: list[ScriptEntry] | None = None
+    """For `model: scripted`: entry k answers the agent's k-th call in the room."""
     temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sampling temperature passed to the model (provider default when unset)."""
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_REPLY_TOKENS)
+    """The most tokens a reply may use (lowered further by the room's spending limits)."""
     api_base: str | None = None
-    api_key_env: str | None = None  # the variable holding the key, never the key
+    """An OpenAI-compatible server's URL for this agent (no credentials in it)."""
+    api_key_env: str | None = None
+    """The environment variable on the workers that holds the key (never the key); it must be
+    allow-listed there."""
     timeout_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    """The agent's own deadline per call, when sooner than the policy's."""
     max_context_tokens: int | None = Field(default=None, ge=256, le=MAX_CONTEXT_TOKENS)
+    """Trim the transcript in its prompts to this many tokens (the task is kept)."""
     litellm_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    """Further litellm.completion arguments, from an allow-list."""
     queue: str = DEFAULT_QUEUE
-    # The workers' tools the agent may call, by name ("search_logs", "grafana/query",
-    # "github/*" for all of a server's): only workers define tools, a spec names them.
+    """The Celery queue its calls go to: workers consuming it answer for the agent."""
     tools: list[ToolName] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
+    """The workers' tools the agent may call (`search_logs`, `grafana/query`, `github/*` for all
+    of a server's): only workers define tools, a spec names them."""
     max_tool_rounds: int = Field(default=5, ge=1, le=50)
-    # Tools of the agent's that wait for a person's approval even where the worker does
-    # not ask for it: a spec may add approvals, never remove one.
+    """Tool-calling rounds one call may take before it must answer."""
     approve: list[ToolName] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
+    """Tools of the agent's that wait for a person's approval even where the worker does not ask
+    for it: a spec may add approvals, never remove one."""
 
     @model_validator(mode="before")
     @classmethod
@@ -370,17 +397,25 @@ class BidPolicy(PolicyConfig):
     """swarms GroupChat bidding: the highest recency-adjusted bid strictly above threshold."""
 
     kind: Literal["bid"] = "bid"
+    """The floor policy: `bid` (the default)."""
     threshold: float = Field(default=0.5, ge=0, le=1)
+    """A bid must beat this, strictly, after the recency penalty."""
     recency_penalty: float = Field(default=0.3, ge=0)
+    """Subtracted from the scores of the last max(1, recency_window) speakers."""
     # Kept as given; 0 or below penalises the last speaker, as 1 does: swarms'
     # max(1, recency_window).
     recency_window: int = Field(default=1, ge=-MAX_PLAIN_INT, le=MAX_RUN_MESSAGES)
+    """How many of the last speakers are penalised; 0 or below counts as 1 (swarms' max(1,
+    recency_window))."""
     max_messages: int = Field(default=20, ge=1, le=MAX_RUN_MESSAGES)
+    """Messages a run may hold, the task included (swarms' max_loops)."""
     bid_timeout_s: float = Field(default=30.0, gt=0, le=MAX_DURATION_S)
-    # full: every agent writes its whole reply as its bid (swarms). intent: every agent bids
-    # a one-line intent, and only the winner then writes its reply.
+    """Agents that have not bid by then are silent this turn."""
     bid_mode: Literal["full", "intent"] = "full"
+    """`full`: each bid carries its whole message (swarms); `intent`: each bid is a one-line
+    intent and only the winner then writes its message."""
     intent_max_tokens: int = Field(default=60, ge=1, le=MAX_REPLY_TOKENS)
+    """Intent mode: the most tokens an intent may use."""
 
     @property
     def call_timeout(self) -> float:
@@ -392,10 +427,15 @@ class SelectorPolicy(PolicyConfig):
     """Seed 002: a selector model names who speaks next, or TERMINATE."""
 
     kind: Literal["selector"]
+    """The floor policy: `selector`."""
     selector: AgentSpec
+    """The selector model: every agent field except `name` (it is `selector`)."""
     max_turns: int = Field(default=12, ge=1, le=MAX_RUN_MESSAGES)
+    """Participant messages per run."""
     allow_repeat: bool = False
+    """Whether the last speaker may be picked again."""
     call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+    """Deadline of each selector or participant call."""
 
     @field_validator("selector", mode="before")
     @classmethod
@@ -430,9 +470,13 @@ class RoundtablePolicy(PolicyConfig):
     moderator (one of the agents, not a panelist) gives the verdict that ends the run."""
 
     kind: Literal["roundtable"]
-    moderator: str = Field(min_length=1, max_length=64)  # an agent's name, as written
+    """The floor policy: `roundtable`."""
+    moderator: str = Field(min_length=1, max_length=64)
+    """The agent that gives the verdict: one of the agents, not a panelist."""
     rounds: int = Field(default=1, ge=1, le=MAX_RUN_MESSAGES)
+    """Times each panelist speaks before the verdict."""
     call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+    """Deadline of each panelist's or the moderator's call."""
 
     @property
     def call_timeout(self) -> float:
@@ -445,15 +489,25 @@ class DispatchSpec(Strict):
     (as an agent's: scripted too), and how its judgments are read."""
 
     model: str = Field(min_length=1)
+    """The classifier's litellm model string, or `scripted`."""
     script: list[ScriptEntry] | None = None
+    """For `model: scripted`: the classifier's answers, one per call."""
     system_prompt: str = ""
+    """Instructions ahead of the classifier's own prompt."""
     api_base: str | None = None
+    """An OpenAI-compatible server's URL for the classifier."""
     api_key_env: str | None = None
+    """The environment variable on the workers that holds its key."""
     litellm_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    """Further litellm.completion arguments, from an allow-list."""
     queue: str = DEFAULT_QUEUE
+    """The Celery queue its calls go to."""
     threshold: float = Field(default=0.5, ge=0, le=1)
+    """A candidate whose probability reaches this takes the message."""
     max_agents: int = Field(default=2, ge=1, le=64)
+    """The most agents one message is dispatched to, likeliest first."""
     timeout_s: float = Field(default=5.0, gt=0, le=MAX_DURATION_S)
+    """Deadline of the classifier's call; past it the rule without dispatch decides."""
 
     @model_validator(mode="after")
     def _callable(self) -> DispatchSpec:
@@ -475,14 +529,23 @@ class MentionPolicy(PolicyConfig):
     keeps across runs; agents wait for a person's answer."""
 
     kind: Literal["mention"]
-    everyone: list[str] = Field(default_factory=list)  # agents' names, in the order they take it
-    people: list[str] | None = None  # the roster: when set, only these post as people
+    """The floor policy: `mention`."""
+    everyone: list[str] = Field(default_factory=list)
+    """Agents, in order, that take a person's message naming nobody."""
+    people: list[str] | None = None
+    """The roster: when set, only these post as people (null: every sender not an agent)."""
     addressed_only: bool = False
+    """When true, a message naming nobody asks nobody."""
     max_depth: int = Field(default=5, ge=1, le=MAX_RUN_MESSAGES)
+    """Agent turns chained from one person's message."""
     max_turns: int | None = Field(default=None, ge=1, le=MAX_RUN_MESSAGES)
+    """Agent turns over the room's lifetime (null: no cap); past it the discussion is over."""
     silent_token: str = Field(default="(silent)", min_length=1, max_length=64)
+    """An answer that is this token is recorded, never posted."""
     call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+    """Deadline of each agent's call."""
     dispatch: DispatchSpec | None = None
+    """A classifier that picks who takes a message naming nobody (exclusive with addressed_only)."""
 
     @field_validator("people")
     @classmethod
@@ -532,13 +595,18 @@ class HandoffPolicy(PolicyConfig):
     with a ``transfer_to_<agent>`` tool call (the swarm shape)."""
 
     kind: Literal["handoff"]
-    start: str = Field(min_length=1, max_length=64)  # who holds the floor first, as written
-    # agent -> the agents it may hand to; None: everyone to everyone; an agent not listed
-    # may hand to nobody.
+    """The floor policy: `handoff`."""
+    start: str = Field(min_length=1, max_length=64)
+    """The agent that holds the floor first."""
     handoffs: dict[str, list[str]] | None = None
+    """Agent to the agents it may hand to; null: everyone to everyone; an agent not listed may
+    hand to nobody."""
     max_turns: int = Field(default=12, ge=1, le=MAX_RUN_MESSAGES)
+    """Agent turns per run."""
     max_handoffs_per_run: int = Field(default=8, ge=0, le=MAX_RUN_MESSAGES)
+    """Transfers a run may make; one past it is refused back to the model."""
     call_timeout_s: float = Field(default=60.0, gt=0, le=MAX_DURATION_S)
+    """Deadline of each call."""
 
     @property
     def call_timeout(self) -> float:
@@ -604,9 +672,13 @@ class RoomLimits(Strict):
     calls' outputs."""
 
     max_tokens_per_run: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    """Prompt and completion tokens of one run's calls."""
     max_cost_usd_per_run: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    """US dollars one run's calls may cost, as litellm prices them."""
     max_tokens_per_room: int | None = Field(default=None, ge=1, le=MAX_BUDGET_TOKENS)
+    """Tokens over every run of the room."""
     max_cost_usd_per_room: float | None = Field(default=None, gt=0, le=MAX_BUDGET_USD)
+    """US dollars over every run of the room."""
 
 
 class Usage(BaseModel):
@@ -709,18 +781,23 @@ class RoomSpec(Strict):
     what its calls may spend."""
 
     name: str = Field(default="room", min_length=1, max_length=100)
+    """The room's name; its id is made from it."""
     description: str = ""
+    """What the room is for, shown in listings."""
     policy: PolicySpec = Field(default_factory=BidPolicy)
+    """The floor policy that picks each turn's speaker, chosen by `kind`."""
     agents: list[AgentSpec]
+    """At least two agents with distinct names, in order: ties go to the first listed."""
     limits: RoomLimits = Field(default_factory=RoomLimits)
-    # The people who may answer a tool call waiting for approval, by name.
+    """What the room's calls may spend; unset, no limit."""
     approvers: list[str] = Field(default_factory=list, max_length=64)
-    # How long a tool call waits for a person before it is denied; the turn's deadline is
-    # held meanwhile.
+    """The people who may answer a tool call waiting for approval, by name."""
     approval_timeout_s: float = Field(default=300.0, gt=0, le=MAX_DURATION_S)
-    # shared: each posted message's tool results go, quoted after it, into the other
-    # agents' prompts; private: only the agent that called them reads them.
+    """How long a tool call waits for a person before it is denied; the turn's deadline is held
+    meanwhile."""
     tool_results: Literal["shared", "private"] = "shared"
+    """`shared`: each posted message's tool results go, quoted after it, into the other agents'
+    prompts; `private`: only the agent that called them reads them."""
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,7 @@ replay          replay
 console         console
 approvals       approve, approvals
 tools           tools
+schema          schema
 services        coordinator, worker, health, api
 demo            demo
 rooms           rooms create, list, show, pause, resume, cancel, delete, archive,
@@ -32,6 +33,7 @@ from parley.cli import (
     replay,
     rooms,
     runs,
+    schema,
     services,
     show,
     speak_queue,
@@ -44,7 +46,7 @@ from parley.version import package_version
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Group chats of LLM agents: one speaker per turn, across processes.")
 # In this order in --help; the groups' commands are the app's own (no group name), but rooms.
-for group in (runs, speak_queue, follow, console, show, replay, approvals, tools, services,
+for group in (runs, speak_queue, follow, console, show, replay, approvals, tools, schema, services,
               demo):
     app.add_typer(group.app)
 app.add_typer(rooms.app, name="rooms")

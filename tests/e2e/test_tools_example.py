@@ -1,6 +1,6 @@
-"""The tools example as the README runs it: its exact `parley demo` command (a private
+"""The tools example as the tools guide runs it: its exact `parley demo` command (a private
 redis-server, a worker offering examples/tools/incident_tools.py, a coordinator), from the
-checkout, offline; what it prints is what the README shows."""
+checkout, offline; what it prints is what the guide shows."""
 
 from __future__ import annotations
 
@@ -20,15 +20,14 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("redis-server") i
                                                   reason="the demo starts a redis-server")]
 
 REPO = Path(__file__).parents[2]
-SECTION = "## Agents that use tools"
+GUIDE = REPO / "docs" / "guides" / "tools.md"
 
 
-def readme_example() -> tuple[str, list[str]]:
-    """The README's tools example: its command (continuation lines joined) and the lines
+def guide_example() -> tuple[str, list[str]]:
+    """The tools guide's example: its command (continuation lines joined) and the lines
     it shows the command printing."""
-    section = (REPO / "README.md").read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```console\n(.*?)```", section, re.DOTALL)
-    assert block, "the README's tools section shows no console example"
+    block = re.search(r"```console\n(.*?)```", GUIDE.read_text(), re.DOTALL)
+    assert block, "the tools guide shows no console example"
     lines = block.group(1).splitlines()
     command = lines[0].removeprefix("$ ")
     while command.endswith("\\"):
@@ -36,8 +35,8 @@ def readme_example() -> tuple[str, list[str]]:
     return command, lines[1:]
 
 
-def test_the_readmes_tools_example_runs_offline_and_prints_what_the_readme_shows(tmp_path):
-    command, shown = readme_example()
+def test_the_tools_guides_example_runs_offline_and_prints_what_the_guide_shows(tmp_path):
+    command, shown = guide_example()
     words = shlex.split(command)
     assignments = dict(word.split("=", 1) for word in words if re.match(r"^[A-Z_]+=", word))
     args = [word for word in words if not re.match(r"^[A-Z_]+=", word)]
