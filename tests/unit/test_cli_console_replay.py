@@ -46,6 +46,14 @@ def screen(monkeypatch) -> list[str]:
         logging.getLogger("parley.console").info("an info line")
 
     monkeypatch.setattr(DiscussionConsole, "run", run)
+    # Another test in this process may have set these loggers' own level or disabled them
+    # (a logging setup): the console's handling of the root logger is what is tested here.
+    for name in ("parley", "parley.console"):
+        logger = logging.getLogger(name)
+        monkeypatch.setattr(logger, "level", logging.NOTSET)
+        monkeypatch.setattr(logger, "disabled", False)
+    monkeypatch.setattr(logging.root.manager, "disable", logging.NOTSET)
+    logging.root.manager._clear_cache()
     return shown
 
 
