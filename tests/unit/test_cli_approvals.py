@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import json
 
-import fakeredis
 import pytest
 from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
 from parley.shared.approvals import ApprovalStatus
-from parley.shared.keys import Keys
 from parley.shared.models import RoomSpec
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from tests.support.fake_client import cli_on_fake_client
 from tests.support.rooms import scripted_spec
 
 ROOM = "room-1"
@@ -24,11 +21,7 @@ CALL = "2.1.3.1.0"
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(Settings(key_prefix="t"))
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli.common, "Client", lambda: client)
+    client = cli_on_fake_client(monkeypatch)
     spec = scripted_spec({"A": [], "B": []}, bid_mode="intent").model_dump()
     spec["agents"][0].update(tools=["search_logs"], approve=["search_logs"])
     spec["approvers"] = ["alice", "bob"]

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import logging
 
-import fakeredis
 import pytest
 from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
 from parley.console.app import DiscussionConsole
-from parley.shared.keys import Keys
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from tests.support.fake_client import cli_on_fake_client
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
@@ -22,11 +19,7 @@ ROOM = "room-1"
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(Settings(key_prefix="t"))
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli.common, "Client", lambda: client)
+    client = cli_on_fake_client(monkeypatch)
     client.store.create_room(ROOM, scripted_spec(rotating_scripts(2, 2)))
     return client
 

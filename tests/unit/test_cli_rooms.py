@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import json
 
-import fakeredis
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from parley.shared.keys import Keys
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from tests.support.fake_client import cli_on_fake_client
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
@@ -23,12 +21,7 @@ ROOM = "room-1"
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(Settings(key_prefix="t", room_idle_expiry_s=3600))
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli.common, "Client", lambda: client)
-    return client
+    return cli_on_fake_client(monkeypatch, Settings(key_prefix="t", room_idle_expiry_s=3600))
 
 
 @pytest.fixture

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
-import fakeredis
 import pytest
 from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from parley.shared.keys import Keys
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from tests.support.fake_client import cli_on_fake_client
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
@@ -23,12 +21,8 @@ SETTINGS = Settings(key_prefix="t", bids_stream_maxlen=300, turns_stream_maxlen=
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(SETTINGS)
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
+    client = cli_on_fake_client(monkeypatch, SETTINGS)
     client.store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
-    monkeypatch.setattr(cli.common, "Client", lambda: client)
     return client
 
 

@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import json
 
-import fakeredis
 import pytest
 from typer.testing import CliRunner
 
 from parley import cli
 from parley.client import Client
-from parley.shared.keys import Keys
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
+from tests.support.fake_client import cli_on_fake_client
 from tests.support.tool_catalog import OPS_TOOLS, ROLLBACK, SEARCH_LOGS, publish
 
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(Settings(key_prefix="t"))
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
-    monkeypatch.setattr(cli.common, "Client", lambda: client)
-    return client
+    return cli_on_fake_client(monkeypatch)
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -8,7 +8,6 @@ import io
 import json
 import re
 
-import fakeredis
 import pytest
 from typer.testing import CliRunner
 
@@ -16,13 +15,11 @@ from parley import cli
 from parley.cli import follow
 from parley.client import Client
 from parley.shared.events import MessageChunk, RunEnded
-from parley.shared.keys import Keys
 from parley.shared.models import Message
 from parley.shared.scripts import Scripts
-from parley.shared.settings import Settings
-from parley.shared.store import RoomStore
 from parley.views import terminal as output
 from parley.views.terminal_text import CONTINUATION, terminal_json, terminal_text
+from tests.support.fake_client import fake_client
 from tests.support.rooms import scripted_spec
 
 ROOM = "r1"
@@ -38,10 +35,7 @@ RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 @pytest.fixture
 def client(monkeypatch) -> Client:
-    fake = fakeredis.FakeRedis(server=fakeredis.FakeServer())
-    client = Client(Settings(key_prefix="t"))
-    client.redis = fake
-    client.store = RoomStore(fake, Keys("t"))
+    client = fake_client()
     client.store.create_room(ROOM, scripted_spec({"Optimist": [], "Skeptic": []}))
     client.post(ROOM, POST, "Mallory")
     commit_posts(client)
