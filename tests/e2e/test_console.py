@@ -6,9 +6,7 @@ coordinator killed mid-answer leaves no gap in what the console shows."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +24,6 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 SIZE = (120, 36)
-README_SHOT = Path(__file__).parents[2] / "docs" / "console.svg"
 
 
 def discussion(queue: str) -> RoomSpec:
@@ -99,8 +96,6 @@ def test_typing_posts_the_reply_streams_in_and_listen_changes_a_card(
     assert "ben only listens from its next turn on" in " ".join(notes(app))
     svg = (tmp_path / "console.svg").read_text()
     assert "<svg" in svg and "Investigator" in svg
-    if not README_SHOT.exists():  # the README's picture, kept once
-        shutil.copy(tmp_path / "console.svg", README_SHOT)
 
 
 def test_an_approval_is_answered_from_the_console(processes, settings, queue, tmp_path):

@@ -14,7 +14,6 @@ import re
 import shutil
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from parley.client import Client, load_spec
 from parley.shared.models import RoomSpec, ToolCallStatus
 from parley.shared.settings import Settings
 from tests.conftest import REDIS_URL
+from tests.support.api import api_answers
 from tests.support.polling import wait_until
 from tests.support.rooms import investigator_room, scripted_spec
 from tests.support.tool_catalog import OPS_TOOLS, SEARCH_LOGS, publish
@@ -72,14 +72,6 @@ def example_room(processes: procs.ProcessGroup, settings: Settings, queue: str, 
     return client, client.create_room(spec), spec
 
 
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
 def serve_api(processes: procs.ProcessGroup, log: Path, env: dict[str, str]) -> Iterator[str]:
     """`parley api` on a free port with ``env``, stopped by its PID afterwards."""
     port = procs.free_port()
@@ -87,7 +79,7 @@ def serve_api(processes: procs.ProcessGroup, log: Path, env: dict[str, str]) -> 
                           log, {**processes.env, **env})
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: answers(url) or process.poll() is not None, 30, "parley api to answer")
+        wait_until(lambda: api_answers(url) or process.poll() is not None, 30, "parley api to answer")
         assert process.poll() is None, log.read_text()
         yield url
     finally:

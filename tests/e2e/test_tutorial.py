@@ -21,6 +21,7 @@ import pytest
 from parley.client import Client
 from parley.processes import ProcessGroup, free_port, stop
 from parley.shared.settings import Settings
+from tests.support.api import api_answers
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -92,7 +93,7 @@ def test_the_tutorial_runs_as_written(processes: ProcessGroup, tmp_path: Path, s
                 elif kind == "worker":
                     wait_until(lambda: client.tool_workers(), 60, "a live worker")
                 elif kind == "api":
-                    wait_until(lambda: api_answers(api_port), 60, "the API")
+                    wait_until(lambda: api_answers(f"http://127.0.0.1:{api_port}"), 60, "the API")
             continue
         script = body.replace(DOCUMENTED_API, f"127.0.0.1:{api_port}")
         done = subprocess.run(["bash", "-e", "-c", script], env=env, cwd=workdir,
@@ -105,10 +106,3 @@ def test_the_tutorial_runs_as_written(processes: ProcessGroup, tmp_path: Path, s
     assert json.loads(urllib.request.urlopen(f"http://127.0.0.1:{api_port}/rooms/launch",
                                              timeout=10).read())["room"] == "launch"
 
-
-def api_answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-            return answer.status == 200
-    except OSError:
-        return False

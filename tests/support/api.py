@@ -4,6 +4,7 @@ fakeredis server, and rooms run in process as a coordinator would run them."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 
 import fakeredis
 from fastapi.testclient import TestClient
@@ -45,3 +46,12 @@ def run_room(server, room: str) -> None:
     asyncio.run(serve_once(fakeredis.FakeAsyncRedis(server=server), Keys(PREFIX),
                            LocalWorkerTransport(fakeredis.FakeRedis(server=server), Keys(PREFIX)),
                            room=room))
+
+
+def api_answers(url: str) -> bool:
+    """True once the API at ``url`` answers /healthz with 200."""
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
