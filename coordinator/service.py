@@ -29,6 +29,7 @@ from parley.coordinator.lease_keeper import (
     ServedRooms,
 )
 from parley.coordinator.outages import OutageClock
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.retention import IdleRooms
 from parley.coordinator.room_io import InboxLimits, RoomIO
 from parley.coordinator.transport import HeldTransport, Transport
@@ -75,6 +76,7 @@ class Coordinator:
                  client: Redis | None = None):
         self.settings = settings
         self.transport = transport
+        self.outbox = Outbox(transport)  # the rooms' calls of a tick leave together
         self.id = coordinator_id or new_coordinator_id()
         self.keys = Keys(settings.key_prefix)
         self.redis = client or connect(settings, settings.coordinator_capacity + 8)
@@ -237,7 +239,7 @@ class Coordinator:
         """One room's loop with an explicit policy per failure; always lets the room go."""
         structlog.contextvars.bind_contextvars(room=lease.room, epoch=lease.epoch)
         log.info("room_acquired", coordinator=self.id)
-        runner = RoomRunner(lease, self.io, HeldTransport(self.transport, lease), self.options,
+        runner = RoomRunner(lease, self.io, HeldTransport(self.outbox, lease), self.options,
                             self.outages)
         reschedule = True
         try:

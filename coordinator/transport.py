@@ -1,7 +1,9 @@
 """How call requests reach workers: Celery in production, a list in memory for tests, and
 a room's guard that sends only while its lease holds.
 
-The coordinator sends tasks by name and never imports the workers' code.
+The coordinator sends tasks by name and never imports the workers' code. One task message
+carries up to ``agents_per_task`` calls of one queue, of one room or of several
+(``group_requests``; the rooms' requests meet in the coordinator's outbox, outbox.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from kombu.entity import PERSISTENT_DELIVERY_MODE
 from kombu.utils.uuid import uuid
 
 from parley.coordinator.lease import Lease
+from parley.shared import metrics
 from parley.shared.connections import broker_use_ssl
 from parley.shared.models import CallRequest
 from parley.shared.protocol import CALL_TASK
@@ -22,16 +25,24 @@ from parley.shared.settings import Settings
 
 
 class Transport(Protocol):
-    """Sends one turn's call requests, each to its agents' queue."""
+    """Sends call requests, each to its agents' queue."""
 
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request)."""
+
+
+class Sender(Protocol):
+    """What a room's turn loop sends its calls through, without blocking the event loop."""
+
+    async def send(self, requests: list[tuple[str, CallRequest]]) -> None:
+        """Send each (queue, request); return once they are published."""
 
 
 class CeleryTransport:
     """Publishes call requests as Celery tasks on the broker."""
 
     def __init__(self, broker_url: str, timeout_s: float = 2.0, *, settings: Settings) -> None:
+        self.agents_per_task = settings.agents_per_task
         self.app = Celery("parley-coordinator", broker=broker_url)
         self.app.conf.update(
             # The same verified TLS as every other Redis client (shared/connections.py).
@@ -46,27 +57,30 @@ class CeleryTransport:
         )
 
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
-        """Publish each request; it expires at the turn's deadline, so a late or redelivered
-        task is dropped by the worker (and by a broker that expires messages) instead of
-        being paid for.
+        """Publish the requests as task messages of up to ``agents_per_task`` calls per
+        queue (``group_requests``); each message expires at its latest call's deadline,
+        and the worker drops each call past its own, so a late or redelivered call is not
+        paid for.
 
         A plain Celery task message, built and published directly: ``send_task``'s option
-        handling, routing and signals cost as much CPU as the publish itself, once per
-        turn. No result is kept (``ignore_result``); publishes retry by Celery's policy.
+        handling, routing and signals cost as much CPU as the publish itself. No result is
+        kept (``ignore_result``); publishes retry by Celery's policy.
         """
         amqp = self.app.amqp
         retry_policy = self.app.conf.task_publish_retry_policy
         with self.app.producer_or_acquire() as producer:
-            for queue, request in requests:
+            for queue, message in group_requests(requests, self.agents_per_task):
+                deadline = max(request.deadline for request in message)
                 headers, properties, body, _ = amqp.create_task_message(
-                    uuid(), CALL_TASK, (), {"request": request.model_dump()},
-                    expires=datetime.fromtimestamp(request.deadline, tz=UTC),
-                    ignore_result=True, argsrepr="()", kwargsrepr=describe(request))
+                    uuid(), CALL_TASK, (), {"requests": [r.model_dump() for r in message]},
+                    expires=datetime.fromtimestamp(deadline, tz=UTC), ignore_result=True,
+                    argsrepr="()", kwargsrepr="; ".join(map(describe, message)))
                 producer.publish(
                     body, exchange="", routing_key=queue, declare=[amqp.queues[queue]],
                     serializer="json", delivery_mode=PERSISTENT_DELIVERY_MODE,
-                    expiration=max(0.0, request.deadline - time.time()), headers=headers,
+                    expiration=max(0.0, deadline - time.time()), headers=headers,
                     retry=True, retry_policy=retry_policy, **properties)
+                metrics.observe_message(message)
 
 
 class InMemoryTransport:
@@ -81,21 +95,21 @@ class InMemoryTransport:
 
 
 class HeldTransport:
-    """A room's view of the transport: sends only while the room's lease is surely held.
+    """A room's view of the outbox: sends only while the room's lease is surely held.
 
     A coordinator that stalled past its renewals must not pay for bids that the room's
     next holder asks for again; and a send that stalled past the lease ends the room's work
     there rather than at its next fenced write.
     """
 
-    def __init__(self, transport: Transport, lease: Lease) -> None:
-        self.transport = transport
+    def __init__(self, sender: Sender, lease: Lease) -> None:
+        self.sender = sender
         self.lease = lease
 
-    def send(self, requests: list[tuple[str, CallRequest]]) -> None:
+    async def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send the requests if the lease holds; raise LeaseLost otherwise."""
         self.lease.ensure_held()
-        self.transport.send(requests)
+        await self.sender.send(requests)
         self.lease.ensure_held()
 
 
@@ -116,3 +130,21 @@ def chunk_requests(agents_by_queue: dict[str, list[str]], agents_per_task: int,
             calls = {name: numbers[name] for name in chunk}
             requests.append((queue, template.model_copy(update={"agents": chunk, "calls": calls})))
     return requests
+
+
+def group_requests(requests: list[tuple[str, CallRequest]], agents_per_task: int
+                   ) -> list[tuple[str, list[CallRequest]]]:
+    """The task messages the requests go out as: per queue, in the order sent, as few as
+    hold at most ``agents_per_task`` calls each (a request bigger than that, which
+    ``chunk_requests`` never makes, goes alone)."""
+    messages: list[tuple[str, list[CallRequest]]] = []
+    open_message: dict[str, tuple[list[CallRequest], int]] = {}
+    for queue, request in requests:
+        message, calls = open_message.get(queue, ([], 0))
+        if message and calls + len(request.agents) > agents_per_task:
+            message, calls = [], 0
+        if not message:
+            messages.append((queue, message))
+        message.append(request)
+        open_message[queue] = (message, calls + len(request.agents))
+    return messages

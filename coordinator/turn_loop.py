@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -15,7 +14,7 @@ from parley.coordinator.outages import OutageClock
 from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
 from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
-from parley.coordinator.transport import Transport, chunk_requests
+from parley.coordinator.transport import Sender, chunk_requests
 from parley.shared import metrics
 from parley.shared.approvals import held_seconds
 from parley.shared.logs import one_line
@@ -129,7 +128,7 @@ class RoomRunner:
 
     lease: Lease
     io: RoomIO
-    transport: Transport
+    transport: Sender  # the room's way into the coordinator's outbox
     options: TurnOptions
     # The coordinator's, shared by all its rooms; a room on its own never sees an outage.
     outages: OutageClock = field(default_factory=OutageClock)
@@ -309,7 +308,8 @@ class RoomRunner:
 
     async def fan_out(self, turn: OpenTurn, phase: int, calls: Calls, inbox: TurnAnswers
                       ) -> None:
-        """Make the phase's calls still missing: one task per queue and chunk of agents,
+        """Make the phase's calls still missing: one request per queue and chunk of agents
+        (the outbox may put several rooms' requests in one task message),
         each call with its number (a scripted agent's k-th call replays its k-th entry)
         and capped at what is left of the room's spending limits. With nothing left, the
         calls are not made: each is answered as such, of kind ``budget``."""
@@ -340,9 +340,7 @@ class RoomRunner:
             max_tokens=left.tokens, max_cost_usd=left.cost_usd,
         )
         requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
-        # A publish waits for the broker's reply: in a thread, so that meanwhile the event
-        # loop (every other room of this coordinator) keeps moving.
-        await asyncio.to_thread(self.transport.send, requests)
+        await self.transport.send(requests)
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView,
                      inbox: TurnAnswers, decision: Decision) -> Drained | None:

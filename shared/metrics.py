@@ -17,6 +17,8 @@ parley_takeovers_total                                           coordinator
 parley_lease_renewals_total                                      coordinator
 parley_lease_losses_total                                        coordinator
 parley_rooms_held              coordinator                       coordinator
+parley_call_messages_total                                       coordinator, as it publishes
+parley_calls_sent_total                                          coordinator, as it publishes
 parley_tokens_total            model, direction (prompt, compl.) worker
 parley_cost_usd_total          model                             worker
 parley_tool_calls_total        tool, status (ToolCallStatus)     worker, as each tool call ends
@@ -35,7 +37,7 @@ from threading import Lock
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from parley.shared.models import Answer, AnswerStatus, ErrorKind, TurnRecord
+from parley.shared.models import Answer, AnswerStatus, CallRequest, ErrorKind, TurnRecord
 
 # From a scripted turn (about a millisecond) to a slow model's (a minute).
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -64,6 +66,10 @@ LEASE_RENEWALS = Counter("parley_lease_renewals", "Room leases renewed")
 LEASE_LOSSES = Counter("parley_lease_losses",
                        "Rooms dropped because their lease was lost or not renewed in time")
 ROOMS_HELD = Gauge("parley_rooms_held", "Rooms a coordinator serves now", ["coordinator"])
+# Their ratio is the calls per task message: near 1 room's calls at light load, up to
+# agents_per_task when many rooms' calls share messages.
+CALL_MESSAGES = Counter("parley_call_messages", "Call task messages published")
+CALLS_SENT = Counter("parley_calls_sent", "Calls sent to workers, in all task messages")
 TOKENS = Counter("parley_tokens", "Tokens of model calls, by model and direction",
                  ["model", "direction"])
 COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by model", ["model"])
@@ -88,6 +94,12 @@ def observe_turn(record: TurnRecord) -> None:
         count_answer(bid)
         if bid.status is AnswerStatus.TIMEOUT:
             TIMEOUTS.inc()
+
+
+def observe_message(message: list[CallRequest]) -> None:
+    """Count a published task message and the calls it carries."""
+    CALL_MESSAGES.inc()
+    CALLS_SENT.inc(sum(len(request.agents) for request in message))
 
 
 def added_seconds(record: TurnRecord) -> float | None:

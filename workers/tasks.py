@@ -1,4 +1,5 @@
-"""The ``parley.call`` task: answer a chunk of a room's calls of one kind, against one snapshot."""
+"""The ``parley.call`` task: answer a message's chunks of calls, each of one room and kind,
+against its own snapshot and deadline."""
 
 from __future__ import annotations
 
@@ -7,18 +8,20 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import cache, partial
 from threading import Lock
 
 import redis
 import structlog
+from pydantic import ValidationError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from parley.shared import metrics
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.keys import Keys
+from parley.shared.logs import one_line
 from parley.shared.models import (
     AgentSpec,
     Answer,
@@ -28,7 +31,7 @@ from parley.shared.models import (
     ToolCallRecord,
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
-from parley.shared.store import RoomStore
+from parley.shared.store import RoomNotFound, RoomStore
 from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import (
@@ -186,19 +189,65 @@ _transcripts = TranscriptCache()
 
 
 @app.task(name=CALL_TASK)
-def answer_calls(request: dict) -> None:
-    """Answer each call of the chunk concurrently; write each answer as soon as it exists."""
-    req = CallRequest.model_validate(request)
+def answer_calls(request: dict | None = None, requests: list[dict] | None = None) -> None:
+    """Answer the message's calls, of one room or of several (``requests``; ``request``
+    is one room's, from coordinators before shared messages), each against its own room,
+    snapshot and deadline: a call past its deadline is dropped, every answer is written to
+    its own room as soon as it exists."""
+    raws = requests if requests is not None else [request or {}]
+    await_chunks([chunk for chunk in map(start_chunk, raws) if chunk is not None])
+
+
+class Chunk:
+    """One request's calls on their way: its store, callers and the futures still out."""
+
+    def __init__(self, req: CallRequest, store: RoomStore, callers: dict[str, AgentSpec],
+                 pending: set[Future[Answer]]) -> None:
+        self.req, self.store, self.callers, self.pending = req, store, callers, pending
+
+    def write(self, done: set[Future[Answer]]) -> None:
+        """Write the answers of the done calls that are this chunk's, in one round trip."""
+        mine = done & self.pending
+        self.pending -= mine
+        if mine:
+            write_answers(self.store, self.req, [future.result() for future in mine],
+                          self.callers)
+
+    def leave(self) -> None:
+        """Past the deadline: the calls still out write their answers when they end (they
+        stop at the deadline too); an answer that cost tokens counts, late or not."""
+        if self.pending:
+            log.info("calls_past_deadline", room=self.req.room, turn=self.req.turn,
+                     calls=len(self.pending))
+        for future in self.pending:
+            future.add_done_callback(
+                lambda done: write_answers(self.store, self.req, [done.result()], self.callers))
+        self.pending = set()
+
+
+def start_chunk(raw: dict) -> Chunk | None:
+    """Start the request's calls side by side, each in its room's log context; None for
+    a request past its deadline (its calls are dropped), unreadable, or whose room is gone
+    (one room's trouble is not the others' of the same message)."""
+    try:
+        req = CallRequest.model_validate(raw)
+    except ValidationError as error:
+        log.warning("call_request_unreadable", error=one_line(str(error), 300))
+        return None
     if time.time() > req.deadline:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
-        return
+        return None
     with structlog.contextvars.bound_contextvars(room=req.room, turn=req.turn,
                                                  attempt=req.attempt):
-        answer_chunk(req)
+        try:
+            return submit_calls(req)
+        except RoomNotFound:
+            log.warning("call_room_gone")
+            return None
 
 
-def answer_chunk(req: CallRequest) -> None:
-    """Run the chunk's calls side by side, each in this task's log context."""
+def submit_calls(req: CallRequest) -> Chunk:
+    """Submit each call of the request to the call threads."""
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
@@ -214,21 +263,25 @@ def answer_chunk(req: CallRequest) -> None:
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
     }
-    while pending:
+    return Chunk(req, store, callers, pending)
+
+
+def await_chunks(chunks: list[Chunk]) -> None:
+    """Write answers as they come until every chunk is answered or past its deadline;
+    then the task ends, so that its Celery slot serves other rooms."""
+    while chunks:
+        for chunk in [c for c in chunks if time.time() >= c.req.deadline]:
+            chunk.leave()
+        chunks = [chunk for chunk in chunks if chunk.pending]
+        if not chunks:
+            return
         # Bids that finish together go out in one round trip and wake the coordinator once.
-        done, pending = wait(pending, timeout=max(0.0, req.deadline - time.time()),
-                             return_when=FIRST_COMPLETED)
-        if not done:
-            break
-        write_answers(store, req, [future.result() for future in done], callers)
-    if pending:
-        # Past the deadline the task ends, so that its Celery slot serves other rooms; the
-        # calls still out end soon (each stops at the deadline too) and write their answers
-        # then: an answer that cost tokens counts, late or not.
-        log.info("calls_past_deadline", calls=len(pending))
-        for future in pending:
-            future.add_done_callback(
-                lambda done: write_answers(store, req, [done.result()], callers))
+        first_deadline = min(chunk.req.deadline for chunk in chunks)
+        done, _ = wait(set().union(*(chunk.pending for chunk in chunks)),
+                       timeout=max(0.0, first_deadline - time.time()),
+                       return_when=FIRST_COMPLETED)
+        for chunk in chunks:
+            chunk.write(done)
 
 
 def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],

@@ -22,6 +22,7 @@ import structlog
 from parley import processes
 from parley.coordinator import policies
 from parley.coordinator.lease import Leases
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.keys import Keys
@@ -176,7 +177,7 @@ def reference_store(spec: RoomSpec, task: str = TASK, room: str = "room") -> Roo
         scripts = Scripts(client)
         lease = await Leases(client, keys, scripts, "reference", 60).acquire(room)
         transport = LocalWorkerTransport(store.redis, keys)
-        await RoomRunner(lease, RoomIO(client, keys, scripts), transport,
+        await RoomRunner(lease, RoomIO(client, keys, scripts), Outbox(transport),
                          TurnOptions("expected", 8, 100_000)).run()
 
     with structlog.testing.capture_logs():

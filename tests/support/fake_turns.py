@@ -9,6 +9,7 @@ from typing import Any
 import fakeredis
 
 from parley.coordinator.lease import Leases
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.keys import Keys
@@ -28,7 +29,7 @@ async def serve_once(async_redis: Any, keys: Keys, transport: Any, owner: str = 
     lease = await leases.acquire(room)
     assert lease is not None, f"{room} is held by another coordinator"
     try:
-        await RoomRunner(lease, io, transport,
+        await RoomRunner(lease, io, Outbox(transport),
                          TurnOptions(keys.prefix, agents_per_task, 1000)).run()
     finally:
         await leases.release(lease)

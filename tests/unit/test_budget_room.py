@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from parley import cli
 from parley.client import Client
 from parley.coordinator.lease import LeaseLost, Leases
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.models import (
@@ -49,7 +50,7 @@ def serve(server, store: RoomStore, transport: LocalWorkerTransport) -> None:
         lease = await leases.acquire(ROOM)
         assert lease is not None
         try:
-            await RoomRunner(lease, RoomIO(async_redis, store.keys, scripts), transport,
+            await RoomRunner(lease, RoomIO(async_redis, store.keys, scripts), Outbox(transport),
                              TurnOptions("t", 8, 1000)).run()
         finally:
             await leases.release(lease)

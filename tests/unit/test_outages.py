@@ -15,6 +15,7 @@ from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Leases
 from parley.coordinator.outages import MAX_GRACES, Grace, OutageClock, grace_due
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import InMemoryTransport
@@ -102,7 +103,7 @@ def serve_room(server, store, keys, transport, clock) -> list[dict]:
         client = fakeredis.FakeAsyncRedis(server=server)
         scripts = Scripts(client)
         lease = await Leases(client, keys, scripts, "c1", 5.0).acquire(ROOM)
-        await RoomRunner(lease, RoomIO(client, keys, scripts), transport,
+        await RoomRunner(lease, RoomIO(client, keys, scripts), Outbox(transport),
                          TurnOptions("t", 8, 1000), clock).run()
 
     with structlog.testing.capture_logs() as logs:
@@ -184,7 +185,7 @@ def resumed_deadline(server, store, keys, outage: bool) -> tuple[float, float]:
         if outage:
             clock.failed()
         lease = await Leases(client, keys, scripts, "c2", 5.0).acquire(ROOM)
-        runner = RoomRunner(lease, io, InMemoryTransport(), TurnOptions("t", 8, 1000), clock)
+        runner = RoomRunner(lease, io, Outbox(InMemoryTransport()), TurnOptions("t", 8, 1000), clock)
         runner.spec_version, runner.spec = await io.read_spec(ROOM)
         state = (await io.drain_inbox(lease)).state
         return opened.deadline, runner.resume_turn(state).deadline

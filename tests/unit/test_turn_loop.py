@@ -9,6 +9,7 @@ import structlog
 
 from parley.coordinator import policies
 from parley.coordinator.lease import LeaseLost, Leases
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
@@ -162,7 +163,8 @@ def test_a_post_racing_with_going_idle_keeps_the_room_served(sync_redis, async_r
     async def serve() -> None:
         lease = await leases.acquire(ROOM)
         runner = RoomRunner(lease, RacingIO(async_redis, keys, io.scripts),
-                            LocalWorkerTransport(sync_redis, keys), TurnOptions("t", 8, 1000))
+                            Outbox(LocalWorkerTransport(sync_redis, keys)),
+                            TurnOptions("t", 8, 1000))
         await runner.run()
 
     asyncio.run(serve())
