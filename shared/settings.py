@@ -61,7 +61,8 @@ class Settings(BaseSettings):
     # for coordinator_debug_busy_s, both on its main thread.
     coordinator_debug_signals: bool = False
     coordinator_debug_busy_s: float = Field(default=2.0, gt=0, le=60)
-    # A turn of up to 20 agents is one Celery message; bigger rooms spread over workers.
+    # Calls per Celery message, per queue: a turn of up to 20 agents is one message, at load
+    # several rooms' calls share one (coordinator/outbox.py); bigger rooms spread over workers.
     agents_per_task: int = Field(default=20, ge=1)
     # The most agents a new room may have: a turn's work grows with them (rooms created
     # under a higher bound stay readable when it is lowered).
