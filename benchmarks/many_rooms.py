@@ -82,6 +82,8 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         time.sleep(window_s)
         closed = time.time()
         renewed = sum(map(lease_renewals, ports)) - renewed_before
+        messages, calls = (sum(metric(port, name) for port in ports)
+                           for name in ("parley_call_messages_total", "parley_calls_sent_total"))
         cpu = {name: round((cpu_s(pid) - cpu_before[name]) / (closed - opened), 2)
                for name, pid in pids.items()}
         memory = {f"coordinator{i}": memory_kb(p.pid) for i, p in enumerate(started)}
@@ -106,6 +108,8 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
         "rooms_without_lease": unheld,
         "lease_churn": churn,
         "lease_renewals_per_s": round(renewed / (closed - opened), 1),
+        # Since the coordinators started; 4 (one room's calls) when no message is shared.
+        "calls_per_message": round(calls / messages, 2) if messages else None,
         "settings": env or {},
         "cpu_cores": cpu,
     }
@@ -113,9 +117,14 @@ def run(rooms: int, coordinators: int, workers: int, concurrency: int, warmup_s:
 
 def lease_renewals(port: int) -> float:
     """The leases a coordinator has renewed so far, from its metrics page."""
+    return metric(port, "parley_lease_renewals_total")
+
+
+def metric(port: int, name: str) -> float:
+    """A coordinator's unlabelled counter, from its metrics page (0 if it has none)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as page:
         for line in page.read().decode().splitlines():
-            if line.startswith("parley_lease_renewals_total "):
+            if line.startswith(f"{name} "):
                 return float(line.split()[1])
     return 0.0
 
