@@ -15,6 +15,7 @@ from redis.crc import key_slot
 
 from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
+from parley.coordinator.outbox import Outbox
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
 from parley.shared.keys import Keys
@@ -72,9 +73,9 @@ def test_one_batched_renewal_renews_the_held_leases_and_reports_the_lost(server)
 def test_bid_requests_are_not_sent_for_a_lapsing_lease():
     sent = InMemoryTransport()
     with pytest.raises(LeaseLost):
-        HeldTransport(sent, lease_with(0.5)).send([("q", object())])
+        asyncio.run(HeldTransport(Outbox(sent), lease_with(0.5)).send([("q", object())]))
     assert sent.sent == []
-    HeldTransport(sent, lease_with(5.0)).send([("q", object())])
+    asyncio.run(HeldTransport(Outbox(sent), lease_with(5.0)).send([("q", object())]))
     assert len(sent.sent) == 1
 
 
