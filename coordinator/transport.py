@@ -15,6 +15,7 @@ from kombu.entity import PERSISTENT_DELIVERY_MODE
 from kombu.utils.uuid import uuid
 
 from parley.coordinator.lease import Lease
+from parley.shared import tracing
 from parley.shared.connections import broker_use_ssl
 from parley.shared.models import CallRequest
 from parley.shared.protocol import CALL_TASK
@@ -62,6 +63,7 @@ class CeleryTransport:
                     uuid(), CALL_TASK, (), {"request": request.model_dump()},
                     expires=datetime.fromtimestamp(request.deadline, tz=UTC),
                     ignore_result=True, argsrepr="()", kwargsrepr=describe(request))
+                tracing.inject(headers)  # the worker's spans continue the turn's publish
                 producer.publish(
                     body, exchange="", routing_key=queue, declare=[amqp.queues[queue]],
                     serializer="json", delivery_mode=PERSISTENT_DELIVERY_MODE,

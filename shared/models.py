@@ -1127,6 +1127,8 @@ class TurnRecord(BaseModel):
     opened_at: float = 0.0
     deadline: float = 0.0
     decided_at: float = 0.0
+    # The OpenTelemetry trace of the turn's run (32 hex digits; "" with tracing off).
+    trace_id: str = ""
 
     # The turn's totals over its answers, late ones included, derived from them so they
     # always agree with them.
