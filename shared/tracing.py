@@ -28,6 +28,7 @@ PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_
 TRACEPARENT = "traceparent"
 # version-trace_id-span_id-flags, lowercase hex; an all-zero id is invalid.
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 # The one span-context manager handed out while tracing is off (it holds no state).
 _OFF: AbstractContextManager[None] = nullcontext()
 
@@ -211,7 +212,8 @@ def add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str
 
 
 def trace_url(template: str, trace_id: str) -> str:
-    """``PARLEY_TRACE_URL``'s template with ``{trace_id}`` filled in ("" without either)."""
-    if not template or not trace_id:
+    """``PARLEY_TRACE_URL``'s template with ``{trace_id}`` filled in ("" without either,
+    or for a trace id that is not 32 hex digits: a record read back is untrusted)."""
+    if not template or not _TRACE_ID.fullmatch(trace_id):
         return ""
     return template.replace("{trace_id}", trace_id)

@@ -238,3 +238,15 @@ def test_off_no_process_imports_the_tracing_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_the_dashboard_links_a_traced_turn_to_the_trace_url():
+    from parley.api.dashboard import with_trace_urls
+
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    turns = {"turns": [{"turn": 1, "trace_id": trace_id}, {"turn": 2, "trace_id": None},
+                       {"turn": 3, "trace_id": "<script>"}], "open_turn": None}
+    linked = with_trace_urls(turns, "https://tempo.example/trace/{trace_id}")
+    assert [turn["trace_url"] for turn in linked["turns"]] == [
+        f"https://tempo.example/trace/{trace_id}", None, None]
+    assert with_trace_urls(turns, "")["turns"][0]["trace_url"] is None
