@@ -16,7 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
@@ -200,7 +200,8 @@ def continued(parent: str | None) -> Iterator[None]:
         context.detach(token)
 
 
-def add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]
+                  ) -> MutableMapping[str, Any]:
     """A structlog processor: ``trace_id`` and ``span_id`` of the current span, when
     tracing is on and a span is current."""
     if _tracer is None:

@@ -61,7 +61,7 @@ def describe_response(current: Any, response: Any) -> None:
                                            if getattr(choice, "finish_reason", None)],
     }
     if tracing.records_content():
-        replies = [getattr(choice, "message", None) for choice in choices]
+        replies: list[Any] = [getattr(choice, "message", None) for choice in choices]
         attributes["gen_ai.output.messages"] = orjson.dumps(
             [reply.model_dump() if hasattr(reply, "model_dump") else str(reply)
              for reply in replies], default=str).decode()

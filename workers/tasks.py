@@ -9,8 +9,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from functools import cache, partial
-from typing import Any
 from threading import Lock
+from typing import Any
 
 import redis
 import structlog

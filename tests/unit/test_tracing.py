@@ -166,8 +166,8 @@ def test_message_content_reaches_spans_only_when_asked(spans):
 
 
 def test_a_tool_call_is_an_execute_tool_span_under_the_agents_call(spans):
-    from parley.workers.tools.python_tools import load_python_tools
     from parley.workers.tools.loop import ToolRun
+    from parley.workers.tools.python_tools import load_python_tools
     from parley.workers.tools.toolbox import Toolbox
 
     agent = AgentSpec.model_validate({
