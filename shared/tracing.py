@@ -25,6 +25,9 @@ from parley.shared.settings import Settings
 # The variables that turn tracing on by themselves, as for any OpenTelemetry SDK.
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 PROTOCOL_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+# The OTLP defaults, for a process whose endpoint variables are empty.
+DEFAULT_HTTP_ENDPOINT = "http://localhost:4318/v1/traces"
+DEFAULT_GRPC_ENDPOINT = "http://localhost:4317"
 TRACEPARENT = "traceparent"
 # version-trace_id-span_id-flags, lowercase hex; an all-zero id is invalid.
 _TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
@@ -68,20 +71,22 @@ def exporter(environ: Mapping[str, str] = os.environ) -> Any:
     (or every signal's) protocol is ``grpc``, which needs the ``grpc`` extra."""
     protocol = next((environ[name] for name in PROTOCOL_VARIABLES if environ.get(name)),
                     "http/protobuf")
+    # An endpoint variable set but empty (compose passes them so) means the default one.
+    named = any(environ.get(name) for name in ENDPOINT_VARIABLES)
     if protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         except ImportError:
             raise RuntimeError("OTLP over gRPC needs the gRPC exporter: "
                                "pip install 'parley[grpc]'") from None
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(**({} if named else {"endpoint": DEFAULT_GRPC_ENDPOINT}))
     if protocol != "http/protobuf":
         raise RuntimeError(f"OTEL_EXPORTER_OTLP_PROTOCOL {protocol!r} is not supported: "
                            "http/protobuf or grpc")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
-    return HttpSpanExporter()
+    return HttpSpanExporter(**({} if named else {"endpoint": DEFAULT_HTTP_ENDPOINT}))
 
 
 def install(provider: Any, record_content: bool = False) -> None:
