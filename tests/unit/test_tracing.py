@@ -26,6 +26,7 @@ from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import scripted_spec
 
+pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 ROOM = "room-1"
 
 
@@ -250,3 +251,17 @@ def test_the_dashboard_links_a_traced_turn_to_the_trace_url():
     assert [turn["trace_url"] for turn in linked["turns"]] == [
         f"https://tempo.example/trace/{trace_id}", None, None]
     assert with_trace_urls(turns, "")["turns"][0]["trace_url"] is None
+
+
+def test_off_a_span_costs_about_what_an_empty_with_block_does():
+    # A turn makes about a dozen spans: off, each must stay far below a turn's
+    # milliseconds (an SDK span costs several microseconds; the no-op, a fraction of one).
+    def per_span_s() -> float:
+        started = time.perf_counter()
+        for _ in range(10_000):
+            with tracing.span("turn", {"parley.room": ROOM}):
+                pass
+        return (time.perf_counter() - started) / 10_000
+
+    assert not tracing.on()
+    assert min(per_span_s() for _ in range(5)) < 2e-6
