@@ -45,3 +45,16 @@ def test_a_traceparent_too_long_to_be_one_is_not_kept(store, scripts, keys):
     post_traced(store, scripts, keys, "hi", "0" * 500)
     assert drain(scripts, keys, "c1:1") == 1
     assert store.read_state(ROOM).run_traceparent == ""
+
+
+def test_a_new_run_forgets_the_last_runs_trace(store, scripts, keys):
+    acquire(scripts, keys, "c1")
+    post_traced(store, scripts, keys, "first", POSTED)
+    drain(scripts, keys, "c1:1")
+    # The run ended (as end_run leaves it) with its trace kept; an untraced post starts
+    # the next run, which must not continue the last one's trace.
+    store.redis.hset(keys.state(ROOM), mapping={"status": "idle", "trace": RUN})
+    store.post(ROOM, "User", "again")
+    drain(scripts, keys, "c1:1")
+    state = store.read_state(ROOM)
+    assert (state.run, state.run_traceparent, state.trace) == (2, "", "")

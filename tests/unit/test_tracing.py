@@ -265,3 +265,15 @@ def test_off_a_span_costs_about_what_an_empty_with_block_does():
 
     assert not tracing.on()
     assert min(per_span_s() for _ in range(5)) < 2e-6
+
+
+def test_parley_turns_json_carries_each_turns_trace_id(spans, sync_redis, async_redis, keys):
+    from parley.client.turn_report import read_turn_report
+    from parley.views.documents import turns_json
+
+    spec = scripted_spec(SCRIPTS, max_messages=2)
+    store = run_room(sync_redis, async_redis, keys, spec)
+
+    document = turns_json(read_turn_report(store, ROOM, None))
+    trace_ids = {turn["trace_id"] for turn in document["turns"]}
+    assert trace_ids == {store.read_turns(ROOM)[0].trace_id} and None not in trace_ids
