@@ -62,6 +62,10 @@ def setup(kind: str, settings: Settings, environ: Mapping[str, str] = os.environ
     provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
     provider.add_span_processor(BatchSpanProcessor(exporter(environ)))
     atexit.register(provider.shutdown)
+    # Global too: a library's own instrumentation then joins parley's traces.
+    from opentelemetry import trace
+
+    trace.set_tracer_provider(provider)
     install(provider, settings.trace_content)
     return True
 

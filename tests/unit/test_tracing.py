@@ -277,3 +277,37 @@ def test_parley_turns_json_carries_each_turns_trace_id(spans, sync_redis, async_
     document = turns_json(read_turn_report(store, ROOM, None))
     trace_ids = {turn["trace_id"] for turn in document["turns"]}
     assert trace_ids == {store.read_turns(ROOM)[0].trace_id} and None not in trace_ids
+
+
+def test_setup_names_the_service_by_process_kind_unless_otel_service_name_does(monkeypatch):
+    from opentelemetry import trace
+
+    # The test process's global provider stays unset: other tests' libraries must not export.
+    monkeypatch.setattr(trace, "set_tracer_provider", lambda provider: None)
+    try:
+        assert tracing.setup("worker", Settings(tracing="otlp"), {})
+        assert tracing._tracer.resource.attributes["service.name"] == "parley-worker"
+        # The SDK reads the process's environment, as in a real process.
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "chat-workers")
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+        assert tracing.setup("worker", Settings(), os.environ)
+        assert tracing._tracer.resource.attributes["service.name"] == "chat-workers"
+    finally:
+        tracing.install(None)
+
+
+def test_the_exporter_is_otlp_http_unless_grpc_is_asked_for(monkeypatch):
+    import importlib.util
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    http = tracing.exporter({})
+    assert isinstance(http, OTLPSpanExporter)
+    assert http._endpoint == tracing.DEFAULT_HTTP_ENDPOINT
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces")
+    assert tracing.exporter(os.environ)._endpoint == "http://c:4318/v1/traces"
+    with pytest.raises(RuntimeError, match="http/protobuf or grpc"):
+        tracing.exporter({"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.grpc") is None:
+        with pytest.raises(RuntimeError, match=r"parley\[grpc\]"):
+            tracing.exporter({"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"})
