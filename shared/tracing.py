@@ -83,14 +83,14 @@ def exporter(environ: Mapping[str, str] = os.environ) -> Any:
         except ImportError:
             raise RuntimeError("OTLP over gRPC needs the gRPC exporter: "
                                "pip install 'parley[grpc]'") from None
-        return OTLPSpanExporter(**({} if named else {"endpoint": DEFAULT_GRPC_ENDPOINT}))
+        return OTLPSpanExporter(endpoint=None if named else DEFAULT_GRPC_ENDPOINT)
     if protocol != "http/protobuf":
         raise RuntimeError(f"OTEL_EXPORTER_OTLP_PROTOCOL {protocol!r} is not supported: "
                            "http/protobuf or grpc")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
         OTLPSpanExporter as HttpSpanExporter,
     )
-    return HttpSpanExporter(**({} if named else {"endpoint": DEFAULT_HTTP_ENDPOINT}))
+    return HttpSpanExporter(endpoint=None if named else DEFAULT_HTTP_ENDPOINT)
 
 
 def install(provider: Any, record_content: bool = False) -> None:
