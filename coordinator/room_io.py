@@ -144,9 +144,11 @@ class RoomIO:
         pairs = [decode(value) for value in set_aside]
         return Drained(int(moved), state_of(fields), list(zip(pairs[::2], pairs[1::2], strict=True)))
 
-    async def open_turn(self, lease: Lease, timeout_s: float) -> OpenTurn | None:
-        """Open the next turn with a deadline ``timeout_s`` from now; None when the room was
-        paused meanwhile (no turn opens: the caller looks at the room again)."""
+    async def open_turn(self, lease: Lease, timeout_s: float, trace: str = ""
+                        ) -> OpenTurn | None:
+        """Open the next turn with a deadline ``timeout_s`` from now, keeping the run's
+        ``trace`` (a traceparent) in the state; None when the room was paused meanwhile (no
+        turn opens: the caller looks at the room again)."""
         room = lease.room
         opened_at = time.time()
         deadline = opened_at + timeout_s
@@ -155,7 +157,7 @@ class RoomIO:
         try:
             turn, snapshot, bids_from = await self.scripts.open_turn(
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
-                                 self.events_maxlen])
+                                 self.events_maxlen, trace])
         except ResponseError as error:
             if refused_with(error, Refusal.PAUSED):
                 return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import structlog
 
@@ -15,7 +16,7 @@ from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, P
 from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Sender, chunk_requests
-from parley.shared import metrics
+from parley.shared import metrics, tracing
 from parley.shared.approvals import held_seconds
 from parley.shared.logs import one_line
 from parley.shared.models import (
@@ -30,6 +31,7 @@ from parley.shared.models import (
     RoomStatus,
     TurnRecord,
 )
+from parley.shared.protocol import CALL_TASK
 from parley.shared.records import RoomState
 
 log = structlog.get_logger("parley.turn")
@@ -135,6 +137,11 @@ class RoomRunner:
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
     policy: FloorPolicy = field(init=False)  # the room's policy's record
+    # The run's trace (its invoke_workflow span's traceparent; "" with tracing off), and
+    # that span while this runner started it and the run goes on.
+    trace: str = field(init=False, default="")
+    workflow: Any = field(init=False, default=None)
+    trace_run: int = field(init=False, default=0)  # the run self.trace is of
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
@@ -142,6 +149,13 @@ class RoomRunner:
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         self.policy = policies.record_of(self.spec)
+        try:
+            await self.serve()
+        finally:
+            self.end_workflow()
+
+    async def serve(self) -> None:
+        """The loop of ``run``."""
         # What a commit found when the inbox was empty stands for the next drain.
         drained: Drained | None = None
         while True:
@@ -160,8 +174,10 @@ class RoomRunner:
             if isinstance(first, Decision):
                 await self.io.end_run(self.lease, first.status, first.stop or "", first.detail,
                                       floor_fields(first), self.policy.watched)
+                self.end_workflow()
                 continue
-            turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout)
+            turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout,
+                                           self.run_trace(state))
             if turn is not None:  # None: paused since the drain; look again
                 drained = await self.take_turn(state, turn)
 
@@ -204,9 +220,54 @@ class RoomRunner:
         return OpenTurn(state.turn, state.turn_snapshot_seq, state.turn_bids_from, deadline,
                         state.turn_opened_at, resumed=True)
 
+    def run_trace(self, state: RoomState) -> str:
+        """The run's trace, started at its first turn (under the post that started the run)
+        or continued from the state; a runner continuing a run another holder started says
+        so with a ``takeover`` span. "" while tracing is off."""
+        if not tracing.on():
+            return ""
+        kept = tracing.valid_traceparent(state.trace)
+        if kept and kept != self.trace:
+            self.end_workflow()
+            self.trace, self.trace_run = kept, state.run
+            with tracing.span("takeover", {"parley.room": self.lease.room,
+                                           "parley.run": state.run, "parley.turn": state.turn,
+                                           "parley.epoch": self.lease.epoch}, parent=kept):
+                pass
+        elif not (self.trace and self.trace_run == state.run):  # else: not stored yet
+            self.end_workflow()
+            self.trace_run = state.run
+            self.workflow = tracing.start("invoke_workflow", {
+                "gen_ai.operation.name": "invoke_workflow", "gen_ai.conversation.id":
+                self.lease.room, "parley.room": self.lease.room, "parley.run": state.run,
+                "parley.policy": self.spec.policy.kind}, parent=state.run_traceparent)
+            self.trace = tracing.traceparent(self.workflow)
+        return self.trace
+
+    def end_workflow(self) -> None:
+        """End the run's span if this runner started it (its run ended or the room went)."""
+        tracing.end(self.workflow)
+        self.workflow = None
+
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> Drained | None:
+        """The turn played in its span, under the run's; a run that stopped ends the run's."""
+        trace = self.run_trace(state)
+        with tracing.span("turn", {"parley.room": self.lease.room, "parley.run": state.run,
+                                   "parley.turn": turn.number,
+                                   "parley.resumed": turn.resumed}, parent=trace) as current:
+            drained, decision = await self.play_turn(state, turn)
+            tracing.annotate(current, {"parley.winner": decision.winner,
+                                       "parley.stop_reason": decision.stop and
+                                       decision.stop.value, "parley.decision":
+                                       "stop" if decision.stop else "post"})
+        if decision.stop is not None:
+            self.end_workflow()
+        return drained
+
+    async def play_turn(self, state: RoomState, turn: OpenTurn
+                        ) -> tuple[Drained | None, Decision]:
         """Play the turn's phases (fan out, collect, decide) and commit the outcome; returns
-        what the commit saw for the next turn (None: drain first)."""
+        what the commit saw for the next turn (None: drain first), and the decision."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
         view = view_of(state, turn.number, *await self.read_posted(state, turn.snapshot_seq))
         calls = policies.first_calls(self.spec, view)
@@ -227,7 +288,7 @@ class RoomRunner:
             turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
         drained = await self.commit(state, turn, view, inbox, decision)
         self.outages.forget(self.lease.room)
-        return drained
+        return drained, decision
 
     async def collect(self, turn: OpenTurn, phase: int, calls: Calls, inbox: TurnAnswers
                       ) -> None:
@@ -339,8 +400,16 @@ class RoomRunner:
             spec_version=self.spec_version, instructions=dict(calls.instructions),
             max_tokens=left.tokens, max_cost_usd=left.cost_usd,
         )
-        requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
-        await self.transport.send(requests)
+        # Each request carries its publish span's traceparent: a message the outbox shares
+        # between rooms carries several traces, which one header could not.
+        with tracing.span(f"publish {CALL_TASK}", {
+                "messaging.system": "celery", "messaging.operation.type": "send",
+                "parley.call.kind": calls.kind.value, "parley.phase": phase,
+                "parley.agents": list(agents)}, kind="producer") as publish:
+            template = template.model_copy(update={"traceparent": tracing.traceparent()})
+            requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
+            tracing.annotate(publish, {"parley.messages": len(requests)})
+            await self.transport.send(requests)
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView,
                      inbox: TurnAnswers, decision: Decision) -> Drained | None:
@@ -348,10 +417,11 @@ class RoomRunner:
         warnings the decision asks for: logged once, as the turn is committed once);
         returns what the commit saw for the next turn."""
         record = turn_record(state, turn, view, inbox.answers, decision, self.lease.epoch,
-                             inbox.late)
-        seq, drained = await self.io.commit(self.lease, record, decision,
-                                            self.options.turns_maxlen, self.policy.watched,
-                                            self.spec.tool_results == "shared")
+                             inbox.late, tracing.trace_id_of(self.trace))
+        with tracing.span("commit", {"parley.turn": record.turn}):
+            seq, drained = await self.io.commit(self.lease, record, decision,
+                                                self.options.turns_maxlen, self.policy.watched,
+                                                self.spec.tool_results == "shared")
         log_turn(record, decision, seq)
         metrics.observe_turn(record)
         for line in decision.log_lines:
@@ -416,7 +486,8 @@ def timed_out(agent: str, turn: int, kind: CallKind = CallKind.BID, phase: int =
 
 
 def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Answer],
-                decision: Decision, epoch: int, late: list[Answer] | None = None) -> TurnRecord:
+                decision: Decision, epoch: int, late: list[Answer] | None = None,
+                trace_id: str = "") -> TurnRecord:
     """The record of a decided turn: all it was decided from, the decision, and the late
     answers that came meanwhile."""
     return TurnRecord(
@@ -431,7 +502,7 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Ans
         adjusted=decision.adjusted,
         winner=decision.winner, score=decision.score, stop_reason=decision.stop,
         stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
-        deadline=turn.deadline, decided_at=time.time(),
+        deadline=turn.deadline, decided_at=time.time(), trace_id=trace_id,
     )
 
 

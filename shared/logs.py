@@ -16,6 +16,8 @@ from types import TracebackType
 import structlog
 from structlog.stdlib import ProcessorFormatter
 
+from parley.shared.tracing import add_trace_ids
+
 # The stdlib logger above every structlog logger of parley ("parley.turn", "parley.worker").
 PARLEY_LOGGER = "parley"
 # Marks the handler configure_logging installs, so that a second call replaces it.
@@ -43,6 +45,7 @@ def configure_logging(log_format: str = "auto", level: str = "INFO",
     as_json = resolve_format(log_format) == "json"
     stamped: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_ids,  # trace_id and span_id while a span is current
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -1127,6 +1127,8 @@ class TurnRecord(BaseModel):
     opened_at: float = 0.0
     deadline: float = 0.0
     decided_at: float = 0.0
+    # The OpenTelemetry trace of the turn's run (32 hex digits; "" with tracing off).
+    trace_id: str = ""
 
     # The turn's totals over its answers, late ones included, derived from them so they
     # always agree with them.
@@ -1182,3 +1184,6 @@ class CallRequest(BaseModel):
     # the model's output price, where the worker knows it).
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # The W3C traceparent of the turn's publish span ("" with tracing off): per request,
+    # since one task message may carry the calls of several rooms, each its own trace.
+    traceparent: str = ""

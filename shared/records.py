@@ -275,6 +275,10 @@ class RoomState:
         # A paused room opens no turn and moves no post to its log; its run keeps its status.
         self.paused = f.get("paused") == "1"
         self.paused_at = float(f.get("paused_at") or 0)
+        # The run's trace: the post that started it (its traceparent) and the run's own
+        # invoke_workflow span, which every coordinator holding the room continues.
+        self.run_traceparent = f.get("run_traceparent") or ""
+        self.trace = f.get("trace") or ""
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""

@@ -118,6 +118,15 @@ class Settings(BaseSettings):
     log_format: str = Field(default="auto", pattern="^(auto|json|console)$")
     log_level: str = "INFO"
 
+    # OpenTelemetry: "otlp" exports every process's spans over OTLP, configured by the
+    # standard OTEL_* variables (an OTEL_EXPORTER_OTLP_ENDPOINT set turns it on as well);
+    # "off" makes no span at all. Message text and prompts reach spans only with
+    # trace_content (the GenAI conventions' opt-in). trace_url links a turn to its trace
+    # in the dashboard: a template with {trace_id}, https://tempo.example/trace/{trace_id}.
+    tracing: str = Field(default="off", pattern="^(off|otlp)$")
+    trace_content: bool = False
+    trace_url: str = ""
+
     # The coordinator's and the worker's HTTP health checks and metrics (/livez, /readyz,
     # /metrics). Unset: each process's default port (8701 coordinator, 8702 worker); 0: off.
     health_port: int | None = Field(default=None, ge=0, le=65535)

@@ -23,6 +23,7 @@ import orjson
 import redis
 from pydantic import BaseModel
 
+from parley.shared import tracing
 from parley.shared.approvals import ApprovalBook
 from parley.shared.events import Event, answer_event_fields, event_from_entry
 from parley.shared.keys import Keys, check_room_id
@@ -213,7 +214,7 @@ class RoomStore:
         try:
             inbox_id, paused = self.scripts.post(
                 keys=[self.keys.spec(room), self.keys.state(room), self.keys.inbox(room)],
-                args=[sender, content, f"{time.time():.6f}"])
+                args=[sender, content, f"{time.time():.6f}", tracing.traceparent()])
         except redis.ResponseError as error:
             raise script_error(error, room) from error
         pipe = self.redis.pipeline(transaction=False)

@@ -33,6 +33,7 @@ from parley.workers.credentials import (
     withheld_refusal,
 )
 from parley.workers.deadlines import STOPPING, DeadlinePassed, pause, until_deadline
+from parley.workers.model_spans import chat_span, describe_response
 from parley.workers.prompts import (
     CALL_PROMPTS,
     FORCE_RESPOND,
@@ -126,10 +127,12 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     streams = on_text is not None and call.streams and (not tools or tool_choice == "none")
     if streams:
         request.update(stream=True, stream_options={"include_usage": True})
-    response = complete_with(agent, credential, request, deadline)
-    if streams:
-        assert on_text is not None
-        response = read_stream(response, messages, on_text, deadline)
+    with chat_span(agent, messages) as current:
+        response = complete_with(agent, credential, request, deadline)
+        if streams:
+            assert on_text is not None
+            response = read_stream(response, messages, on_text, deadline)
+        describe_response(current, response)
     usage = {**response_usage(agent, response), "dropped_messages": prompt.dropped}
     return response, usage
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from functools import cache, partial
 from threading import Lock
+from typing import Any
 
 import redis
 import structlog
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
-from parley.shared import metrics
+from parley.shared import metrics, tracing
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
@@ -238,7 +239,8 @@ def start_chunk(raw: dict) -> Chunk | None:
         log.info("bid_request_expired", room=req.room, turn=req.turn)
         return None
     with structlog.contextvars.bound_contextvars(room=req.room, turn=req.turn,
-                                                 attempt=req.attempt):
+                                                 attempt=req.attempt), \
+            tracing.continued(req.traceparent):
         try:
             return submit_calls(req)
         except RoomNotFound:
@@ -256,7 +258,7 @@ def submit_calls(req: CallRequest) -> Chunk:
               for name, agent in callers.items()}
     pending = {
         _calls.submit(contextvars.copy_context().run,
-                      partial(answer_call, settings=settings, policy_tools=offers[name],
+                      partial(traced_call, req, settings=settings, policy_tools=offers[name],
                               tools=tool_run(store, spec, req, agent, transcript,
                                              offers[name])),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
@@ -284,10 +286,29 @@ def await_chunks(chunks: list[Chunk]) -> None:
             chunk.write(done)
 
 
+def traced_call(req: CallRequest, agent: AgentSpec, *args: Any, **kwargs: Any) -> Answer:
+    """answer_call in the call's ``invoke_agent <name>`` span."""
+    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name,
+                  "gen_ai.conversation.id": req.room, "parley.call.kind": req.kind.value,
+                  "parley.turn": req.turn, "parley.phase": req.phase}
+    with tracing.span(f"invoke_agent {agent.name}", attributes) as current:
+        answer = answer_call(agent, *args, **kwargs)
+        tracing.annotate(current, {"parley.answer.status": answer.status.value,
+                                   "parley.answer.error_kind": answer.error_kind.value,
+                                   "gen_ai.usage.input_tokens": answer.prompt_tokens,
+                                   "gen_ai.usage.output_tokens": answer.completion_tokens})
+        return answer
+
+
 def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
     """Write answers of the request's calls in one round trip, and count them."""
-    store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    # Under the request's own trace: the answers of a shared message are written from the
+    # task's thread, outside any one call's span.
+    with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
+                                        "parley.answers": len(answers)},
+                      parent=req.traceparent):
+        store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
 
@@ -313,8 +334,10 @@ def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord
     request = ToolRequest(prefix=prefix, room=room, tool=tool.name,
                           record=record.model_dump(mode="json"), claim=claim.raw,
                           timeout_s=timeout_s, until=until)
+    headers: dict[str, Any] = {}
+    tracing.inject(headers)  # the tool's run continues the calling agent's trace
     app.send_task(TOOL_TASK, args=[request.model_dump(mode="json")], queue=tool.options.queue,
-                  expires=until)
+                  expires=until, headers=headers)
 
 
 @app.task(name=TOOL_TASK)
@@ -331,8 +354,11 @@ def run_tool_call(request: dict) -> None:
         log.info("tool_call_expired", room=req.room, tool=req.tool, id=record.id)
         return
     started = time.perf_counter()
-    status, text = call_tool(build_toolbox(settings), req.tool, record.arguments, left,
-                             settings.tool_result_max_bytes)
+    with tracing.continued(getattr(run_tool_call.request, tracing.TRACEPARENT, None)), \
+            tracing.span(f"run_tool {req.tool}", {"gen_ai.tool.name": req.tool,
+                                                  "gen_ai.tool.call.id": record.id}):
+        status, text = call_tool(build_toolbox(settings), req.tool, record.arguments, left,
+                                 settings.tool_result_max_bytes)
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
     journal.finish(ended(record, status, text, duration_ms), text, claim)
 

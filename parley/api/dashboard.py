@@ -32,6 +32,7 @@ from parley.shared.models import (
     Usage,
 )
 from parley.shared.records import FLOOR_FIELD_PREFIX, RoomState, message_from_fields, usage_from
+from parley.shared.tracing import trace_url
 from parley.views import documents, explain
 
 # Failed calls listed per room: the newest, enough for a screen.
@@ -169,7 +170,15 @@ def room_turns(room: str, client: ClientDep,
     answers = {turn.turn: turn.bids for turn in report.turns}
     if report.open_turn:
         answers[report.open_turn.turn] = report.open_turn.answers
-    return marked_silent(documents.turns_json(report), spec, answers)
+    return with_trace_urls(marked_silent(documents.turns_json(report), spec, answers),
+                           client.settings.trace_url)
+
+
+def with_trace_urls(turns: dict[str, Any], template: str) -> dict[str, Any]:
+    """Each decided turn with the link to its trace (PARLEY_TRACE_URL; None without)."""
+    for turn in turns["turns"]:
+        turn["trace_url"] = trace_url(template, turn.get("trace_id") or "") or None
+    return turns
 
 
 @router.get("/rooms/{room}/stats")

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from parley.cli.errors import EXIT_BAD_INPUT, settings_that_work
+from parley.shared import tracing
 from parley.shared.connections import redis_kwargs
 from parley.shared.logs import configure_logging, resolve_format
 from parley.shared.protocol import DEFAULT_QUEUE
@@ -48,6 +49,7 @@ def coordinator(
         transport = CeleryTransport(settings.broker_url, timeout_s=settings.lease_renew_every_s,
                                     settings=settings)
     configure_logging(settings.log_format, settings.log_level)
+    tracing.setup("coordinator", settings)
     try:
         asyncio.run(serve_forever(settings, transport, coordinator_id, health_port))
     except HealthPortError as error:
@@ -79,6 +81,7 @@ def worker(
     with settings_that_work():
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level, loglevel)
+        tracing.setup("worker", settings)
         # Importing the worker's app builds it from the settings: a bad one is reported here.
         from parley.workers.app import app as celery_app
         from parley.workers.app import log_celery_notices, stopped_with
@@ -166,4 +169,5 @@ def api(
         redis_kwargs(settings)  # checks the TLS settings before anything connects
         check_bind(settings, host)
     configure_logging(settings.log_format, settings.log_level)
+    tracing.setup("api", settings)
     serve(settings, host, settings.api_port if port is None else port)

@@ -13,6 +13,7 @@ import redis
 from parley.client import following, speak_queue
 from parley.client.results import RoomDetails, RunResult, RunTimeout, StreamReport
 from parley.coordinator.policies.what_if import Replay, replay_run
+from parley.shared import tracing
 from parley.shared.approvals import Approval
 from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
@@ -79,8 +80,9 @@ class Client:
 
     def post(self, room: str, content: str, sender: str = SEED_SENDER) -> str:
         """Post a message as ``sender``; the room's coordinator commits it and, if the room
-        was idle, starts a run. Returns the inbox entry id."""
-        return self.store.post(room, sender, content)
+        was idle, starts a run (continuing this post's trace). Returns the inbox entry id."""
+        with tracing.span("post", {"parley.room": room}, kind="producer"):
+            return self.store.post(room, sender, content)
 
     def listen(self, room: str, agent: str) -> str:
         """A mention room's agent only listens from its next turn on (it keeps its place

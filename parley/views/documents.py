@@ -57,6 +57,7 @@ def decided_turn_json(turn: TurnRecord) -> dict[str, Any]:
             "stop_reason": turn.stop_reason.value if turn.stop_reason else None,
             "stop_detail": turn.stop_detail, "opened_at": turn.opened_at,
             "decided_at": turn.decided_at, "turn_ms": explain.turn_ms(turn),
+            "trace_id": turn.trace_id or None,
             "answers": [answer_json(bid, turn.adjusted.get(bid.agent)) for bid in turn.bids]}
 
 

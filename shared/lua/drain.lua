@@ -7,7 +7,8 @@
 -- control characters, a field too long or not UTF-8, a ts that is not a unix time) is moved
 -- to the dead-letter stream instead: its fields (at most 16, each cut to ARGV[7] bytes),
 -- then inbox_id and reason. An entry without ts gets the time of its inbox id; a ts is
--- written as decimal seconds. Other fields of an entry are not copied to the log.
+-- written as decimal seconds. Other fields of an entry are not copied to the log; the
+-- traceparent of the entry that starts a run becomes the state's run_traceparent.
 -- Each message moved is a message_committed event (seq, sender, run, inbox_id), after a
 -- run_started event (run) when it starts the run.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] inbox   KEYS[4] log   KEYS[5] dead letters
@@ -27,6 +28,8 @@
 -- @include events
 -- @include new_run
 local MAX_FIELDS = 16
+-- A W3C traceparent is 55 bytes; anything much longer is not one.
+local TRACEPARENT_MAX = 128
 
 local function utf8_valid(text)
   if not string.find(text, '[\128-\255]') then
@@ -119,7 +122,8 @@ local function read_entry(id, fields, sender_max, content_max)
   if ts == nil then
     return nil, 'ts is not a unix time in seconds'
   end
-  return {sender = posted['sender'], content = posted['content'], ts = ts, inbox_id = id}
+  return {sender = posted['sender'], content = posted['content'], ts = ts, inbox_id = id,
+    traceparent = posted['traceparent']}
 end
 
 -- The dead letter's fields: the entry's own (bounded), then inbox_id and reason (last, so
@@ -237,6 +241,11 @@ if #good > 0 then
   end
   if new_run then
     start_run(KEYS[2])
+    -- The run's trace continues the one of the post that started it, when it carried one.
+    local traceparent = good[1].traceparent
+    if traceparent and #traceparent <= TRACEPARENT_MAX then
+      redis.call('HSET', KEYS[2], 'run_traceparent', traceparent)
+    end
   end
   redis.call('HSET', KEYS[2], 'run', run, 'last_seq', seq, 'messages_in_run', in_run + #good)
   local ts = event_ts()

@@ -3,7 +3,8 @@
 -- It writes a turn_opened event (turn, run, phase 0, deadline).
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] bids   KEYS[4] events
 -- ARGV[1] lease token   ARGV[2] deadline (unix s)   ARGV[3] now (unix s)
--- ARGV[4] events stream cap
+-- ARGV[4] events stream cap   ARGV[5] the run's trace (its invoke_workflow span's W3C
+-- traceparent, kept as the state's trace field for a coordinator taking over), or ''
 -- Returns {turn, snapshot seq, bids stream id the turn's bids come after}.
 -- Fails, writing nothing, with LEASELOST (the token no longer holds the lease), TURNOPEN
 -- (a turn is already open: resume it instead), PAUSED (the room was paused: let it go),
@@ -57,6 +58,9 @@ redis.call('HINCRBY', KEYS[2], 'run_turns', 1)
 local snapshot = state[4] or '0'
 redis.call('HSET', KEYS[2], 'turn_open', 1, 'turn_deadline', ARGV[2], 'turn_opened_at', ARGV[3],
   'turn_snapshot_seq', snapshot, 'turn_bids_from', bids_from)
+if ARGV[5] and ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[2], 'trace', ARGV[5])
+end
 add_event(KEYS[4], ARGV[4], {'type', 'turn_opened', 'turn', turn, 'run', state[5] or '0',
   'phase', 0, 'deadline', ARGV[2]})
 return {turn, tonumber(snapshot), bids_from}

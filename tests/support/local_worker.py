@@ -9,9 +9,9 @@ from parley.shared.keys import Keys
 from parley.shared.models import AgentSpec, CallRequest, RoomSpec
 from parley.shared.settings import get_settings
 from parley.shared.store import RoomStore
-from parley.workers.calls import answer_call, call_in, uses_tools
+from parley.workers.calls import call_in, uses_tools
 from parley.workers.prompts import CALL_PROMPTS, NO_POLICY_TOOLS, PolicyTools
-from parley.workers.tasks import chunk_writer
+from parley.workers.tasks import chunk_writer, traced_call
 from parley.workers.tools.journal import ToolJournal
 from parley.workers.tools.loop import ToolRun
 from parley.workers.tools.toolbox import build_toolbox
@@ -53,7 +53,8 @@ class LocalWorkerTransport:
                 stream = chunk_writer(self.store, spec, request, name) if self.streams else None
                 agent = spec.agent(name)
                 offers = CALL_PROMPTS[request.kind].policy_tools(spec, agent)
-                bid = answer_call(agent, spec.agents, call_in(request, name),
+                # Through the task's own traced call: its spans nest under the publish.
+                bid = traced_call(request, agent, spec.agents, call_in(request, name),
                                lambda: [], request.deadline, stream, settings=self.settings,
                                tools=self.tools(spec, request, agent, offers),
                                policy_tools=offers)

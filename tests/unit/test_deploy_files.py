@@ -165,6 +165,18 @@ def test_the_ops_profile_adds_flower_on_the_same_broker(services):
     assert "PARLEY_WORKER_TASK_EVENTS" not in found["worker"]["environment"]
 
 
+def test_the_tracing_env_file_runs_jaeger_and_sends_every_processs_traces_there(services):
+    found = compose_config("--env-file", ROOT / "deploy/compose/tracing.env")["services"]
+
+    assert "jaeger" not in services
+    assert services["worker"]["environment"]["PARLEY_TRACING"] == "off"
+    assert found["jaeger"]["ports"][0]["published"] == "16686"
+    for name in ("coordinator", "worker", "api"):
+        environment = found[name]["environment"]
+        assert environment["PARLEY_TRACING"] == "otlp"
+        assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
+
+
 # ---------------------------------------------------------------- kubernetes
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from parley.shared import metrics
+from parley.shared import metrics, tracing
 from parley.shared.models import AgentSpec, JsonValue, PolicyCall, ToolCallRecord, ToolCallStatus
 from parley.shared.records import cap_bytes
 from parley.workers.prompts import (
@@ -208,6 +208,20 @@ class ToolLoop:
 
     def run_call(self, round_: int, index: int, call: AskedCall
                  ) -> tuple[ToolCallRecord, str, float]:
+        """One tool call, in its ``execute_tool <name>`` span."""
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                      "gen_ai.tool.call.id": f"{self.call_key}.{round_}.{index}",
+                      "gen_ai.agent.name": self.agent.name}
+        if tracing.records_content():
+            attributes["gen_ai.tool.call.arguments"] = call.arguments
+        with tracing.span(f"execute_tool {call.name}", attributes) as current:
+            record, text, held = self.journaled_call(round_, index, call)
+            tracing.annotate(current, {"parley.tool.status": record.status.value,
+                                       "parley.tool.replayed": record.replayed})
+            return record, text, held
+
+    def journaled_call(self, round_: int, index: int, call: AskedCall
+                       ) -> tuple[ToolCallRecord, str, float]:
         """One tool call through the journal: replayed, waited for, or run; with the time
         an approval held the deadline."""
         tool = self.tools.get(call.name)

@@ -555,7 +555,8 @@ function renderTurns(current, data) {
   } else if (last && (current.turn === null || last.turn >= current.turn)) {
     if (current.turn !== last.turn) current.answers = new Map();
     current.turn = last.turn;
-    current.decided = {winner: last.winner, score: last.score, stop_reason: last.stop_reason};
+    current.decided = {winner: last.winner, score: last.score, stop_reason: last.stop_reason,
+      trace_url: last.trace_url};
     for (const a of last.answers || []) current.answers.set(`${a.phase || 0}:${a.agent}:${a.kind}`, {...a, turn: last.turn});
   }
   renderAnswers(current);
@@ -576,6 +577,8 @@ function renderAnswers(current) {
   }
   if (current.policyState && current.policyState.note) notes.push(current.policyState.note);
   $("turn-note").textContent = notes.join(" · ");
+  const traced = current.decided && current.decided.trace_url;  // PARLEY_TRACE_URL
+  $("turn-trace").replaceChildren(...(traced ? [el("a", {href: traced, target: "_blank", rel: "noopener"}, "trace")] : []));
   const winner = current.decided && current.decided.winner;
   const rows = [...current.answers.values()].sort((a, b) => (a.phase || 0) - (b.phase || 0)
     || specPlace(current, a.agent) - specPlace(current, b.agent)).map((a) => {
