@@ -29,8 +29,9 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
-from parley.workers.app import app, settings
-from parley.workers.calls import answer_call, call_in, uses_tools
+from parley.workers.acp.turns import AcpTurn, run_turn
+from parley.workers.app import acp_sessions, app, settings
+from parley.workers.calls import Call, ExternalTurn, answer_call, call_in, uses_tools
 from parley.workers.prompts import (
     CALL_PROMPTS,
     NO_POLICY_TOOLS,
@@ -209,7 +210,8 @@ def answer_chunk(req: CallRequest) -> None:
         _calls.submit(contextvars.copy_context().run,
                       partial(answer_call, settings=settings, policy_tools=offers[name],
                               tools=tool_run(store, spec, req, agent, transcript,
-                                             offers[name])),
+                                             offers[name]),
+                              external=external_turn(store, spec, req, agent)),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -252,6 +254,22 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
                    settings.tool_result_max_bytes)
 
 
+
+
+def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec
+                  ) -> ExternalTurn | None:
+    """How an ACP agent's call runs here: a turn of its session (None for other agents)."""
+    if not agent.is_acp:
+        return None
+
+    def run(call: Call, transcript: Callable[[], list[Message]], deadline: float,
+            on_text: Callable[[str], None] | None) -> tuple[str, list[ToolCallRecord]]:
+        turn = AcpTurn(agent.name, f"{call.turn}.{call.phase}.{call.number or call.turn}",
+                       deadline, on_text, partial(await_approval, store, req.room, spec))
+        return run_turn(acp_sessions(), store, req.prefix, req.room, spec, agent, turn,
+                        transcript(), call.instruction, settings.acp_history_messages)
+
+    return run
 
 
 def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord, claim: Claim,
