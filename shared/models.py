@@ -385,7 +385,7 @@ class AgentSpec(Strict):
             raise ValueError(f"agent {self.name!r} is an ACP agent: its tools and model are "
                              "its own, so it takes no tools, script, api_base or "
                              "litellm_kwargs")
-        if "queue" in self.model_fields_set:
+        if self.queue != DEFAULT_QUEUE:
             raise ValueError(f"an ACP agent's calls go to its profile's queue "
                              f"({self.call_queue}): drop queue")
         return self
