@@ -259,6 +259,8 @@ class AcpSessions:
         self.reaper.cancel()
         for key in list(self.sessions):
             self.close(key)
+        with contextlib.suppress(Exception):
+            self.run(_end_tasks(), 5.0)
         self.loop.call_soon_threadsafe(self.loop.stop)
 
     def stale(self) -> list[SessionKey]:
@@ -277,3 +279,11 @@ class AcpSessions:
                     await asyncio.to_thread(self.close, key)
             except Exception as error:  # noqa: BLE001 - the next round tries again
                 log.warning("acp_reap_failed", error=f"{type(error).__name__}: {error}"[:300])
+
+
+async def _end_tasks() -> None:
+    """Cancel what is left on the loop (a reap under way, a close cut short) and wait for it."""
+    rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
