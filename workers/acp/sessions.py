@@ -259,9 +259,10 @@ class AcpSessions:
         self.reaper.cancel()
         for key in list(self.sessions):
             self.close(key)
+        # The loop itself runs on (a daemon thread): stopped, the transports of processes
+        # that already ended would be collected on a closed loop.
         with contextlib.suppress(Exception):
             self.run(_end_tasks(), 5.0)
-        self.loop.call_soon_threadsafe(self.loop.stop)
 
     def stale(self) -> list[SessionKey]:
         """Sessions idle past ``idle_s``, dead, or of a room that is gone."""
