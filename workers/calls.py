@@ -97,6 +97,7 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
                     phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
+    raw: Any
     loop: ToolLoop | None = None
     ended_by, beside = None, ""
     reported: list[ToolCallRecord] | None = None

@@ -29,7 +29,7 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
-from parley.workers.acp.turns import AcpTurn, run_turn
+from parley.workers.acp.turns import AcpTurn, run_turn_once_more
 from parley.workers.app import acp_sessions, app, settings
 from parley.workers.calls import Call, ExternalTurn, answer_call, call_in, uses_tools
 from parley.workers.prompts import (
@@ -266,8 +266,9 @@ def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: Age
             on_text: Callable[[str], None] | None) -> tuple[str, list[ToolCallRecord]]:
         turn = AcpTurn(agent.name, f"{call.turn}.{call.phase}.{call.number or call.turn}",
                        deadline, on_text, partial(await_approval, store, req.room, spec))
-        return run_turn(acp_sessions(), store, req.prefix, req.room, spec, agent, turn,
-                        transcript(), call.instruction, settings.acp_history_messages)
+        return run_turn_once_more(acp_sessions(), store, req.prefix, req.room, spec, agent,
+                                  turn, transcript(), call.instruction,
+                                  settings.acp_history_messages)
 
     return run
 

@@ -80,9 +80,9 @@ def worker(
         settings = get_settings()
         configure_logging(settings.log_format, settings.log_level, loglevel)
         # Importing the worker's app builds it from the settings: a bad one is reported here.
+        from parley.workers.acp.config import acp_queues
         from parley.workers.app import app as celery_app
         from parley.workers.app import log_celery_notices, stopped_with
-        from parley.workers.acp.config import acp_queues
         from parley.workers.tools.mcp_config import read_mcp_config
 
         if settings.worker_mcp_config:  # its servers start with the worker; the file first

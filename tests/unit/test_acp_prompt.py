@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from acp.schema import PermissionOption
+
 from parley.shared.models import Message, RoomSpec
 from parley.workers.acp.sessions import chosen_outcome
 from parley.workers.acp.turns import HEADER, HEADER_COPY, turn_prompt
-from acp.schema import PermissionOption
 
 SPEC = RoomSpec.model_validate({
     "name": "incident", "policy": {"kind": "mention"},

@@ -32,7 +32,8 @@ def test_an_acp_agent_goes_to_its_profiles_queue():
 
 
 def test_a_spec_round_trips_with_its_acp_agent():
-    spec = RoomSpec.model_validate(room({"kind": "selector", "selector": {"model": "scripted", "script": []}}))
+    selector = {"model": "scripted", "script": []}
+    spec = RoomSpec.model_validate(room({"kind": "selector", "selector": selector}))
     assert RoomSpec.model_validate(spec.model_dump()) == spec
 
 

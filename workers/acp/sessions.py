@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 from acp import PROTOCOL_VERSION, text_block
@@ -54,6 +54,10 @@ SessionKey = tuple[str, str, str]  # key prefix, room, agent
 class AcpSessionError(RuntimeError):
     """A session could not be started or answered (its process died, or the worker holds
     as many sessions of the profile as it may)."""
+
+
+class AcpProcessEnded(AcpSessionError):
+    """The session's process ended while a turn waited for its answer."""
 
 
 @dataclass
@@ -146,7 +150,7 @@ class AcpSessions:
 
     def run(self, coroutine: Awaitable[T], timeout_s: float | None, wait: bool = True) -> Any:
         """Run ``coroutine`` on the sessions' loop; wait at most ``timeout_s`` for it."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
+        future: Any = asyncio.run_coroutine_threadsafe(coroutine, self.loop)  # type: ignore[arg-type]
         return future.result(timeout_s) if wait else future
 
     def profile(self, name: str) -> AcpProfile:
@@ -200,7 +204,7 @@ class AcpSessions:
         stack = contextlib.AsyncExitStack()
         try:
             conn, process = await stack.enter_async_context(spawn_agent_process(
-                client, *profile.command, env=profile.environment(), cwd=profile.cwd,
+                cast(Any, client), *profile.command, env=profile.environment(), cwd=profile.cwd,
                 transport_kwargs={"limit": LINE_LIMIT_BYTES}))
             await conn.initialize(protocol_version=PROTOCOL_VERSION,
                                   client_capabilities=ClientCapabilities(),
@@ -233,7 +237,7 @@ class AcpSessions:
                     return str(future.result(min(left, 0.5)).stop_reason)
         except Exception as error:
             if not session.alive:
-                raise AcpSessionError(f"the ACP agent's process ended "
+                raise AcpProcessEnded(f"the ACP agent's process ended "
                                       f"(exit {session.process.returncode})") from error
             raise
         finally:

@@ -24,7 +24,7 @@ from parley.shared.models import (
     ToolCallStatus,
 )
 from parley.shared.store import RoomStore
-from parley.workers.acp.sessions import AcpSession, AcpSessions, TurnHandlers
+from parley.workers.acp.sessions import AcpProcessEnded, AcpSession, AcpSessions, TurnHandlers
 from parley.workers.deadlines import DeadlinePassed
 from parley.workers.prompts import describe_agent, discussion_notes, participant_names
 
@@ -174,6 +174,22 @@ def watch_listening(store: RoomStore, room: str, agent: str, cancel: Callable[[]
     thread = threading.Thread(target=watch, name="acp-listen", daemon=True)
     thread.start()
     return thread
+
+
+def run_turn_once_more(sessions: AcpSessions, store: RoomStore, prefix: str, room: str,
+                       spec: RoomSpec, agent: AgentSpec, turn: AcpTurn,
+                       transcript: list[Message], instruction: str, history: int
+                       ) -> tuple[str, list[ToolCallRecord]]:
+    """``run_turn``; a turn whose session died midway is asked once more, of a new session
+    that reads the room's recent history first."""
+    args = (sessions, store, prefix, room, spec, agent)
+    try:
+        return run_turn(*args, turn, transcript, instruction, history)
+    except AcpProcessEnded as error:
+        log.warning("acp_turn_asked_again", room=room, agent=agent.name, error=str(error))
+        turn.text.clear()
+        turn.tools.clear()
+        return run_turn(*args, turn, transcript, instruction, history)
 
 
 def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, spec: RoomSpec,
