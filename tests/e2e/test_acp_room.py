@@ -178,3 +178,33 @@ def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):
     with pytest.raises(ToolsRefused, match="^agent 'dev' runs ACP profile 'nobody', which no "
                                            "live worker runs"):
         deployment.client.create_room(RoomSpec.model_validate(spec))
+
+
+def test_a_selector_room_gives_its_acp_participant_a_turn(deployment):
+    client = deployment.client
+    spec = RoomSpec.model_validate({
+        "name": "selector", "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 60,
+                                       "selector": {"model": "scripted", "queue": deployment.queue,
+                                                    "script": [{"content": "dev"},
+                                                               {"content": "TERMINATE"}]}},
+        "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue, "script": []},
+                   {"name": "dev", "model": "acp/dev"}]})
+    room = client.create_room(spec)
+    result = client.wait(room, client.post(room, "What is wrong with checkout?"), timeout_s=60)
+    (answer,) = [m.content for m in result.messages if m.sender == "dev"]
+    assert SESSION.match(answer) and answer.endswith("done.")
+
+
+@pytest.mark.parametrize("dev, said", [
+    ({"model": "acp/dev", "command": ["sh", "-c", "rm -rf ~"]},
+     "a spec never gives an agent's command: external agents run from the workers' ACP "
+     "profiles (PARLEY_WORKER_ACP_CONFIG); name one with model: acp/<profile>"),
+    ({"model": "acp/dev"}, "cannot take part in a bid room"),
+])
+def test_a_refused_spec_is_one_line(deployment, tmp_path, dev, said):
+    path = tmp_path / "room.json"
+    path.write_text(json.dumps({"agents": [{"name": "lead", "model": "scripted", "script": []},
+                                           {"name": "dev", **dev}]}))
+    created = run_parley(deployment.processes.env, "rooms", "create", str(path))
+    assert created.returncode == 2
+    assert said in created.stderr and created.stderr.count("\n") == 1, created.stderr
