@@ -203,7 +203,8 @@ def answer_chunk(req: CallRequest) -> None:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    callers = {name: caller(spec, req, name) for name in req.agents}
+    callers = {name: caller(spec, req, name) for name in req.agents
+               if not in_turn_here(req, spec.agent(name))}
     offers = {name: CALL_PROMPTS[req.kind].policy_tools(spec, agent)
               for name, agent in callers.items()}
     pending = {
@@ -254,6 +255,15 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
                    settings.tool_result_max_bytes)
 
 
+
+
+def in_turn_here(req: CallRequest, agent: AgentSpec) -> bool:
+    """True when the agent's ACP session here is in a turn already: a call delivered again
+    (past the broker's visibility timeout) is not asked twice, and writes no answer."""
+    if not agent.is_acp or not acp_sessions().busy((req.prefix, req.room, agent.name)):
+        return False
+    log.warning("acp_call_already_in_turn", agent=agent.name)
+    return True
 
 
 def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec

@@ -179,6 +179,12 @@ class AcpSessions:
             self.sessions[key] = session
         return session
 
+    def busy(self, key: SessionKey) -> bool:
+        """True while the key's session is in a turn."""
+        with self.lock:
+            session = self.sessions.get(key)
+            return session is not None and session.busy
+
     def give_back(self, session: AcpSession) -> None:
         """The turn is over: the session waits for the next."""
         session.used_at = time.monotonic()
