@@ -7,6 +7,7 @@ its tool calls for the turn record, its permission requests as the room's approv
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ HEADER_END = "=== end of parley's notes ==="
 HEADER_COPY = "(a copy of parley's header, removed)"
 # How often a running turn looks for its agent set to only listen.
 LISTEN_POLL_S = 0.25
+# How long a cancelled turn waits for the coordinator's cut before it answers.
+CUT_WAIT_S = 5.0
 RESULT_CHARS = 2000
 ACP_STATUSES = {"completed": ToolCallStatus.OK, "failed": ToolCallStatus.ERROR}
 
@@ -158,6 +161,16 @@ def plain(value: dict[str, Any]) -> dict[str, JsonValue]:
             for k, v in value.items()}
 
 
+def wait_turn_moved(store: RoomStore, room: str, number: int, most_s: float) -> None:
+    """Wait, at most ``most_s``, for the room's turn ``number`` to be decided."""
+    until = time.monotonic() + most_s
+    while time.monotonic() < until:
+        turn, is_open = store.redis.hmget(store.keys.state(room), "turn", "turn_open")
+        if is_open != b"1" or turn is None or int(turn) != number:
+            return
+        time.sleep(LISTEN_POLL_S)
+
+
 def watch_listening(store: RoomStore, room: str, agent: str, cancel: Callable[[], None],
                     done: threading.Event) -> threading.Thread:
     """Cancel the turn when the agent is set to only listen while it runs."""
@@ -216,6 +229,8 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
         if transcript:
             session.read_seq = transcript[-1].seq
         if cancelled.is_set() or stop == "cancelled":
+            # The coordinator cuts the turn itself: this answer must come after its cut.
+            wait_turn_moved(store, room, int(turn.call_id.split(".")[0]), CUT_WAIT_S)
             raise AcpTurnCancelled("the turn was cancelled: the agent was set to only listen")
         log.info("acp_turn_ended", room=room, agent=agent.name, stop=stop,
                  tool_calls=len(turn.tools))
