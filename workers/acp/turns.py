@@ -228,14 +228,14 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
             raise DeadlinePassed(str(error)) from None
         if transcript:
             session.read_seq = transcript[-1].seq
-        if cancelled.is_set() or stop == "cancelled":
-            # The coordinator cuts the turn itself: this answer must come after its cut.
-            wait_turn_moved(store, room, int(turn.call_id.split(".")[0]), CUT_WAIT_S)
-            raise AcpTurnCancelled("the turn was cancelled: the agent was set to only listen")
-        log.info("acp_turn_ended", room=room, agent=agent.name, stop=stop,
-                 tool_calls=len(turn.tools))
-        return "".join(turn.text), list(turn.tools.values())
     finally:
         done.set()
         sessions.give_back(session)
-
+    if cancelled.is_set() or stop == "cancelled":
+        # The coordinator cuts the turn itself: this answer must come after its cut (the
+        # session is free meanwhile, for the next turn).
+        wait_turn_moved(store, room, int(turn.call_id.split(".")[0]), CUT_WAIT_S)
+        raise AcpTurnCancelled("the turn was cancelled: the agent was set to only listen")
+    log.info("acp_turn_ended", room=room, agent=agent.name, stop=stop,
+             tool_calls=len(turn.tools))
+    return "".join(turn.text), list(turn.tools.values())
