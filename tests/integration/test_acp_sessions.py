@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from parley.shared.models import Message, RoomSpec
 from parley.workers.acp.config import AcpConfig, AcpProfile
 from parley.workers.acp.sessions import AcpSessionError, AcpSessions, TurnHandlers
+from parley.workers.acp.turns import AcpTurn, run_turn_once_more
 from tests.support.polling import wait_until
 
 AGENT = Path(__file__).parents[1] / "support" / "acp_agent.py"
@@ -74,3 +76,21 @@ def test_a_profile_holds_at_most_max_sessions(sessions):
         sessions.take(("p", "d", "dev"), "dev", time.time() + 20)
     for session in busy:
         sessions.give_back(session)
+
+
+def test_a_turn_whose_process_died_midway_is_asked_once_more_of_a_new_session(
+        sessions, store, tmp_path):
+    spec = RoomSpec.model_validate({"policy": {"kind": "mention"}, "agents": [
+        {"name": "lead", "model": "scripted", "script": []}, {"name": "dev", "model": "acp/dev"}]})
+    store.create_room("r5", spec)
+    transcript = [Message(seq=1, sender="alice", content="hello", turn=0, run=1, epoch=1, ts=0),
+                  Message(seq=2, sender="alice", content="@dev die", turn=0, run=1, epoch=1, ts=0)]
+    turn = AcpTurn("dev", "1.0.1", time.time() + 30, None, lambda record: None)
+
+    text, _ = run_turn_once_more(sessions, store, store.keys.prefix, "r5", spec,
+                                 spec.agent("dev"), turn, transcript, "", 20)
+
+    assert (tmp_path / "died").exists() and text.endswith("prompt 1: done.")
+    # The new session read the room's history first.
+    last = (tmp_path / "prompts.log").read_text().rsplit("--- session", 1)[1]
+    assert "[1] alice: hello" in last

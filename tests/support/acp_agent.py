@@ -6,6 +6,7 @@ from a profile, it answers the message it is asked about by what that message sa
 - ``permission`` in the message: it asks to write a file, and says what it was told;
 - ``slow`` in the message: it writes a chunk every 0.1 s until cancelled (``session/cancel``);
 - ``env`` in the message: it lists the environment variables it was started with;
+- ``die`` in the message: its first process to read one exits at once (``died`` marks it);
 - every prompt it reads is appended to ``prompts.log`` in its working directory.
 """
 
@@ -67,6 +68,9 @@ class TestAgent:
         self.prompts[session_id] += 1
         asked = text.rsplit("The message you answer:", 1)[-1].lower()
         await self.say(session_id, f"session {session_id} prompt {self.prompts[session_id]}:")
+        if "die" in asked and not Path("died").exists():
+            Path("died").touch()
+            os._exit(1)
         if "slow" in asked:
             while session_id not in self.cancelled:
                 await self.say(session_id, " working")

@@ -242,7 +242,9 @@ class AcpSessions:
                 with contextlib.suppress(TimeoutError):
                     return str(future.result(min(left, 0.5)).stop_reason)
         except Exception as error:
-            if not session.alive:
+            # The connection closes as the process ends, before its exit is reaped.
+            if isinstance(error, ConnectionError) or not session.alive:
+                self.close(session.key)
                 raise AcpProcessEnded(f"the ACP agent's process ended "
                                       f"(exit {session.process.returncode})") from error
             raise
