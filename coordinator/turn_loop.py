@@ -389,7 +389,7 @@ class RoomRunner:
                          phase=phase, limit=limit.field)
                 return
             left = left_of(self.spec.limits, run_usage, room_usage)
-        queues = {caller.name: caller.queue for caller in self.spec.callers}
+        queues = {caller.name: caller.call_queue for caller in self.spec.callers}
         by_queue: dict[str, list[str]] = {}
         for name in agents:
             by_queue.setdefault(queues[name], []).append(name)

@@ -107,6 +107,11 @@ key                       type    holds                                       wr
 ``{R}:tool_done:<id>``    list    a wake-up pushed when tool call ``<id>``'s    workers (Lua) /
                                   result is in the journal (a ``queue=``        the calling worker
                                   tool's caller blocks on it); PX 10 min
+``{R}:acp_turn:<a>:<t>``  string  the worker taking ACP agent ``<a>``'s call   workers
+                                  ``<t>`` (turn.phase.attempt), SET NX; it
+                                  expires at the call's deadline: a copy the
+                                  broker delivers again (a call may outlast
+                                  the visibility timeout) is dropped
 ``{R}:approvals``         hash    the tool calls that wait or waited for a    workers, client
                                   person, flat fields ``<id>:<field>`` (the   (Lua) /
                                   id: the tool call's,                        coordinator,
@@ -244,6 +249,11 @@ class Keys:
     def tool_done(self, room: str, call_id: str) -> str:
         """Pushed once tool call ``call_id`` has its result (it expires on its own)."""
         return self._room(room, f"tool_done:{call_id}")
+    def acp_turn(self, room: str, agent: str, call: str) -> str:
+        """Held by the worker running ACP agent ``agent``'s call ``call``, until its
+        deadline."""
+        return self._room(room, f"acp_turn:{agent}:{call}")
+
     def approvals(self, room: str) -> str:
         """The room's approval records: tool calls that wait or waited for a person."""
         return self._room(room, "approvals")

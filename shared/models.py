@@ -49,6 +49,13 @@ from parley.shared.spec_limits import (
 from parley.shared.unknown_fields import has_unknown, with_hints
 
 SCRIPTED_MODEL = "scripted"
+# ``model: acp/<profile>``: an external agent over ACP, run from a profile of the workers.
+ACP_MODEL_PREFIX = "acp/"
+_ACP_PROFILE = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+# The Celery queue of a profile's calls: only workers that run the profile consume it.
+ACP_QUEUE_PREFIX = "parley.acp."
+# What a spec may never give an agent: an ACP agent's process is the operator's profile.
+_PROCESS_FIELDS = ("command", "cwd", "env")
 SEED_SENDER = "User"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
@@ -275,12 +282,27 @@ class AgentSpec(Strict):
     approve: list[ToolName] = Field(default_factory=list, max_length=MAX_AGENT_TOOLS)
     """Tools of the agent's that wait for a person's approval even where the worker does not ask
     for it: a spec may add approvals, never remove one."""
+    instructions: str = Field(default="", max_length=20_000)
+    """For `model: acp/<profile>`: what the external agent is told once, at the start of its
+    session (its system prompt is its own)."""
 
     @model_validator(mode="before")
     @classmethod
     def _bounded_agent(cls, data: Any) -> Any:
         # Bounded on its own too: GroupChat and the Python API build agents before rooms.
         return _bounded(data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_process(cls, data: Any) -> Any:
+        # Said before "unknown field": a spec that tries to start a process is told why not.
+        given = next((name for name in _PROCESS_FIELDS if isinstance(data, dict) and name in data),
+                     None)
+        if given is not None:
+            raise ValueError(f"a spec never gives an agent's {given}: external agents run from "
+                             "the workers' ACP profiles (PARLEY_WORKER_ACP_CONFIG); name one "
+                             "with model: acp/<profile>")
+        return data
 
     @field_validator("name")
     @classmethod
@@ -350,6 +372,25 @@ class AgentSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _acp_profile_named(self) -> AgentSpec:
+        if not self.is_acp:
+            if self.instructions:
+                raise ValueError("instructions are for ACP agents (model: acp/<profile>): "
+                                 "give another agent a system_prompt")
+            return self
+        if not _ACP_PROFILE.fullmatch(self.acp_profile):
+            raise ValueError("model acp/<profile> names a profile of 1-64 letters, digits, "
+                             "'_' or '-'")
+        if self.tools or self.script is not None or self.api_base or self.litellm_kwargs:
+            raise ValueError(f"agent {self.name!r} is an ACP agent: its tools and model are "
+                             "its own, so it takes no tools, script, api_base or "
+                             "litellm_kwargs")
+        if self.queue != DEFAULT_QUEUE:
+            raise ValueError(f"an ACP agent's calls go to its profile's queue "
+                             f"({self.call_queue}): drop queue")
+        return self
+
+    @model_validator(mode="after")
     def _approves_its_own_tools(self) -> AgentSpec:
         stray = next((name for name in self.approve if not tool_covered(name, self.tools)), None)
         if stray is not None:
@@ -368,6 +409,21 @@ class AgentSpec(Strict):
     def is_scripted(self) -> bool:
         """True when the agent replays a script instead of calling an LLM."""
         return self.model == SCRIPTED_MODEL
+
+    @property
+    def is_acp(self) -> bool:
+        """True when an external agent over ACP answers for it (``model: acp/<profile>``)."""
+        return self.model.startswith(ACP_MODEL_PREFIX)
+
+    @property
+    def acp_profile(self) -> str:
+        """The workers' ACP profile it runs from (``""`` for another agent)."""
+        return self.model[len(ACP_MODEL_PREFIX):] if self.is_acp else ""
+
+    @property
+    def call_queue(self) -> str:
+        """The queue its calls go to: its profile's for an ACP agent, else ``queue``."""
+        return ACP_QUEUE_PREFIX + self.acp_profile if self.is_acp else self.queue
 
 
 class PolicyConfig(Strict):
@@ -851,6 +907,19 @@ class RoomSpec(Strict):
                 raise ValueError(f"agent {named[0]} names tools, and a bid room with "
                                  "bid_mode: full runs no tools (every agent would run its "
                                  "tools every turn): use bid_mode: intent")
+        return self
+
+    @model_validator(mode="after")
+    def _acp_agents_cannot_bid(self) -> RoomSpec:
+        external = next((agent for agent in self.callers if agent.is_acp), None)
+        if external is not None and isinstance(self.policy, BidPolicy):
+            raise ValueError(f"agent {external.name!r} ({external.model}) cannot take part in "
+                             "a bid room: an ACP agent has no respond tool to bid with (use "
+                             "a mention, selector or roundtable room)")
+        own = next((agent for agent in self.policy.own_callers if agent.is_acp), None)
+        if own is not None:
+            raise ValueError(f"the policy's {own.name} cannot be an ACP agent ({own.model}): "
+                             "it answers in a form only a model gives")
         return self
 
     @model_validator(mode="after")

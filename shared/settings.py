@@ -73,6 +73,14 @@ class Settings(BaseSettings):
     # operator defines tools.
     worker_tools: Annotated[tuple[str, ...], NoDecode] = ()
     worker_mcp_config: str = ""
+    # The ACP agent profiles' JSON file ({"agents": {"<profile>": {"command": [...], ...}}}):
+    # only the workers' operator says which external agents run and how (model: acp/<profile>).
+    worker_acp_config: str = ""
+    # An ACP session that took no turn for this long is closed (its process ends); the
+    # room's next turn starts a new one with the room's recent history.
+    acp_idle_s: float = Field(default=600.0, gt=0, le=86_400)
+    # How many of the room's last messages a new ACP session is sent first.
+    acp_history_messages: int = Field(default=20, ge=1, le=1000)
     # A tool's result is cut to this before any model reads it.
     tool_result_max_bytes: int = Field(default=16_384, ge=256)
     # A worker publishes the tools it offers to Redis this often; its offer expires after

@@ -416,6 +416,13 @@ class RoomStore:
             return False
         return self.redis.blpop([self.keys.tool_done(room, call_id)], timeout=timeout_s) is not None
 
+    def claim_acp_turn(self, room: str, agent: str, call: str, worker: str, until: float
+                       ) -> bool:
+        """Take ACP agent ``agent``'s call ``call`` for ``worker`` until ``until`` (epoch
+        seconds); False when a worker took it already."""
+        return bool(self.redis.set(self.keys.acp_turn(room, agent, call), worker, nx=True,
+                                   pxat=max(int(until * 1000), int(time.time() * 1000) + 1)))
+
     def stream_lengths(self, room: str) -> dict[str, int]:
         """XLEN of each of the room's streams, by name (log, inbox, bids, turns,
         dead_letters, events)."""

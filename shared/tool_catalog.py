@@ -55,6 +55,7 @@ class WorkerOffer(BaseModel):
 
     worker: str
     tools: list[OfferedTool] = Field(default_factory=list)
+    acp_profiles: list[str] = Field(default_factory=list)  # the ACP agents it runs
 
 
 class CatalogEntry(BaseModel):
@@ -154,3 +155,21 @@ def unoffered(agent: str, name: str) -> str:
         return (f"agent {agent!r} names tool {name!r}, but no live worker offers a tool of "
                 f"server {server!r} (see parley tools)")
     return f"agent {agent!r} names tool {name!r}, which no live worker offers (see parley tools)"
+
+
+def offered_profiles(offers: list[WorkerOffer]) -> dict[str, list[str]]:
+    """ACP profile to the live workers that run it, by name."""
+    profiles: dict[str, list[str]] = {}
+    for offer in offers:
+        for profile in offer.acp_profiles:
+            profiles.setdefault(profile, []).append(offer.worker)
+    return dict(sorted(profiles.items()))
+
+
+def check_profiles(spec: RoomSpec, profiles: dict[str, list[str]]) -> None:
+    """Raise ToolsRefused unless a live worker runs the ACP profile of each ACP agent."""
+    for agent in spec.callers:
+        if agent.is_acp and agent.acp_profile not in profiles:
+            raise ToolsRefused(
+                f"agent {agent.name!r} runs ACP profile {agent.acp_profile!r}, which no live "
+                "worker runs (start workers with PARLEY_WORKER_ACP_CONFIG naming it)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -32,6 +33,8 @@ from parley.shared.keys import Keys
 from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.protocol import DEFAULT_QUEUE
 from parley.shared.settings import Settings, get_settings
+from parley.workers.acp.config import AcpConfigError, read_acp_config
+from parley.workers.acp.sessions import AcpSessions, SessionKey
 from parley.workers.deadlines import STOPPING
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.catalog_publisher import CatalogPublisher, catalog_client
@@ -195,6 +198,7 @@ def make_app(settings: Settings) -> Celery:
         task_send_sent_event=False,
     )
     app.steps["worker"].add(WorkerTools)
+    app.steps["worker"].add(WorkerAcp)
     app.steps["worker"].add(WorkerHealth)
     app.steps["consumer"].add(ConsumerLiveness)
     app.user_options["worker"].add(click.Option(
@@ -218,6 +222,47 @@ class WorkerTools(bootsteps.StartStopStep):
     def stop(self, worker: Any) -> None:
         """End the toolbox's sessions: its MCP servers' processes stop with the worker."""
         build_toolbox(settings).close()
+
+
+# This worker's ACP sessions (one holder, once the worker starts).
+_acp_sessions: list[AcpSessions] = []
+
+
+def acp_sessions() -> AcpSessions:
+    """The worker's ACP sessions, made on first use from its profiles file."""
+    if not _acp_sessions:
+        _acp_sessions.append(AcpSessions(read_acp_config(settings.worker_acp_config),
+                                         settings.acp_idle_s, room_gone))
+    return _acp_sessions[0]
+
+
+def room_gone(key: SessionKey) -> bool:
+    """True when the session's room was deleted (its spec is gone)."""
+    prefix, room, _ = key
+    return not _rooms_client().exists(Keys(prefix).spec(room))
+
+
+@functools.cache
+def _rooms_client() -> Any:
+    return catalog_client(settings)
+
+
+class WorkerAcp(bootsteps.StartStopStep):
+    """Reads the worker's ACP profiles as it starts: a file it cannot use stops it with one
+    line (exit 2); its sessions' processes end with the worker."""
+
+    def start(self, worker: Any) -> None:
+        """Check the profiles file (sessions start on their agents' first turns)."""
+        try:
+            read_acp_config(settings.worker_acp_config)
+        except AcpConfigError as error:
+            print(f"parley: {error}", file=sys.__stderr__, flush=True)
+            raise SystemExit(EXIT_BAD_TOOLS) from None
+
+    def stop(self, worker: Any) -> None:
+        """End every session."""
+        while _acp_sessions:
+            _acp_sessions.pop().close_all()
 
 
 class WorkerHealth(bootsteps.StartStopStep):
@@ -340,10 +385,11 @@ catalog_publishers: list[CatalogPublisher] = []
 
 def start_catalog_publisher(worker_id: str, tools: Callable[[], list[ToolDef]]
                             ) -> CatalogPublisher:
-    """Publish ``tools()`` as ``worker_id``'s offer in the tool catalog until the worker
-    shuts down."""
+    """Publish ``tools()`` (and the ACP profiles this worker runs) as ``worker_id``'s offer
+    in the tool catalog until the worker shuts down."""
+    profiles = tuple(read_acp_config(settings.worker_acp_config).agents)
     publisher = CatalogPublisher(catalog_client(settings), Keys(settings.key_prefix), worker_id,
-                                 tools, settings.worker_catalog_interval_s).start()
+                                 tools, settings.worker_catalog_interval_s, profiles).start()
     catalog_publishers.append(publisher)
     return publisher
 

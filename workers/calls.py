@@ -16,7 +16,16 @@ from typing import Any
 
 import structlog
 
-from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
+from parley.shared.models import (
+    AgentSpec,
+    Answer,
+    AnswerStatus,
+    CallKind,
+    CallRequest,
+    ErrorKind,
+    Message,
+    ToolCallRecord,
+)
 from parley.shared.settings import Settings
 from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.deadlines import DeadlinePassed
@@ -53,6 +62,16 @@ class Call:
     max_cost_usd: float | None = None
 
 
+# An external agent's turn (workers.acp): the call, its transcript, deadline and text sink
+# to its answer's text and the tool calls it reported.
+ExternalTurn = Callable[[Call, Transcript, float, Callable[[str], None] | None],
+                        tuple[str, list[ToolCallRecord]]]
+
+
+class NoExternalTurn(RuntimeError):
+    """An ACP agent's call of a kind it cannot answer (one whose answer is not posted)."""
+
+
 def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     return Call(request.turn, request.attempt, request.kind, request.phase,
@@ -63,7 +82,8 @@ def call_in(request: CallRequest, agent: str) -> Call:
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                 transcript: Transcript, deadline: float, stream: ChunkWriter | None = None, *,
                 settings: Settings, tools: ToolRun | None = None,
-                policy_tools: PolicyTools = NO_POLICY_TOOLS) -> Answer:
+                policy_tools: PolicyTools = NO_POLICY_TOOLS,
+                external: ExternalTurn | None = None) -> Answer:
     """Ask the agent's model for the call's answer; any failure is a silent answer with the
     reason. With ``stream`` (a call whose answer is posted), the text goes to it as the
     model writes it, all of it before this returns; a call that fails midway leaves its
@@ -71,17 +91,25 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
     ``settings`` say which keys it lends, and where; ``tools`` what an agent's tools run
     with (a call whose answer is posted runs the agent's tool loop: workers.tools.loop),
     ``policy_tools`` the policy's own tools its kind offers beside them (a call of one
-    ends the call, on its answer)."""
+    ends the call, on its answer); ``external`` runs an ACP agent's turn."""
     started = time.perf_counter()
     turn = call.turn
     answer = Answer(agent=agent.name, turn=turn, attempt=call.attempt, kind=call.kind,
                     phase=call.phase, call=call.number, answer_id=new_answer_id())
     usage: dict[str, Any]
+    raw: Any
     loop: ToolLoop | None = None
     ended_by, beside = None, ""
+    reported: list[ToolCallRecord] | None = None
     try:
         on_text = stream.write if stream is not None else None
-        if uses_tools(agent, call.kind, policy_tools):
+        if agent.is_acp:
+            if external is None or not CALL_PROMPTS[call.kind].streams:
+                raise NoExternalTurn(f"an ACP agent answers only turns whose answer is "
+                                     f"posted, not a {call.kind.value} call")
+            raw, reported = external(call, transcript, deadline, on_text)
+            usage = {}
+        elif uses_tools(agent, call.kind, policy_tools):
             run = tools or ToolRun(Toolbox())
             loop = ToolLoop(agent, run.toolbox.resolve(agent.tools),
                             f"{turn}.{call.phase}.{call.number or turn}", run, deadline,
@@ -129,6 +157,8 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
                         error_kind=parsed.error_kind.value)
     latency_ms = round((time.perf_counter() - started) * 1000, 3)
     used = {"tool_calls": list(loop.records)} if loop is not None else {}
+    if reported:
+        used = {"tool_calls": reported}
     return answer.model_copy(update={"latency_ms": latency_ms, **used})
 
 
@@ -204,7 +234,7 @@ def failure_kind(agent: AgentSpec, error: Exception) -> ErrorKind:
         return ErrorKind.TIMEOUT
     if isinstance(error, ToolUnavailable):
         return ErrorKind.TOOL_UNAVAILABLE
-    if agent.is_scripted:
+    if agent.is_scripted or agent.is_acp:
         return ErrorKind.OTHER
     from parley.workers.llm import classify_error  # imports litellm: only for real agents
 
@@ -216,7 +246,7 @@ def failure_variable(agent: AgentSpec, error: Exception, kind: ErrorKind) -> str
     real model's missing key) the one the provider asked for; "" when none."""
     if isinstance(error, KeyRefusal):
         return error.variable
-    if kind is not ErrorKind.MISSING_KEY or agent.is_scripted:
+    if kind is not ErrorKind.MISSING_KEY or agent.is_scripted or agent.is_acp:
         return ""
     from parley.workers.llm import provider_key_variable  # imports litellm: only for real agents
 

@@ -4,6 +4,7 @@ against its own snapshot and deadline."""
 from __future__ import annotations
 
 import contextvars
+import os
 import socket
 import time
 from collections import OrderedDict
@@ -33,8 +34,9 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomNotFound, RoomStore
-from parley.workers.app import app, settings
-from parley.workers.calls import answer_call, call_in, uses_tools
+from parley.workers.acp.turns import AcpTurn, run_turn_once_more
+from parley.workers.app import acp_sessions, app, settings
+from parley.workers.calls import Call, ExternalTurn, answer_call, call_in, uses_tools
 from parley.workers.prompts import (
     CALL_PROMPTS,
     NO_POLICY_TOOLS,
@@ -186,6 +188,8 @@ def last(messages: list[Message], keep: int) -> list[Message]:
 
 
 _specs = SpecCache()
+# Who holds an ACP call's claim (taken_already): this process, for the operator to find.
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 _transcripts = TranscriptCache()
 
 
@@ -253,14 +257,16 @@ def submit_calls(req: CallRequest) -> Chunk:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    callers = {name: caller(spec, req, name) for name in req.agents}
+    callers = {name: caller(spec, req, name) for name in req.agents
+               if not taken_already(store, req, spec.agent(name))}
     offers = {name: CALL_PROMPTS[req.kind].policy_tools(spec, agent)
               for name, agent in callers.items()}
     pending = {
         _calls.submit(contextvars.copy_context().run,
                       partial(traced_call, req, settings=settings, policy_tools=offers[name],
                               tools=tool_run(store, spec, req, agent, transcript,
-                                             offers[name])),
+                                             offers[name]),
+                              external=external_turn(store, spec, req, agent)),
                       agent, spec.agents, call_in(req, name), transcript, req.deadline,
                       chunk_writer(store, spec, req, name))
         for name, agent in callers.items()
@@ -326,6 +332,36 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
                    settings.tool_result_max_bytes)
 
 
+
+
+def taken_already(store: RoomStore, req: CallRequest, agent: AgentSpec) -> bool:
+    """True when a worker runs the ACP agent's call already: a turn of a coding agent may
+    outlast the broker's visibility timeout, and the copy delivered again, here or on
+    another worker, is not asked twice and writes no answer."""
+    if not agent.is_acp:
+        return False
+    call = f"{req.turn}.{req.phase}.{req.attempt}"
+    if store.claim_acp_turn(req.room, agent.name, call, WORKER_ID, req.deadline):
+        return False
+    log.warning("acp_call_already_in_turn", agent=agent.name)
+    return True
+
+
+def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec
+                  ) -> ExternalTurn | None:
+    """How an ACP agent's call runs here: a turn of its session (None for other agents)."""
+    if not agent.is_acp:
+        return None
+
+    def run(call: Call, transcript: Callable[[], list[Message]], deadline: float,
+            on_text: Callable[[str], None] | None) -> tuple[str, list[ToolCallRecord]]:
+        turn = AcpTurn(agent.name, f"{call.turn}.{call.phase}.{call.number or call.turn}",
+                       deadline, on_text, partial(await_approval, store, req.room, spec))
+        return run_turn_once_more(acp_sessions(), store, req.prefix, req.room, spec, agent,
+                                  turn, transcript(), call.instruction,
+                                  settings.acp_history_messages)
+
+    return run
 
 
 def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord, claim: Claim,

@@ -83,12 +83,15 @@ def worker(
         configure_logging(settings.log_format, settings.log_level, loglevel)
         tracing.setup("worker", settings)
         # Importing the worker's app builds it from the settings: a bad one is reported here.
+        from parley.workers.acp.config import acp_queues
         from parley.workers.app import app as celery_app
         from parley.workers.app import log_celery_notices, stopped_with
         from parley.workers.tools.mcp_config import read_mcp_config
 
         if settings.worker_mcp_config:  # its servers start with the worker; the file first
             read_mcp_config(settings.worker_mcp_config)
+        # A worker that runs ACP profiles also takes their calls, on each profile's queue.
+        queues = ",".join([queues, *acp_queues(settings.worker_acp_config)])
 
     events = settings.worker_task_events if events is None else events
     celery_app.conf.worker_send_task_events = events

@@ -23,7 +23,15 @@ from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
-from parley.shared.tool_catalog import CatalogEntry, check_offered, live_workers, read_catalog
+from parley.shared.tool_catalog import (
+    CatalogEntry,
+    check_offered,
+    check_profiles,
+    live_workers,
+    offered_profiles,
+    read_catalog,
+    read_offers,
+)
 from parley.swarms.history import HISTORY_OUTPUT_TYPES, format_history
 from parley.views.transcript import transcript_text
 
@@ -66,6 +74,8 @@ class Client:
         room = room or new_room_id(spec)
         if any(agent.tools for agent in spec.callers):
             check_offered(spec, self.tool_catalog())
+        if any(agent.is_acp for agent in spec.callers):
+            check_profiles(spec, self.acp_profiles())
         self.store.create_room(room, spec)
         return room
 
@@ -73,6 +83,10 @@ class Client:
         """Every tool a live worker offers, by name: what it does, how it runs, and which
         workers offer it."""
         return read_catalog(self.redis, self.store.keys)
+
+    def acp_profiles(self) -> dict[str, list[str]]:
+        """Every ACP profile a live worker runs, with the workers that run it."""
+        return offered_profiles(read_offers(self.redis, self.store.keys))
 
     def tool_workers(self) -> list[str]:
         """The live workers in the tool catalog, those offering no tool included."""

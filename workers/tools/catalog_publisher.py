@@ -41,9 +41,11 @@ def catalog_client(settings: Settings) -> Any:
     return redis.Redis.from_url(settings.redis_url, **timeouts, **redis_kwargs(settings))
 
 
-def offer_json(worker: str, tools: list[ToolDef]) -> str:
-    """The worker's offer as stored: its id and each tool's definition."""
-    return json.dumps({"worker": worker, "tools": [dataclasses.asdict(tool) for tool in tools]},
+def offer_json(worker: str, tools: list[ToolDef], acp_profiles: tuple[str, ...] = ()) -> str:
+    """The worker's offer as stored: its id, each tool's definition and the ACP profiles
+    it runs."""
+    return json.dumps({"worker": worker, "tools": [dataclasses.asdict(tool) for tool in tools],
+                       "acp_profiles": list(acp_profiles)},
                       ensure_ascii=False, separators=(",", ":"))
 
 
@@ -52,8 +54,10 @@ class CatalogPublisher:
     ``stop`` withdraws it."""
 
     def __init__(self, client: Any, keys: Keys, worker: str,
-                 tools: Callable[[], list[ToolDef]], interval_s: float) -> None:
+                 tools: Callable[[], list[ToolDef]], interval_s: float,
+                 acp_profiles: tuple[str, ...] = ()) -> None:
         self.client = client
+        self.acp_profiles = acp_profiles
         self.keys = keys
         self.worker = worker
         self.tools = tools
@@ -82,7 +86,7 @@ class CatalogPublisher:
         offers that expired."""
         ttl_ms = int(TTL_INTERVALS * self.interval_s * 1000)
         now = int(time.time() * 1000)
-        offer = offer_json(self.worker, self.tools())
+        offer = offer_json(self.worker, self.tools(), self.acp_profiles)
         # Not a transaction: the offer goes first and its own expiry is what readers trust.
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.tool_worker(self.worker), offer, px=ttl_ms)
