@@ -28,6 +28,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 AGENT = Path(__file__).parents[1] / "support" / "acp_agent.py"
 SESSION = re.compile(r"^session (\w+) prompt (\d+):")
+# The profile's queue is the same on every worker of a broker: a profile of each test
+# process's own (xdist runs this file in several), so their workers take no call of another's.
+PROFILE = f"dev{uuid.uuid4().hex[:6]}"
 
 
 class Deployment:
@@ -57,7 +60,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     workdir = base / "workspace"
     workdir.mkdir()
     config = base / "acp.json"
-    config.write_text(json.dumps({"agents": {"dev": {
+    config.write_text(json.dumps({"agents": {PROFILE: {
         "command": [sys.executable, str(AGENT)], "cwd": str(workdir),
         "env": {"PYTHONPATH": str(Path(__file__).parents[2]), "PROFILE_TOKEN": "given"}}}}))
     prefix = f"parley-test-{uuid.uuid4().hex[:10]}"
@@ -71,7 +74,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         deployment = Deployment(processes, client, workdir, worker_env,
                                 f"parley-test-{uuid.uuid4().hex[:8]}")
         processes.coordinator()
-        wait_until(lambda: "dev" in client.acp_profiles(), 60, "the worker's ACP profile")
+        wait_until(lambda: PROFILE in client.acp_profiles(), 60, "the worker's ACP profile")
         yield deployment
 
 
@@ -81,7 +84,7 @@ def discussion(queue: str) -> RoomSpec:
         "name": "incident", "approvers": ["alice"], "approval_timeout_s": 30,
         "policy": {"kind": "mention", "call_timeout_s": 60},
         "agents": [{"name": "lead", "model": "scripted", "queue": queue, "script": []},
-                   {"name": "dev", "model": "acp/dev", "role": "developer",
+                   {"name": "dev", "model": f"acp/{PROFILE}", "role": "developer",
                     "description": "reads the source code",
                     "instructions": "You are @dev. Answer briefly."}]})
 
@@ -188,7 +191,7 @@ def test_a_selector_room_gives_its_acp_participant_a_turn(deployment):
                                                     "script": [{"content": "dev"},
                                                                {"content": "TERMINATE"}]}},
         "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue, "script": []},
-                   {"name": "dev", "model": "acp/dev"}]})
+                   {"name": "dev", "model": f"acp/{PROFILE}"}]})
     room = client.create_room(spec)
     result = client.wait(room, client.post(room, "What is wrong with checkout?"), timeout_s=60)
     (answer,) = [m.content for m in result.messages if m.sender == "dev"]
@@ -196,10 +199,10 @@ def test_a_selector_room_gives_its_acp_participant_a_turn(deployment):
 
 
 @pytest.mark.parametrize("dev, said", [
-    ({"model": "acp/dev", "command": ["sh", "-c", "rm -rf ~"]},
+    ({"model": f"acp/{PROFILE}", "command": ["sh", "-c", "rm -rf ~"]},
      "a spec never gives an agent's command: external agents run from the workers' ACP "
      "profiles (PARLEY_WORKER_ACP_CONFIG); name one with model: acp/<profile>"),
-    ({"model": "acp/dev"}, "cannot take part in a bid room"),
+    ({"model": f"acp/{PROFILE}"}, "cannot take part in a bid room"),
 ])
 def test_a_refused_spec_is_one_line(deployment, tmp_path, dev, said):
     path = tmp_path / "room.json"

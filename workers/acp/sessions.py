@@ -141,7 +141,9 @@ class AcpSessions:
         self.idle_s = idle_s
         self.room_gone = room_gone
         self.sessions: dict[SessionKey, AcpSession] = {}
-        self.lock = threading.Lock()
+        # A Condition: a call for a session still in a turn (one cut a moment ago) waits
+        # for it to be given back.
+        self.lock = threading.Condition()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="acp-sessions",
                                        daemon=True)
@@ -164,11 +166,13 @@ class AcpSessions:
         """The key's live session, marked busy, started if there is none (or it died)."""
         with self.lock:
             session = self.sessions.get(key)
-            if session is not None and session.alive and not session.busy:
+            while session is not None and session.busy:
+                if not self.lock.wait(max(0.0, deadline - time.time())):
+                    raise AcpSessionError(f"{key[2]}'s session in room {key[1]} is in a turn")
+                session = self.sessions.get(key)
+            if session is not None and session.alive:
                 session.busy = True
                 return session
-            if session is not None and session.busy:
-                raise AcpSessionError(f"{key[2]}'s session in room {key[1]} is in a turn")
         if session is not None:
             log.warning("acp_session_died", room=key[1], agent=key[2], profile=profile)
             self.close(key)
@@ -181,8 +185,10 @@ class AcpSessions:
 
     def give_back(self, session: AcpSession) -> None:
         """The turn is over: the session waits for the next."""
-        session.used_at = time.monotonic()
-        session.busy = False
+        with self.lock:
+            session.used_at = time.monotonic()
+            session.busy = False
+            self.lock.notify_all()
 
     def make_room_for(self, profile: str) -> None:
         """Close the least recently used idle session of the profile when it holds its
@@ -255,6 +261,7 @@ class AcpSessions:
         """End the key's session and its process."""
         with self.lock:
             session = self.sessions.pop(key, None)
+            self.lock.notify_all()
         if session is not None:
             with contextlib.suppress(Exception):
                 self.run(session.stack.aclose(), 10.0)
