@@ -50,6 +50,8 @@ from parley.shared.unknown_fields import has_unknown, with_hints
 
 SCRIPTED_MODEL = "scripted"
 SEED_SENDER = "User"
+# The organization of rooms created without one (single-tenant clusters have no other).
+DEFAULT_ORGANIZATION = "default"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
 SELECTOR_NAME = "selector"
@@ -1182,3 +1184,6 @@ class CallRequest(BaseModel):
     # the model's output price, where the worker knows it).
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # The room's organization: its own provider keys, where a worker has them, and its
+    # daily totals.
+    organization: str = DEFAULT_ORGANIZATION

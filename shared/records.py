@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
     Answer,
     FloorChange,
     Message,
@@ -275,6 +276,8 @@ class RoomState:
         # A paused room opens no turn and moves no post to its log; its run keeps its status.
         self.paused = f.get("paused") == "1"
         self.paused_at = float(f.get("paused_at") or 0)
+        # Set at create, never changed; rooms of before organizations are the default's.
+        self.organization = f.get("organization") or DEFAULT_ORGANIZATION
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""
