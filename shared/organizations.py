@@ -24,6 +24,7 @@ from parley.shared.records import decode, usage_from
 __all__ = ["DEFAULT_ORGANIZATION", "OrgLimits", "check_organization"]
 # Lower case, so that an organization's key variable (PARLEY_ORG_<ORG>_...) names one only.
 _ORGANIZATION = re.compile(r"[a-z0-9][a-z0-9_\-]{0,63}\Z")
+ORG_KEY_PREFIX = "PARLEY_ORG_"
 # A day's totals are read until the day is over everywhere, then dropped.
 DAY_TTL_S = 2 * 86_400
 
@@ -69,7 +70,7 @@ def check_organization(name: str) -> str:
 def key_variable(organization: str, variable: str) -> str:
     """The variable holding an organization's own value of the key ``variable`` names:
     ``PARLEY_ORG_ACME_OPENAI_API_KEY``."""
-    return f"PARLEY_ORG_{organization.upper().replace('-', '_')}_{variable}"
+    return f"{ORG_KEY_PREFIX}{organization.upper().replace('-', '_')}_{variable}"
 
 
 def utc_day(at: float | None = None) -> str:

@@ -38,6 +38,7 @@ from parley.shared.models import (
     check_person_name,
     name_key,
 )
+from parley.shared.organizations import check_organization
 from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
@@ -50,7 +51,6 @@ from parley.shared.records import (
     turn_record_from_fields,
     usage_increments,
 )
-from parley.shared.organizations import check_organization
 from parley.shared.refusals import Refusal, refusal_of
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings

@@ -16,7 +16,16 @@ from typing import Any
 
 import structlog
 
-from parley.shared.models import AgentSpec, Answer, AnswerStatus, CallKind, CallRequest, ErrorKind, Message
+from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
+    AgentSpec,
+    Answer,
+    AnswerStatus,
+    CallKind,
+    CallRequest,
+    ErrorKind,
+    Message,
+)
 from parley.shared.settings import Settings
 from parley.workers.credentials import KeyRefusal, redact_keys
 from parley.workers.deadlines import DeadlinePassed
@@ -51,13 +60,15 @@ class Call:
     # What is left of the room's spending limits: the call's output is capped by it.
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # The room's organization: its own provider keys, where this worker has them.
+    organization: str = DEFAULT_ORGANIZATION
 
 
 def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     return Call(request.turn, request.attempt, request.kind, request.phase,
                 request.calls.get(agent, 0), request.instructions.get(agent, ""),
-                request.max_tokens, request.max_cost_usd)
+                request.max_tokens, request.max_cost_usd, request.organization)
 
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
@@ -98,7 +109,8 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
                                     on_text=on_text, instruction=call.instruction,
-                                    settings=settings, left=(call.max_tokens, call.max_cost_usd))
+                                    settings=settings, left=(call.max_tokens, call.max_cost_usd),
+                                    organization=call.organization)
         if stream is not None:
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
@@ -180,7 +192,8 @@ def model_step(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             agent, room_agents, transcript(), deadline, call.kind,
             on_text=on_text if final else None, instruction=call.instruction,
             settings=settings, left=(call.max_tokens, call.max_cost_usd), tools=tools,
-            tool_choice="none" if final else "auto", conversation=conversation)
+            tool_choice="none" if final else "auto", conversation=conversation,
+            organization=call.organization)
         if not final and on_text is not None:
             step = read_step(raw)
             if not step.calls:

@@ -27,6 +27,7 @@ from parley.shared.models import (
     RoomSpec,
     ToolCallRecord,
 )
+from parley.shared.organizations import add_usage
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
 from parley.workers.app import app, settings
@@ -233,8 +234,11 @@ def answer_chunk(req: CallRequest) -> None:
 
 def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
-    """Write answers of the request's calls in one round trip, and count them."""
-    store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    """Write answers of the request's calls in one round trip, and count them (in the
+    organization's day too: after the script, as the organization's totals are another
+    Redis Cluster slot than the room's; an answer written before, a retry's, not again)."""
+    if store.write_answers(req.room, answers, settings.bids_stream_maxlen) == len(answers):
+        add_usage(store.redis, store.keys, req.organization, answers)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
 

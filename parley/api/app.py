@@ -17,8 +17,8 @@ from fastapi.responses import FileResponse
 from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
-from parley.api.access import Identities
 from parley.api import approvals, dashboard, fanout, ops, rooms, streams, what_if
+from parley.api.access import Identities
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
 from parley.api.guards import RequestGuard, SecurityHeaders
