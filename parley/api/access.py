@@ -77,45 +77,45 @@ class Role(enum.StrEnum):
         return self.rank >= needed.rank
 
 
-V, O, A, C = Role.VIEWER, Role.OPERATOR, Role.ADMIN, Role.CLUSTER_ADMIN
+VIEW, OPS, ADM, CLU = Role.VIEWER, Role.OPERATOR, Role.ADMIN, Role.CLUSTER_ADMIN
 # The least role of every route but the open ones (/healthz, the dashboard's files); a
 # test walks the app's routes and fails on one missing here.
 ROUTE_ROLES: dict[tuple[str, str], Role] = {
-    ("POST", "/rooms"): A,
-    ("POST", "/rooms/import"): A,
-    ("GET", "/rooms"): V,
-    ("GET", "/rooms/{room}"): V,
-    ("GET", "/rooms/{room}/spec"): V,
-    ("DELETE", "/rooms/{room}"): A,
-    ("POST", "/rooms/{room}/pause"): O,
-    ("POST", "/rooms/{room}/resume"): O,
-    ("POST", "/rooms/{room}/cancel"): O,
-    ("POST", "/rooms/{room}/archive"): A,
-    ("POST", "/rooms/{room}/messages"): O,
-    ("GET", "/rooms/{room}/messages"): V,
-    ("GET", "/rooms/{room}/turns"): V,
-    ("GET", "/rooms/{room}/queue"): V,
-    ("POST", "/rooms/{room}/agents/{agent}/{change}"): O,
-    ("GET", "/rooms/{room}/approvals"): V,
-    ("POST", "/rooms/{room}/approvals/{approval_id}"): O,
-    ("GET", "/rooms/{room}/replay"): V,
-    ("GET", "/rooms/{room}/events"): V,
-    ("GET", "/events"): V,
-    ("GET", "/tools"): V,
-    ("GET", "/dashboard/rooms"): V,
-    ("GET", "/dashboard/rooms/{room}/turns"): V,
-    ("GET", "/dashboard/rooms/{room}/stats"): V,
-    ("GET", "/openapi.json"): V,
-    ("GET", "/metrics"): C,
-    ("GET", "/coordinators"): C,
-    ("GET", "/workers"): C,
+    ("POST", "/rooms"): ADM,
+    ("POST", "/rooms/import"): ADM,
+    ("GET", "/rooms"): VIEW,
+    ("GET", "/rooms/{room}"): VIEW,
+    ("GET", "/rooms/{room}/spec"): VIEW,
+    ("DELETE", "/rooms/{room}"): ADM,
+    ("POST", "/rooms/{room}/pause"): OPS,
+    ("POST", "/rooms/{room}/resume"): OPS,
+    ("POST", "/rooms/{room}/cancel"): OPS,
+    ("POST", "/rooms/{room}/archive"): ADM,
+    ("POST", "/rooms/{room}/messages"): OPS,
+    ("GET", "/rooms/{room}/messages"): VIEW,
+    ("GET", "/rooms/{room}/turns"): VIEW,
+    ("GET", "/rooms/{room}/queue"): VIEW,
+    ("POST", "/rooms/{room}/agents/{agent}/{change}"): OPS,
+    ("GET", "/rooms/{room}/approvals"): VIEW,
+    ("POST", "/rooms/{room}/approvals/{approval_id}"): OPS,
+    ("GET", "/rooms/{room}/replay"): VIEW,
+    ("GET", "/rooms/{room}/events"): VIEW,
+    ("GET", "/events"): VIEW,
+    ("GET", "/tools"): VIEW,
+    ("GET", "/dashboard/rooms"): VIEW,
+    ("GET", "/dashboard/rooms/{room}/turns"): VIEW,
+    ("GET", "/dashboard/rooms/{room}/stats"): VIEW,
+    ("GET", "/openapi.json"): VIEW,
+    ("GET", "/metrics"): CLU,
+    ("GET", "/coordinators"): CLU,
+    ("GET", "/workers"): CLU,
 }
 
 
 def least_role(method: str, template: str) -> Role:
     """The least role the route needs; a route not in the table needs cluster-admin (a
     route forgotten there is closed, not open)."""
-    return ROUTE_ROLES.get(("GET" if method == "HEAD" else method, template), C)
+    return ROUTE_ROLES.get(("GET" if method == "HEAD" else method, template), CLU)
 
 
 @dataclass(frozen=True)

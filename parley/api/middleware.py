@@ -1,6 +1,6 @@
 """The API's ASGI middleware inside the guards of guards.py, outermost first: bearer-token
-auth and access (access.py's roles and organizations), request metrics, and the request size limit. Each answers a refusal itself, before
-the app reads anything."""
+auth and access (access.py's roles and organizations), request metrics, and the request
+size limit. Each answers a refusal itself, before the app reads anything."""
 
 from __future__ import annotations
 
