@@ -66,7 +66,7 @@ def every_route(app) -> list[Route]:
     """The app's routes, those of its included routers too."""
     found = [route for route in app.routes if isinstance(route, Route)]
     for route in app.routes:
-        found += [inner for inner in getattr(getattr(route, "router", None), "routes", [])
+        found += [inner for inner in getattr(getattr(route, "original_router", None), "routes", [])
                   if isinstance(inner, Route)]
     return found
 
