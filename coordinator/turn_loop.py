@@ -376,7 +376,7 @@ class RoomRunner:
                                             self.options.turns_maxlen, self.policy.watched,
                                             self.spec.tool_results == "shared")
         log_turn(record, decision, seq)
-        metrics.observe_turn(record)
+        metrics.observe_turn(record, self.organization)
         for line in decision.log_lines:
             log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
         return drained

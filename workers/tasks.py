@@ -240,7 +240,7 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     if store.write_answers(req.room, answers, settings.bids_stream_maxlen) == len(answers):
         add_usage(store.redis, store.keys, req.organization, answers)
     for answer in answers:
-        metrics.observe_answer(answer, callers[answer.agent].model)
+        metrics.observe_answer(answer, callers[answer.agent].model, req.organization)
 
 
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,
