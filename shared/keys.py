@@ -36,6 +36,8 @@ key                       type    holds                                       wr
                                   post), last_error, failed_inbox_id (the
                                   newest inbox id when the room failed);
                                   paused (``1`` while paused) and paused_at;
+                                  organization (set at create, never
+                                  changed; absent: ``default``);
                                   only ``importing`` while an import is
                                   restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
