@@ -127,7 +127,7 @@ def test_a_served_room_counts_each_recorded_turn_and_answer(sync_redis, async_re
 
     turns = store.read_turns(ROOM)
     statuses = Counter(bid.status for turn in turns for bid in turn.bids)
-    assert delta("parley_turns_total") == len(turns) == 5
+    assert delta("parley_turns_total", organization="default") == len(turns) == 5
     assert delta("parley_answers_total", kind="bid", status="ok") == statuses[AnswerStatus.OK]
     assert delta("parley_turn_added_seconds_count") == len(turns)
 
