@@ -97,6 +97,7 @@ def test_a_room_belongs_to_the_creators_organization_and_lists_only_there(api):
     ("POST", "/rooms/b1/cancel", None), ("POST", "/rooms/b1/pause", None),
     ("POST", "/rooms/b1/archive", None), ("DELETE", "/rooms/b1", None),
     ("GET", "/dashboard/rooms/b1/stats", None),
+    ("POST", "/rooms/b1/agents/agent0/listen", None), ("GET", "/rooms/b1/replay?threshold=0.7", None),
 ])
 def test_another_organizations_room_answers_as_a_missing_one(api, method, path, body):
     assert create(api, "beta-admin", "b1") == 201
@@ -133,6 +134,19 @@ def test_an_operator_posts_and_a_cluster_token_of_api_tokens_reads_every_organiz
                     headers=bearer("acme-operator")).status_code == 202
     assert api.get("/rooms/a1", headers=bearer(TOKEN)).status_code == 200
     assert api.get("/coordinators", headers=bearer(TOKEN)).status_code == 200
+
+
+def test_an_operator_changes_a_mention_rooms_floor_and_a_viewer_may_not(api):
+    spec = spec_json()
+    spec["policy"] = {"kind": "mention"}
+    assert api.post("/rooms", json=spec, params={"room": "m1"},
+                    headers=bearer("acme-admin")).status_code == 201
+    changed = api.post("/rooms/m1/agents/agent0/listen", headers=bearer("acme-operator"))
+    assert (changed.status_code, changed.json()["change"]) == (200, "listen")
+    assert api.post("/rooms/m1/agents/agent0/instruct", json={"text": "sum up"},
+                    headers=bearer("acme-operator")).status_code == 200
+    assert api.post("/rooms/m1/agents/agent0/talk",
+                    headers=bearer("acme-viewer")).status_code == 403
 
 
 def test_an_organization_at_its_max_live_rooms_is_refused_a_room(api):
