@@ -23,6 +23,7 @@ from parley.shared.models import (
     TurnRecord,
     Usage,
 )
+from parley.shared.organizations import OrgLimits, parse_limits, usage_of, utc_day
 from parley.shared.records import (
     CALL_TOTALS,
     FLOOR_FIELD_PREFIX,
@@ -43,6 +44,10 @@ from parley.shared.refusals import FENCED, Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import now_ms
+
+# How long a coordinator goes by the organizations' limits it read before reading them
+# again: an edited tokens file reaches the turns within this.
+ORG_LIMITS_READ_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class RoomIO:
         self.limits = limits or InboxLimits.from_settings(defaults)
         # Every fenced script also writes the room's events, capped near this.
         self.events_maxlen = events_maxlen or defaults.events_stream_maxlen
+        # Each organization's limits, and when they were read (monotonic s).
+        self.org_limits: dict[str, tuple[float, OrgLimits]] = {}
 
     async def read_spec(self, room: str) -> tuple[int, RoomSpec]:
         """The room's spec and its version."""
@@ -193,6 +200,20 @@ class RoomIO:
         values = await self.redis.hmget(self.keys.state(room), fields)
         read = {name: decode(value) for name, value in zip(fields, values, strict=True) if value}
         return usage_from(read, RUN_TOTAL_PREFIX), usage_from(read)
+
+    async def read_org_budget(self, organization: str) -> tuple[OrgLimits, Usage]:
+        """The organization's limits (as the API last loaded them, read again at most every
+        ORG_LIMITS_READ_S: a global key, kept off most turns) and its totals of today."""
+        now = time.monotonic()
+        cached = self.org_limits.get(organization)
+        if cached is None or now - cached[0] > ORG_LIMITS_READ_S:
+            cached = (now, parse_limits(await self.redis.hget(self.keys.org_limits,
+                                                              organization)))
+            self.org_limits[organization] = cached
+        if not cached[1].daily():
+            return cached[1], Usage()
+        day = await self.redis.hgetall(self.keys.org_day(organization, utc_day()))
+        return cached[1], usage_of(day)
 
     async def read_answers(self, room: str, after_id: str) -> list[tuple[str, Answer]]:
         """Bids written after ``after_id`` (exclusive), oldest first."""

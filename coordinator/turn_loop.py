@@ -13,13 +13,22 @@ from parley.coordinator import policies
 from parley.coordinator.lease import Lease
 from parley.coordinator.outages import OutageClock
 from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
-from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
+from parley.coordinator.policies.budget import (
+    Limit,
+    first_reached,
+    has_limits,
+    left_in,
+    limits_of,
+    not_made,
+    org_limits_of,
+)
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.transport import Sender, chunk_requests
 from parley.shared import metrics, tracing
 from parley.shared.approvals import held_seconds
 from parley.shared.logs import one_line
 from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
     Answer,
     AnswerStatus,
     CallKind,
@@ -142,6 +151,7 @@ class RoomRunner:
     trace: str = field(init=False, default="")
     workflow: Any = field(init=False, default=None)
     trace_run: int = field(init=False, default=0)  # the run self.trace is of
+    organization: str = DEFAULT_ORGANIZATION  # the room's, as its state says
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
@@ -160,6 +170,7 @@ class RoomRunner:
         drained: Drained | None = None
         while True:
             state = (drained or await self.drain()).state
+            self.organization = state.organization
             drained = None
             if state.turn_open:
                 drained = await self.take_turn(state, self.resume_turn(state))
@@ -377,18 +388,16 @@ class RoomRunner:
         agents, numbers = inbox.missing(phase, calls), inbox.numbers(calls)
         if not agents:
             return
-        left = Left(None, None)
-        if has_limits(self.spec.limits):
-            run_usage, room_usage = await self.io.read_usage(self.lease.room)
-            limit = reached(self.spec.limits, run_usage, room_usage)
-            if limit is not None:
-                for name in agents:
-                    inbox.arrived[(phase, name)] = not_made(name, turn.number, calls.kind,
-                                                            phase, numbers[name], limit)
-                log.info("calls_not_made", room=self.lease.room, turn=turn.number,
-                         phase=phase, limit=limit.field)
-                return
-            left = left_of(self.spec.limits, run_usage, room_usage)
+        bounds = await self.spending_bounds()
+        limit = first_reached(bounds)
+        if limit is not None:
+            for name in agents:
+                inbox.arrived[(phase, name)] = not_made(name, turn.number, calls.kind,
+                                                        phase, numbers[name], limit)
+            log.info("calls_not_made", room=self.lease.room, turn=turn.number,
+                     phase=phase, limit=limit.name or limit.field)
+            return
+        left = left_in(bounds)
         queues = {caller.name: caller.call_queue for caller in self.spec.callers}
         by_queue: dict[str, list[str]] = {}
         for name in agents:
@@ -398,7 +407,7 @@ class RoomRunner:
             attempt=self.lease.epoch, agents=[], kind=calls.kind, phase=phase,
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
             spec_version=self.spec_version, instructions=dict(calls.instructions),
-            max_tokens=left.tokens, max_cost_usd=left.cost_usd,
+            max_tokens=left.tokens, max_cost_usd=left.cost_usd, organization=self.organization,
         )
         # Each request carries its publish span's traceparent: a message the outbox shares
         # between rooms carries several traces, which one header could not.
@@ -410,6 +419,18 @@ class RoomRunner:
             requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
             tracing.annotate(publish, {"parley.messages": len(requests)})
             await self.transport.send(requests)
+
+    async def spending_bounds(self) -> tuple[Limit, ...]:
+        """The limits the calls going out now are checked against, with their totals: the
+        room's and run's (its spec's), then its organization's of the day."""
+        bounds: tuple[Limit, ...] = ()
+        if has_limits(self.spec.limits):
+            run_usage, room_usage = await self.io.read_usage(self.lease.room)
+            bounds = limits_of(self.spec.limits, run_usage, room_usage)
+        org_limits, org_usage = await self.io.read_org_budget(self.organization)
+        if org_limits.daily():
+            bounds += org_limits_of(self.organization, org_limits, org_usage)
+        return bounds
 
     async def commit(self, state: RoomState, turn: OpenTurn, view: TurnView,
                      inbox: TurnAnswers, decision: Decision) -> Drained | None:
@@ -423,7 +444,7 @@ class RoomRunner:
                                                 self.options.turns_maxlen, self.policy.watched,
                                                 self.spec.tool_results == "shared")
         log_turn(record, decision, seq)
-        metrics.observe_turn(record)
+        metrics.observe_turn(record, self.organization)
         for line in decision.log_lines:
             log.warning(line.event, room=self.lease.room, turn=record.turn, **line.fields)
         return drained

@@ -79,6 +79,11 @@ class ArchiveError(ValueError):
     """A file that is not a complete parley room archive; the message names the line."""
 
 
+class ArchiveOfAnother(ArchiveError):
+    """An archive of another organization's room, imported by one who is not a
+    cluster-admin."""
+
+
 @dataclass
 class ArchiveResult:
     """What an archive wrote, and whether the room was removed from Redis after."""
@@ -138,7 +143,8 @@ def write_archive(store: RoomStore, room: str, out: IO[str], head: RoomHead | No
     already); returns how many entries of each kind."""
     head = head or store.read_head(room)
     write = _line_writer(out)
-    write({"kind": "room", "format": ARCHIVE_FORMAT, "room": room, "archived_at": time.time()})
+    write({"kind": "room", "format": ARCHIVE_FORMAT, "room": room, "archived_at": time.time(),
+           "organization": head.read_state().organization})
     write({"kind": "spec", **encode_entry(head.spec)})
     write({"kind": "state", **encode_entry(head.state)})
     counts = dict.fromkeys(ENTRY_KINDS, 0)
@@ -452,12 +458,19 @@ def parse_stream_id(value: Any) -> tuple[int, int]:
     return int(millis), int(sequence)
 
 
-def import_room(store: RoomStore, path: str | Path, room: str | None = None) -> str:
+def import_room(store: RoomStore, path: str | Path, room: str | None = None,
+                organization: str | None = None) -> str:
     """Bring an archived room back into Redis (under ``room``, or the id it was archived
-    under); returns its id. The whole file is checked first; the id must be free. Until the
-    last step nothing is visible: the id is reserved, the streams are restored, and one
-    script then adds the spec and the state. A failure on the way removes what it wrote."""
+    under); returns its id. The whole file is checked first; the id must be free; with
+    ``organization`` (an importer who is not a cluster-admin), the archive must be that
+    organization's (else ArchiveOfAnother). Until the last step nothing is visible: the id
+    is reserved, the streams are restored, and one script then adds the spec and the
+    state. A failure on the way removes what it wrote."""
     contents = check_archive(path, store.message_max_bytes)
+    archived = RoomState(contents.state).organization
+    if organization is not None and archived != organization:
+        raise ArchiveOfAnother(f"the archive is a room of organization {archived}, not "
+                               f"{organization}'s: only a cluster-admin may import it")
     room = room or contents.room
     store.reserve(room)
     try:

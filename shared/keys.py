@@ -38,6 +38,8 @@ key                       type    holds                                       wr
                                   paused (``1`` while paused) and paused_at;
                                   run_traceparent and trace (the run's
                                   OpenTelemetry trace, drain and open_turn);
+                                  organization (set at create, never
+                                  changed; absent: ``default``);
                                   only ``importing`` while an import is
                                   restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
@@ -137,6 +139,14 @@ key                       type    holds                                       wr
 ``scans_failing:<C>``     string  while coordinator C's scans fail round       coordinator /
                                   after round: how many and the last error;     status
                                   PX 3 lease ttls, deleted when a scan works
+``org_limits``            hash    each organization's daily limits: field the   API (on loading
+                                  organization, value JSON (max_live_rooms,     its tokens file) /
+                                  max_tokens_per_day, max_cost_usd_per_day);    client, coordinator
+                                  written whole when the tokens file loads
+``{org:<O>}:day:<D>``     hash    organization O's totals on UTC day D          workers / coordinator
+                                  (YYYY-MM-DD): prompt_tokens,                  API
+                                  completion_tokens, cost_usd of every answer
+                                  of its rooms; expires 2 days after the day
 ``{tools}:workers``       zset    the workers that publish the tools they       workers / client,
                                   offer, by when their entry expires (ms):      CLI, API
                                   the catalog's index, so that readers need
@@ -293,6 +303,15 @@ class Keys:
     def scans_failing(self, coordinator: str) -> str:
         """Why a coordinator's scans keep failing, while they do."""
         return f"{self.prefix}:scans_failing:{coordinator}"
+
+    @property
+    def org_limits(self) -> str:
+        """Every organization's daily limits, as the API last loaded them."""
+        return f"{self.prefix}:org_limits"
+
+    def org_day(self, organization: str, day: str) -> str:
+        """An organization's totals of one UTC day (``YYYY-MM-DD``)."""
+        return f"{self.prefix}:{{org:{organization}}}:day:{day}"
 
     @property
     def tool_workers(self) -> str:

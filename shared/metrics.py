@@ -7,7 +7,7 @@ Each process counts what it sees, so the ``job`` label of a scrape tells them ap
 =============================  ================================  ===========================
 metric                         labels                            counted by
 =============================  ================================  ===========================
-parley_turns_total                                               coordinator, at commit
+parley_turns_total             organization                      coordinator, at commit
 parley_turn_seconds                                              coordinator, at commit
 parley_turn_added_seconds                                        coordinator, at commit
 parley_answers_total           kind, status                      both (recorded / written)
@@ -19,8 +19,9 @@ parley_lease_losses_total                                        coordinator
 parley_rooms_held              coordinator                       coordinator
 parley_call_messages_total                                       coordinator, as it publishes
 parley_calls_sent_total                                          coordinator, as it publishes
-parley_tokens_total            model, direction (prompt, compl.) worker
-parley_cost_usd_total          model                             worker
+parley_tokens_total            organization, model, direction    worker
+                               (prompt, completion, cached)
+parley_cost_usd_total          organization, model               worker
 parley_tool_calls_total        tool, status (ToolCallStatus)     worker, as each tool call ends
 parley_tool_seconds            tool                              worker, as each tool call ends
 =============================  ================================  ===========================
@@ -37,7 +38,14 @@ from threading import Lock
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from parley.shared.models import Answer, AnswerStatus, CallRequest, ErrorKind, TurnRecord
+from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
+    Answer,
+    AnswerStatus,
+    CallRequest,
+    ErrorKind,
+    TurnRecord,
+)
 
 # From a scripted turn (about a millisecond) to a slow model's (a minute).
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -46,11 +54,13 @@ LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 # names, further ones are counted as "other", so a scrape stays bounded.
 MOST_MODELS = 200
 OTHER_MODEL = "other"
+# Organizations are named by whoever creates rooms with Redis access: bounded the same way.
+MOST_ORGANIZATIONS = 1000
 
 # A ``_created`` timestamp beside every counter doubles a scrape for nothing Prometheus uses.
 disable_created_metrics()
 
-TURNS = Counter("parley_turns", "Turns committed")
+TURNS = Counter("parley_turns", "Turns committed, by the room's organization", ["organization"])
 TURN_SECONDS = Histogram("parley_turn_seconds", "A turn's time from opened to decided",
                          buckets=LATENCY_BUCKETS_S)
 TURN_ADDED_SECONDS = Histogram(
@@ -70,9 +80,10 @@ ROOMS_HELD = Gauge("parley_rooms_held", "Rooms a coordinator serves now", ["coor
 # agents_per_task when many rooms' calls share messages.
 CALL_MESSAGES = Counter("parley_call_messages", "Call task messages published")
 CALLS_SENT = Counter("parley_calls_sent", "Calls sent to workers, in all task messages")
-TOKENS = Counter("parley_tokens", "Tokens of model calls, by model and direction",
-                 ["model", "direction"])
-COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by model", ["model"])
+TOKENS = Counter("parley_tokens", "Tokens of model calls, by organization, model and "
+                 "direction", ["organization", "model", "direction"])
+COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by organization and "
+               "model", ["organization", "model"])
 
 TOOL_CALLS = Counter("parley_tool_calls", "Tool calls of agents, by tool and status",
                      ["tool", "status"])
@@ -81,11 +92,13 @@ TOOL_SECONDS = Histogram("parley_tool_seconds", "A tool call's time, by tool", [
 
 _models: set[str] = set()
 _models_lock = Lock()
+_organizations: set[str] = set()
 
 
-def observe_turn(record: TurnRecord) -> None:
-    """Count a committed turn: its duration, added latency and every recorded answer."""
-    TURNS.inc()
+def observe_turn(record: TurnRecord, organization: str = DEFAULT_ORGANIZATION) -> None:
+    """Count a committed turn of a room of ``organization``: its duration, added latency
+    and every recorded answer."""
+    TURNS.labels(organization=organization).inc()
     TURN_SECONDS.observe(max(0.0, record.decided_at - record.opened_at))
     added = added_seconds(record)
     if added is not None:
@@ -121,15 +134,26 @@ def count_answer(bid: Answer) -> None:
         FAILURES.labels(kind=bid.error_kind.value).inc()
 
 
-def observe_answer(bid: Answer, model: str) -> None:
-    """Count an answer a worker wrote: the answer, and its tokens and cost by model."""
+def observe_answer(bid: Answer, model: str, organization: str = DEFAULT_ORGANIZATION) -> None:
+    """Count an answer a worker wrote: the answer, and its tokens and cost by the room's
+    organization and the model."""
     count_answer(bid)
-    label = model_label(model)
-    TOKENS.labels(model=label, direction="prompt").inc(bid.prompt_tokens)
-    TOKENS.labels(model=label, direction="completion").inc(bid.completion_tokens)
+    org, label = organization_label(organization), model_label(model)
+    TOKENS.labels(organization=org, model=label, direction="prompt").inc(bid.prompt_tokens)
+    TOKENS.labels(organization=org, model=label, direction="completion").inc(
+        bid.completion_tokens)
     if bid.cached_tokens:  # of the prompt tokens, those read from the provider's cache
-        TOKENS.labels(model=label, direction="cached").inc(bid.cached_tokens)
-    COST.labels(model=label).inc(bid.cost_usd)
+        TOKENS.labels(organization=org, model=label, direction="cached").inc(bid.cached_tokens)
+    COST.labels(organization=org, model=label).inc(bid.cost_usd)
+
+
+def organization_label(organization: str) -> str:
+    """The organization's label value: its name, or ``other`` past MOST_ORGANIZATIONS."""
+    with _models_lock:
+        if organization in _organizations or len(_organizations) < MOST_ORGANIZATIONS:
+            _organizations.add(organization)
+            return organization
+    return OTHER_MODEL
 
 
 def model_label(model: str) -> str:

@@ -57,6 +57,8 @@ ACP_QUEUE_PREFIX = "parley.acp."
 # What a spec may never give an agent: an ACP agent's process is the operator's profile.
 _PROCESS_FIELDS = ("command", "cwd", "env")
 SEED_SENDER = "User"
+# The organization of rooms created without one (single-tenant clusters have no other).
+DEFAULT_ORGANIZATION = "default"
 # The sender of parley's own notices in a room: neither a person nor an agent may use it.
 SYSTEM_SENDER = "parley"
 SELECTOR_NAME = "selector"
@@ -1256,3 +1258,6 @@ class CallRequest(BaseModel):
     # The W3C traceparent of the turn's publish span ("" with tracing off): per request,
     # since one task message may carry the calls of several rooms, each its own trace.
     traceparent: str = ""
+    # The room's organization: its own provider keys, where a worker has them, and its
+    # daily totals.
+    organization: str = DEFAULT_ORGANIZATION

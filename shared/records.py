@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
     Answer,
     FloorChange,
     Message,
@@ -279,6 +280,8 @@ class RoomState:
         # invoke_workflow span, which every coordinator holding the room continues.
         self.run_traceparent = f.get("run_traceparent") or ""
         self.trace = f.get("trace") or ""
+        # Set at create, never changed; rooms of before organizations are the default's.
+        self.organization = f.get("organization") or DEFAULT_ORGANIZATION
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""

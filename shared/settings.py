@@ -167,6 +167,10 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8700, ge=1, le=65535)
     api_tokens: Annotated[tuple[str, ...], NoDecode] = ()
     api_max_body_bytes: int = Field(default=MAX_SPEC_JSON_BYTES, ge=1024)
+    # A YAML or JSON file of tokens (by SHA-256 digest), each with its organization and role,
+    # and the organizations' limits (docs/operations/multi-tenancy.md); read again on SIGHUP
+    # and when it changes. api_tokens stay cluster-admin tokens beside it.
+    api_tokens_file: str | None = None
     # Host header values the API answers besides loopback names (comma-separated). Empty:
     # without tokens loopback names only (a page cannot rebind its own name onto the API);
     # with tokens any.

@@ -28,6 +28,7 @@ from parley.shared.approvals import ApprovalBook
 from parley.shared.events import Event, answer_event_fields, event_from_entry
 from parley.shared.keys import Keys, check_room_id
 from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
     Answer,
     FloorChange,
     Message,
@@ -38,6 +39,7 @@ from parley.shared.models import (
     check_person_name,
     name_key,
 )
+from parley.shared.organizations import check_organization
 from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
@@ -62,6 +64,10 @@ from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, check_agent_count
 FLOOR_OPS_MAXLEN = 1000
 # A tool call's wake-up list outlives any wait for it, then goes on its own.
 TOOL_WAKE_TTL_MS = 600_000
+# Listing one organization's rooms, or counting them, reads the rooms by recent activity
+# a page at a time, at most this many.
+ORG_SCAN_PAGE = 500
+ORG_SCAN_MAX = 100_000
 ARCHIVE_GUARD_FIELDS = ("last_seq", "turn", "turn_open", "run", "status", "inbox_last_id",
                         "paused")
 
@@ -110,6 +116,7 @@ class RoomSummary(BaseModel):
     room: str
     name: str
     policy: str
+    organization: str
     status: RoomStatus
     paused: bool
     run: int
@@ -175,11 +182,13 @@ class RoomStore:
         self.scripts = Scripts(client)
         self.approvals = ApprovalBook(client, keys, self.scripts, events_maxlen)
 
-    def create_room(self, room: str, spec: RoomSpec) -> None:
-        """Store a new room's spec and idle state (its totals at 0), in one script; raise
-        RoomExists if the id is taken, TooManyAgents if the spec has more agents than a new
-        room may have."""
+    def create_room(self, room: str, spec: RoomSpec,
+                    organization: str = DEFAULT_ORGANIZATION) -> None:
+        """Store a new room of ``organization``: its spec and idle state (its totals at 0),
+        in one script; raise RoomExists if the id is taken, TooManyAgents if the spec has
+        more agents than a new room may have."""
         check_room_id(room)
+        check_organization(organization)
         check_agent_count(len(spec.agents), self.max_agents)
         # The version is when the spec was stored (µs), not 1: a room deleted and created
         # again under the same id must not match a worker's cached spec of the old one.
@@ -187,7 +196,7 @@ class RoomStore:
         spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
                        "json": spec.model_dump_json(exclude_defaults=False)}
         state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version,
-                 **ZERO_TOTALS}
+                 "organization": organization, **ZERO_TOTALS}
         self._create(room, "new", spec_fields, state)
         self.redis.zadd(self.keys.rooms, {room: now_ms()})
 
@@ -439,10 +448,25 @@ class RoomStore:
         """Room ids, most recently active first."""
         return [decode(r) for r in self.redis.zrevrange(self.keys.rooms, 0, limit - 1)]
 
-    def summaries(self, limit: int = 100, idle_expiry_s: float = 0.0) -> list[RoomSummary]:
-        """The most recently active rooms, most recent first, in two round trips; rooms
-        that are gone (or still being imported) are left out."""
-        active = self.redis.zrevrange(self.keys.rooms, 0, limit - 1, withscores=True)
+    def summaries(self, limit: int = 100, idle_expiry_s: float = 0.0,
+                  organization: str | None = None) -> list[RoomSummary]:
+        """The most recently active rooms (of ``organization`` only, when given), most
+        recent first; rooms that are gone (or still being imported) are left out."""
+        if organization is None:
+            return self._summaries(0, limit, idle_expiry_s)
+        found: list[RoomSummary] = []
+        for start in range(0, ORG_SCAN_MAX, ORG_SCAN_PAGE):
+            page = self._summaries(start, ORG_SCAN_PAGE, idle_expiry_s)
+            found += [summary for summary in page if summary.organization == organization]
+            if len(found) >= limit or len(page) < ORG_SCAN_PAGE:
+                break
+        return found[:limit]
+
+    def _summaries(self, start: int, count: int, idle_expiry_s: float) -> list[RoomSummary]:
+        """The summaries of ``count`` rooms from ``start`` by recent activity, in two round
+        trips."""
+        active = self.redis.zrevrange(self.keys.rooms, start, start + count - 1,
+                                      withscores=True)
         pipe = self.redis.pipeline(transaction=False)
         for member, _ in active:
             room = decode(member)
@@ -472,6 +496,27 @@ class RoomStore:
         return _summary(room, RoomState(state), decode(name), decode(policy or b""),
                         score / 1000 if score is not None else None,
                         decode(lease) if lease else None, idle_expiry_s)
+
+    def organization_of(self, room: str) -> str | None:
+        """The room's organization, None when there is no such room."""
+        status, organization = self.redis.hmget(self.keys.state(room), "status",
+                                                "organization")
+        return None if status is None else decode(organization or b"") or DEFAULT_ORGANIZATION
+
+    def count_rooms(self, organization: str) -> int:
+        """How many rooms ``organization`` has (one pipelined read per page of rooms)."""
+        count = 0
+        for start in range(0, ORG_SCAN_MAX, ORG_SCAN_PAGE):
+            rooms = self.redis.zrange(self.keys.rooms, start, start + ORG_SCAN_PAGE - 1)
+            pipe = self.redis.pipeline(transaction=False)
+            for room in rooms:
+                pipe.hget(self.keys.state(decode(room)), "organization")
+            orgs = pipe.execute() if rooms else []
+            count += sum(1 for org in orgs if org is not None
+                         and (decode(org) or DEFAULT_ORGANIZATION) == organization)
+            if len(rooms) < ORG_SCAN_PAGE:
+                break
+        return count
 
     def touch(self, room: str) -> None:
         """Mark the room active now (only if it is listed: a room that is gone stays gone)."""
@@ -642,7 +687,8 @@ def _summary(room: str, state: RoomState, name: str, policy: str, last_activity:
             and state.status is not RoomStatus.RUNNING and not state.turn_open):
         expires_at = last_activity + idle_expiry_s
     return RoomSummary(
-        room=room, name=name, policy=policy, status=state.status, paused=state.paused,
+        room=room, name=name, policy=policy, organization=state.organization,
+        status=state.status, paused=state.paused,
         run=state.run, messages=state.last_seq, stop_reason=state.stop_reason,
         cost_usd=float(state.raw.get("cost_usd") or 0), last_activity=last_activity,
         holder=holder_of(lease), expires_at=expires_at)

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
     AgentSpec,
     Answer,
     AnswerStatus,
@@ -60,6 +61,8 @@ class Call:
     # What is left of the room's spending limits: the call's output is capped by it.
     max_tokens: int | None = None
     max_cost_usd: float | None = None
+    # The room's organization: its own provider keys, where this worker has them.
+    organization: str = DEFAULT_ORGANIZATION
 
 
 # An external agent's turn (workers.acp): the call, its transcript, deadline and text sink
@@ -76,7 +79,7 @@ def call_in(request: CallRequest, agent: str) -> Call:
     """The call a request makes of one of its agents."""
     return Call(request.turn, request.attempt, request.kind, request.phase,
                 request.calls.get(agent, 0), request.instructions.get(agent, ""),
-                request.max_tokens, request.max_cost_usd)
+                request.max_tokens, request.max_cost_usd, request.organization)
 
 
 def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
@@ -126,7 +129,8 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
 
             raw, usage = call_model(agent, room_agents, transcript(), deadline, call.kind,
                                     on_text=on_text, instruction=call.instruction,
-                                    settings=settings, left=(call.max_tokens, call.max_cost_usd))
+                                    settings=settings, left=(call.max_tokens, call.max_cost_usd),
+                                    organization=call.organization)
         if stream is not None:
             stream.finish()
     except Exception as error:  # noqa: BLE001 - any failure is this agent's silence
@@ -210,7 +214,8 @@ def model_step(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             agent, room_agents, transcript(), deadline, call.kind,
             on_text=on_text if final else None, instruction=call.instruction,
             settings=settings, left=(call.max_tokens, call.max_cost_usd), tools=tools,
-            tool_choice="none" if final else "auto", conversation=conversation)
+            tool_choice="none" if final else "auto", conversation=conversation,
+            organization=call.organization)
         if not final and on_text is not None:
             step = read_step(raw)
             if not step.calls:

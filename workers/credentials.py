@@ -7,7 +7,10 @@ the agent's spec                                         the call
 ======================================================  =====================================
 ``api_key_env`` not in PARLEY_WORKER_KEY_ENVS            refused (KeyEnvNotAllowed), no call
 no ``api_base`` (the provider's default endpoint)        the key from ``api_key_env``, or none
-                                                         and litellm reads the provider's own
+                                                         and litellm reads the provider's own;
+                                                         the room's organization's own value
+                                                         (``PARLEY_ORG_<ORG>_<api_key_env>``)
+                                                         first, where the worker has one
 ``api_base`` under PARLEY_WORKER_ALLOWED_API_BASES       the same
 any other ``api_base``                                   no key: NO_KEY in its place, so that
                                                          litellm reads no variable either
@@ -26,7 +29,8 @@ import re
 from dataclasses import dataclass
 
 from parley.shared.api_bases import display_base, is_allowed_base
-from parley.shared.models import AgentSpec
+from parley.shared.models import DEFAULT_ORGANIZATION, AgentSpec
+from parley.shared.organizations import ORG_KEY_PREFIX, key_variable
 from parley.shared.settings import DEFAULT_WORKER_KEY_ENVS, Settings
 
 # Sent in place of a key to a base that may not receive one. Given explicitly, it stops
@@ -73,9 +77,11 @@ class Credential:
     withheld: bool = False
 
 
-def credential_for(agent: AgentSpec, settings: Settings) -> Credential:
-    """The credential the agent's call may carry under this worker's ``settings``;
-    KeyEnvNotAllowed or MissingApiKey when the spec asks for a key it does not lend."""
+def credential_for(agent: AgentSpec, settings: Settings,
+                   organization: str = DEFAULT_ORGANIZATION) -> Credential:
+    """The credential the agent's call, in a room of ``organization``, may carry under this
+    worker's ``settings``; KeyEnvNotAllowed or MissingApiKey when the spec asks for a key
+    it does not lend."""
     check_endpoint_arguments(agent, settings)
     if agent.api_key_env is not None and agent.api_key_env not in settings.worker_key_envs:
         raise KeyEnvNotAllowed(
@@ -84,7 +90,7 @@ def credential_for(agent: AgentSpec, settings: Settings) -> Credential:
     if agent.api_base is not None and not is_allowed_base(
             agent.api_base, settings.worker_allowed_api_bases):
         return Credential(NO_KEY, withheld=True)
-    return Credential(read_api_key(agent))
+    return Credential(read_api_key(agent, organization))
 
 
 def check_endpoint_arguments(agent: AgentSpec, settings: Settings) -> None:
@@ -98,12 +104,15 @@ def check_endpoint_arguments(agent: AgentSpec, settings: Settings) -> None:
                 "PARLEY_WORKER_ALLOWED_API_BASES, where it may not take the worker's credentials")
 
 
-def read_api_key(agent: AgentSpec) -> str | None:
-    """The key from the variable the agent names, read now (keys rotate); None when the
-    agent names none and litellm reads the provider's default variable itself."""
+def read_api_key(agent: AgentSpec, organization: str = DEFAULT_ORGANIZATION) -> str | None:
+    """The key from the variable the agent names, read now (keys rotate): the
+    organization's own value of it when the worker has one, so that the organization's
+    calls are billed to its key, else the cluster's; None when the agent names none and
+    litellm reads the provider's default variable itself."""
     if agent.api_key_env is None:
         return None
-    value = os.environ.get(agent.api_key_env, "").strip()
+    own = os.environ.get(key_variable(organization, agent.api_key_env), "").strip()
+    value = own or os.environ.get(agent.api_key_env, "").strip()
     if not value:
         raise MissingApiKey(f"environment variable {agent.api_key_env} is not set",
                             agent.api_key_env)
@@ -121,7 +130,10 @@ def redact_keys(text: str, settings: Settings) -> str:
     """``text`` with the value of every key variable this worker lends (its ``settings``),
     or litellm reads by default, replaced: a provider echoing a key back must not get it
     into Redis or the logs."""
-    for name in dict.fromkeys((*settings.worker_key_envs, *DEFAULT_WORKER_KEY_ENVS)):
+    lent = (*settings.worker_key_envs, *DEFAULT_WORKER_KEY_ENVS)
+    own = [name for name in os.environ if name.startswith(ORG_KEY_PREFIX)
+           and name.endswith(tuple(f"_{variable}" for variable in lent))]
+    for name in dict.fromkeys((*lent, *own)):
         value = os.environ.get(name, "").strip()
         if len(value) >= MIN_REDACTED_CHARS and value in text:
             text = text.replace(value, REDACTED)

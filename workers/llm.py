@@ -21,7 +21,7 @@ import structlog
 
 from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.logs import route_to_root
-from parley.shared.models import AgentSpec, CallKind, ErrorKind, Message
+from parley.shared.models import DEFAULT_ORGANIZATION, AgentSpec, CallKind, ErrorKind, Message
 from parley.shared.settings import Settings
 from parley.workers.credentials import (
     NO_KEY,
@@ -87,7 +87,8 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
                on_text: Callable[[str], None] | None = None, instruction: str = "", *,
                settings: Settings, left: tuple[int | None, float | None] = (None, None),
                tools: list[dict[str, Any]] | None = None, tool_choice: str = "auto",
-               conversation: Sequence[ChatMessage] = ()) -> tuple[Any, dict[str, Any]]:
+               conversation: Sequence[ChatMessage] = (),
+               organization: str = DEFAULT_ORGANIZATION) -> tuple[Any, dict[str, Any]]:
     """Ask the agent's model for a ``kind`` answer on ``transcript``, with the prompt and
     forced tool of that kind (workers.prompts.CALL_PROMPTS): its respond decision (bid,
     intent), a name (select), its message (speak, reply: written from ``instruction``, its
@@ -108,7 +109,7 @@ def call_model(agent: AgentSpec, room_agents: list[AgentSpec], transcript: list[
     completion_tokens, cached_tokens, cost_usd, dropped_messages). Raises whatever the call
     raised, midway through a stream too.
     """
-    credential = credential_for(agent, settings)
+    credential = credential_for(agent, settings, organization)
     if credential.withheld:
         check_keyless_provider(agent)
     named = agent.litellm_kwargs.get("custom_llm_provider")

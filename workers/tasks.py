@@ -32,6 +32,7 @@ from parley.shared.models import (
     RoomSpec,
     ToolCallRecord,
 )
+from parley.shared.organizations import add_usage
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomNotFound, RoomStore
 from parley.workers.acp.turns import AcpTurn, run_turn_once_more
@@ -308,15 +309,19 @@ def traced_call(req: CallRequest, agent: AgentSpec, *args: Any, **kwargs: Any) -
 
 def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
-    """Write answers of the request's calls in one round trip, and count them."""
+    """Write answers of the request's calls in one round trip, and count them (in the
+    organization's day too: after the script, as the organization's totals are another
+    Redis Cluster slot than the room's; an answer written before, a retry's, not again)."""
     # Under the request's own trace: the answers of a shared message are written from the
     # task's thread, outside any one call's span.
     with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
                                         "parley.answers": len(answers)},
                       parent=req.traceparent):
-        store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+        written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    if written == len(answers):
+        add_usage(store.redis, store.keys, req.organization, answers)
     for answer in answers:
-        metrics.observe_answer(answer, callers[answer.agent].model)
+        metrics.observe_answer(answer, callers[answer.agent].model, req.organization)
 
 
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,

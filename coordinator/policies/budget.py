@@ -17,8 +17,10 @@ nothing left           for a later phase of the turn, or a total reached meanwhi
                        none made stops the run ``budget`` with their detail
 reaching a limit       stops: a total equal to its limit leaves nothing to spend, so
                        no turn starts (a turn never costs less than nothing)
-which limit            the room's before the run's, tokens before cost: the detail
-                       names the first reached, its figures and the limit
+which limit            the room's before the run's, then its organization's of the day
+                       (``max_tokens_per_day``, ``max_cost_usd_per_day``, over every
+                       room of the organization, UTC days), tokens before cost: the
+                       detail names the first reached, its figures and the limit
 the stop               ``budget``; the room goes idle. A post starts a new run: the
                        run's totals start again from 0, the room's never do
 =====================  =================================================================
@@ -38,6 +40,7 @@ from parley.shared.models import (
     StopReason,
     Usage,
 )
+from parley.shared.organizations import OrgLimits
 
 
 class Limit(NamedTuple):
@@ -46,8 +49,10 @@ class Limit(NamedTuple):
     field: str
     limit: float | None
     usage: Usage
-    scope: str  # "room" or "run"
+    scope: str  # "room", "run" or "organization"
     tokens: bool  # tokens, else cost
+    name: str = ""  # how the detail names it: limits.<field> unless given
+    whose: str = ""  # whose calls the detail says spent it: this <scope>'s unless given
 
 
 def limits_of(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> tuple[Limit, ...]:
@@ -58,6 +63,30 @@ def limits_of(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> tuple[
         Limit("max_tokens_per_run", limits.max_tokens_per_run, run_usage, "run", True),
         Limit("max_cost_usd_per_run", limits.max_cost_usd_per_run, run_usage, "run", False),
     )
+
+
+def org_limits_of(organization: str, limits: OrgLimits, usage: Usage) -> tuple[Limit, ...]:
+    """The organization's daily limits, each with the organization's totals of the day."""
+    whose = f"organization {organization}'s calls today"
+    return tuple(
+        Limit(field, getattr(limits, field), usage, "organization", tokens,
+              f"organization {organization}'s {field}", whose)
+        for field, tokens in (("max_tokens_per_day", True), ("max_cost_usd_per_day", False)))
+
+
+def first_reached(bounds: tuple[Limit, ...]) -> Limit | None:
+    """The first of ``bounds`` its totals have reached, else None."""
+    return next((limit for limit in bounds
+                 if limit.limit is not None and spent(limit) >= limit.limit), None)
+
+
+def left_in(bounds: tuple[Limit, ...]) -> Left:
+    """What is left of ``bounds``, none of them reached."""
+    tokens = [int(limit.limit - spent(limit)) for limit in bounds
+              if limit.limit is not None and limit.tokens]
+    dollars = [limit.limit - spent(limit) for limit in bounds
+               if limit.limit is not None and not limit.tokens]
+    return Left(min(tokens, default=None), min(dollars, default=None))
 
 
 class Left(NamedTuple):
@@ -80,18 +109,12 @@ def spent(limit: Limit) -> float:
 
 def reached(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> Limit | None:
     """The first limit (in checking order) its totals have reached, else None."""
-    return next((limit for limit in limits_of(limits, run_usage, room_usage)
-                 if limit.limit is not None and spent(limit) >= limit.limit), None)
+    return first_reached(limits_of(limits, run_usage, room_usage))
 
 
 def left_of(limits: RoomLimits, run_usage: Usage, room_usage: Usage) -> Left:
     """What is left of the limits, none of them reached."""
-    bounds = limits_of(limits, run_usage, room_usage)
-    tokens = [int(limit.limit - spent(limit)) for limit in bounds
-              if limit.limit is not None and limit.tokens]
-    dollars = [limit.limit - spent(limit) for limit in bounds
-               if limit.limit is not None and not limit.tokens]
-    return Left(min(tokens, default=None), min(dollars, default=None))
+    return left_in(limits_of(limits, run_usage, room_usage))
 
 
 def budget_stop(limits: RoomLimits, view: TurnView) -> Decision | None:
@@ -129,7 +152,8 @@ def budget_detail(limit: Limit) -> str:
         bound = f"{int(limit.limit or 0):,}"
     else:
         spent, bound = f"cost {dollars(usage.cost_usd)}", dollars(limit.limit or 0.0)
-    return f"limits.{limit.field} reached: this {limit.scope}'s calls {spent}, the limit is {bound}"
+    name, whose = limit.name or f"limits.{limit.field}", limit.whose or f"this {limit.scope}'s calls"
+    return f"{name} reached: {whose} {spent}, the limit is {bound}"
 
 
 def dollars(amount: float) -> str:

@@ -9,6 +9,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import redis.asyncio
 from fastapi import FastAPI, Security
@@ -17,6 +18,7 @@ from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
 from parley.api import approvals, dashboard, fanout, ops, rooms, streams, what_if
+from parley.api.access import Identities
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
 from parley.api.guards import RequestGuard, SecurityHeaders
@@ -38,8 +40,10 @@ READER_CLIENT_NAME = "parley-api-reader-{pid}"
 DESCRIPTION = """Rooms, messages, turns and live events of a parley deployment.
 
 Every path but `/healthz` (and the dashboard at `/`, `/static/`, and this description)
-needs `Authorization: Bearer <token>` when `PARLEY_API_TOKENS` is set; the event streams
-also take `?access_token=`. Every 4xx answer is JSON `{"error": "..."}`."""
+needs `Authorization: Bearer <token>` when `PARLEY_API_TOKENS` or `PARLEY_API_TOKENS_FILE`
+is set; the event streams also take `?access_token=`. A token sees its organization's rooms
+only (another's read as absent, 404) and may do what its role allows (403 otherwise).
+Every 4xx answer is JSON `{"error": "..."}`."""
 # Documents the bearer scheme in the schema; TokenAuth enforces it.
 BEARER = Security(HTTPBearer(auto_error=False, description="A token of PARLEY_API_TOKENS"))
 
@@ -49,6 +53,7 @@ def make_app(settings: Settings, client: Client | None = None,
     """The API over the Redis of ``settings`` (or the clients given, for tests: the
     asyncio one then serves the event readers too)."""
     client = client or Client(settings)
+    identities = Identities(settings, client.redis, client.store.keys)
     aredis, readers = (async_redis, async_redis) if async_redis else redis_clients(settings)
     hub = fanout.Hub(readers, client.store.keys)
 
@@ -64,6 +69,7 @@ def make_app(settings: Settings, client: Client | None = None,
     app = FastAPI(title="parley", version=package_version(), description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.client = client
+    app.state.identities = identities
     app.state.aredis = aredis
     app.state.hub = hub
     app.state.workers = WorkersView(settings)
@@ -79,12 +85,13 @@ def make_app(settings: Settings, client: Client | None = None,
     # a token add no series; the limit refuses before the body is parsed.
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     # The routers' own routes: FastAPI may wrap included ones in its app's route list.
-    app.add_middleware(RequestMetrics, routes=lambda: [
-        *app.routes, *(route for router in routers for route in router.routes)],
-        untimed_routes=streams.router.routes)
-    app.add_middleware(TokenAuth, tokens=settings.api_tokens,
+    def every_route() -> list[Any]:
+        return [*app.routes, *(route for router in routers for route in router.routes)]
+
+    app.add_middleware(RequestMetrics, routes=every_route, untimed_routes=streams.router.routes)
+    app.add_middleware(TokenAuth, identities=identities, routes=every_route,
                        query_token_routes=streams.router.routes)
-    app.add_middleware(RequestGuard, tokens_required=bool(settings.api_tokens),
+    app.add_middleware(RequestGuard, tokens_required=identities.required,
                        allowed_hosts=settings.api_allowed_hosts)
     app.add_middleware(SecurityHeaders)
     return app

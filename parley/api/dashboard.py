@@ -17,7 +17,7 @@ from typing import Annotated, Any, get_args
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from parley.api.rooms import ClientDep, with_lease_left
+from parley.api.rooms import ClientDep, IdentityDep, OrgQuery, with_lease_left
 from parley.client import Client
 from parley.client.turn_report import read_turn_report
 from parley.coordinator.policies import record_of
@@ -153,10 +153,13 @@ router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
 
 @router.get("/rooms")
-def rooms_overview(client: ClientDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
-                   ) -> dict[str, Any]:
-    """The rooms list with each room's tokens and its lease's age."""
-    return {"rooms": overview(client, limit)}
+def rooms_overview(client: ClientDep, identity: IdentityDep, org: OrgQuery = None,
+                   limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+    """The rooms list of the token's organization (a cluster-admin's: every one's, or the
+    ``org`` chosen) with each room's tokens and its lease's age; ``identity`` says who
+    the page is, so that a cluster-admin's page offers the choice."""
+    return {"rooms": overview(client, limit, identity.scope(org)),
+            "identity": {"organization": identity.organization, "role": identity.role.value}}
 
 
 @router.get("/rooms/{room}/turns")
@@ -188,11 +191,13 @@ def room_stats(room: str, client: ClientDep) -> dict[str, Any]:
     return stats(client, room)
 
 
-def overview(client: Client, limit: int) -> list[dict[str, Any]]:
-    """The room summaries (most recent first) with their lease's time left, how long ago it
-    was taken or last renewed, and the room's tokens."""
+def overview(client: Client, limit: int, organization: str | None = None
+             ) -> list[dict[str, Any]]:
+    """The room summaries (most recent first, of ``organization`` only when given) with
+    their lease's time left, how long ago it was taken or last renewed, and the room's
+    tokens."""
     rows = with_lease_left(client, [summary.model_dump(mode="json")
-                                    for summary in client.rooms(limit)])
+                                    for summary in client.rooms(limit, organization)])
     pipe = client.redis.pipeline(transaction=False)
     for row in rows:
         pipe.hmget(client.store.keys.state(row["room"]), "prompt_tokens", "completion_tokens")

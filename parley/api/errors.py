@@ -16,7 +16,9 @@ from starlette.exceptions import HTTPException
 
 from parley.client.speak_queue import DiscussionOver
 from parley.shared.approvals import ApprovalClosed, ApprovalNotFound, NotAnApprover
+from parley.shared.archive import ArchiveOfAnother
 from parley.shared.logs import one_line
+from parley.shared.organizations import RoomLimitReached
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
 from parley.shared.tool_catalog import ToolsRefused
@@ -26,6 +28,8 @@ log = structlog.get_logger("parley.api")
 # Checked in order: the first class an error is an instance of gives its status.
 STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (RoomNotFound, 404),
+    (ArchiveOfAnother, 403),
+    (RoomLimitReached, 409),
     (ApprovalNotFound, 404),
     (NotAnApprover, 403),
     (ApprovalClosed, 409),

@@ -30,6 +30,7 @@ from parley.client.following import stream_id
 from parley.shared.events import Event, EventType, event_from_entry
 from parley.shared.keys import Keys
 from parley.shared.logs import one_line
+from parley.shared.models import DEFAULT_ORGANIZATION
 from parley.shared.records import decode
 from parley.views.documents import event_json
 
@@ -343,10 +344,11 @@ async def follow_room(hub: Hub, redis_: AsyncRedis, room: str, after: str | None
         reader.leave(follower)
 
 
-async def follow_runs(hub: Hub, redis_: AsyncRedis, after: str | None
-                      ) -> AsyncIterator[bytes]:
-    """Run starts and ends of every active room as SSE messages: after ``after`` (None:
-    from now on), then as they happen."""
+async def follow_runs(hub: Hub, redis_: AsyncRedis, after: str | None,
+                      organization: str | None = None) -> AsyncIterator[bytes]:
+    """Run starts and ends of every active room (of ``organization`` only, when given) as
+    SSE messages: after ``after`` (None: from now on), then as they happen."""
+    shown = RoomsOf(redis_, hub.keys, organization)
     reader = hub.runs_reader()
     follower = reader.join()
     try:
@@ -362,16 +364,34 @@ async def follow_runs(hub: Hub, redis_: AsyncRedis, after: str | None
                 log.warning("run events catch-up failed", error=one_line(str(error)))
                 found = [FAILED]
             for frame in found:
-                yield frame.data
+                if await shown.includes(frame):
+                    yield frame.data
                 if frame.last:
                     return
         async for handed in follower.frames():
             if handed is None:
                 yield KEEPALIVE
-            elif handed.last or stream_id(handed.id) > read_up_to.get(handed.room, floor):
+            elif (handed.last or stream_id(handed.id) > read_up_to.get(handed.room, floor)
+                  ) and await shown.includes(handed):
                 yield handed.data
     finally:
         reader.leave(follower)
+
+
+class RoomsOf:
+    """Which rooms' run events one follower of /events gets: an organization's, or every
+    room's. Each event's room is looked up as it comes (run events are few), not
+    remembered: an id deleted and created again may be another organization's."""
+
+    def __init__(self, redis_: AsyncRedis, keys: Keys, organization: str | None) -> None:
+        self.redis, self.keys, self.organization = redis_, keys, organization
+
+    async def includes(self, frame: Frame) -> bool:
+        """True when the follower gets ``frame`` (an end of stream always)."""
+        if self.organization is None or not frame.room:
+            return True
+        found = await self.redis.hget(self.keys.state(frame.room), "organization")
+        return (decode(found or b"") or DEFAULT_ORGANIZATION) == self.organization
 
 
 async def history(redis_: AsyncRedis, key: str, after: str, until: str = "+"

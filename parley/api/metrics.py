@@ -31,5 +31,5 @@ SSE_EVENTS = Counter("parley_api_sse_events_total", "Events sent on server-sent 
                      ["route"], registry=REGISTRY)
 REFUSED = Counter("parley_api_refused_total",
                   "Requests and connections refused before any route saw them, by reason "
-                  "(framing, host, origin, content_type, token, too_many_connections, "
+                  "(framing, host, origin, content_type, token, role, too_many_connections, "
                   "header_timeout, body_timeout)", ["reason"], registry=REGISTRY)

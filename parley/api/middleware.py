@@ -1,10 +1,9 @@
 """The API's ASGI middleware inside the guards of guards.py, outermost first: bearer-token
-auth, request metrics, and the request size limit. Each answers a refusal itself, before
-the app reads anything."""
+auth and access (access.py's roles and organizations), request metrics, and the request
+size limit. Each answers a refusal itself, before the app reads anything."""
 
 from __future__ import annotations
 
-import hmac
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,8 +13,12 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from parley.api import metrics
+from parley.api.access import IDENTITY, OPERATOR_AT_LOOPBACK, Identities, Identity, Role, least_role
 from parley.api.errors import error_response
 from parley.api.guards import header
+from parley.shared.keys import check_room_id
+from parley.shared.models import DEFAULT_ORGANIZATION
+from parley.shared.records import decode
 
 # Paths anyone may read: the health check, and the dashboard's page and files (they hold
 # no data: the page asks for a token and sends it). Everything else, the OpenAPI schema
@@ -34,36 +37,71 @@ def matches(routes: Sequence[BaseRoute], scope: Scope) -> bool:
 
 
 class TokenAuth:
-    """Refuses (401 JSON) a request without one of ``tokens`` as ``Authorization: Bearer``
-    or, on the requests of ``query_token_routes`` only (the event streams: a browser's
-    EventSource cannot set headers), as ``?access_token=``. No tokens: everything is let
-    through (the server then binds loopback only)."""
+    """Who the request is, and whether it may: refuses (401 JSON) a request without a known
+    token as ``Authorization: Bearer`` or, on the requests of ``query_token_routes`` only
+    (the event streams: a browser's EventSource cannot set headers), as
+    ``?access_token=``; refuses (403) a route the token's role does not reach
+    (access.ROUTE_ROLES); answers a room of another organization as absent (404, the body
+    of a missing room's). No tokens at all: everyone is the loopback operator (the server
+    then binds loopback only). The identity goes to the routes in ``scope["state"]``."""
 
-    def __init__(self, app: ASGIApp, tokens: tuple[str, ...],
+    def __init__(self, app: ASGIApp, identities: Identities,
+                 routes: Callable[[], list[Any]],
                  query_token_routes: Sequence[BaseRoute] = ()) -> None:
         self.app = app
-        self.tokens = [token.encode() for token in tokens]
+        self.identities = identities
+        self.routes = routes
         self.query_token_routes = query_token_routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if (scope["type"] != "http" or not self.tokens or path in OPEN_PATHS
-                or path.startswith(OPEN_PREFIX)):
+        if scope["type"] != "http" or path in OPEN_PATHS or path.startswith(OPEN_PREFIX):
             await self.app(scope, receive, send)
             return
+        self.identities.refresh(time.monotonic())
+        identity, reason = self.identify(scope)
+        if identity is None:
+            metrics.REFUSED.labels(reason="token").inc()
+            response = error_response(401, reason, {"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})[IDENTITY] = identity
+        refusal = await self.refusal(scope, identity)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def identify(self, scope: Scope) -> tuple[Identity | None, str]:
+        """The request's identity, or None and why it has none."""
+        if not self.identities.required:
+            return OPERATOR_AT_LOOPBACK, ""
         query_allowed = matches(self.query_token_routes, scope)
         given = self.presented(scope, query_allowed)
         if given is None:
-            reason = ("missing bearer token: send Authorization: Bearer <token>"
-                      + (" (or ?access_token=)" if query_allowed else ""))
-        elif not self.known(given):
-            reason = "invalid bearer token"
-        else:
-            await self.app(scope, receive, send)
-            return
-        metrics.REFUSED.labels(reason="token").inc()
-        response = error_response(401, reason, {"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
+            return None, ("missing bearer token: send Authorization: Bearer <token>"
+                          + (" (or ?access_token=)" if query_allowed else ""))
+        identity = self.identities.identify(given)
+        return identity, "" if identity else "invalid bearer token"
+
+    async def refusal(self, scope: Scope, identity: Identity) -> ASGIApp | None:
+        """The answer refusing the request to ``identity``, or None to let it through."""
+        found = matched_route(self.routes(), scope)
+        if found is None:
+            return None  # no such route: the app answers 404 or 405
+        template, params = found
+        needed = least_role(scope["method"], template)
+        if not identity.role.allows(needed):
+            metrics.REFUSED.labels(reason="role").inc()
+            return error_response(403, f"a {identity.role} token may not "
+                                  f"{scope['method']} {template}: it needs {needed} or above")
+        room = params.get("room")
+        if room is None or identity.role is Role.CLUSTER_ADMIN:
+            return None
+        organization = await room_organization(scope, room)
+        if organization is not None and organization != identity.organization:
+            return error_response(404, f"no room {room!r}")  # as a missing room's
+        return None
 
     def presented(self, scope: Scope, query_allowed: bool) -> str | None:
         """The token the request carries, or None."""
@@ -76,14 +114,29 @@ class TokenAuth:
             return query.get("access_token")
         return None
 
-    def known(self, given: str) -> bool:
-        """True when ``given`` is one of the tokens, compared in constant time (every token
-        is compared, so the time tells nothing of which one nearly matched)."""
-        candidate = given.encode()
-        matched = False
-        for token in self.tokens:
-            matched |= hmac.compare_digest(candidate, token)
-        return matched
+
+def matched_route(routes: list[Any], scope: Scope) -> tuple[str, dict[str, Any]] | None:
+    """The template and path parameters of the route the request is for, or None."""
+    for route in routes:
+        if isinstance(route, Route):
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return route.path, child.get("path_params", {})
+    return None
+
+
+async def room_organization(scope: Scope, room: str) -> str | None:
+    """The room's organization, None when there is no such room (or its id is not one)."""
+    try:
+        check_room_id(room)
+    except ValueError:
+        return None
+    app = scope["app"]
+    status, organization = await app.state.aredis.hmget(
+        app.state.client.store.keys.state(room), "status", "organization")
+    if status is None:
+        return None
+    return decode(organization or b"") or DEFAULT_ORGANIZATION
 
 
 class BodyLimit:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import FileResponse
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from parley.api.access import Identity, Role, identity_of
 from parley.api.errors import ApiError
 from parley.client.client import Client
 from parley.client.turn_report import read_turn_report
@@ -24,6 +25,7 @@ from parley.views import documents
 from parley.views.problems import describe_validation
 
 router = APIRouter(tags=["rooms"])
+FloorChangeName = Literal["listen", "talk", "instruct"]
 # The largest count or seq a query may give: Redis reads counts as signed 64-bit numbers.
 QUERY_INT_MAX = 2**63 - 1
 # The request body of POST /rooms, for the OpenAPI schema: the body is read and checked
@@ -31,6 +33,11 @@ QUERY_INT_MAX = 2**63 - 1
 SPEC_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "title": "RoomSpec",
     "description": "A room spec as JSON: the YAML files of examples/rooms/, in JSON."}}}}}
+
+
+IdentityDep = Annotated[Identity, Depends(identity_of)]
+OrgQuery = Annotated[str | None, Query(description="Only this organization's rooms (a "
+                                       "cluster-admin's choice; others see their own only)")]
 
 
 def client_of(request: Request) -> Client:
@@ -69,28 +76,34 @@ def parse_spec(body: bytes, max_agents: int) -> RoomSpec:
 
 
 @router.post("/rooms", status_code=201, openapi_extra=SPEC_BODY)
-async def create_room(request: Request, client: ClientDep,
+async def create_room(request: Request, client: ClientDep, identity: IdentityDep,
                       room: Annotated[str | None, Query(description="The room id (default: the "
-                                                        "spec's name and a random suffix)")] = None
+                                                        "spec's name and a random suffix)")] = None,
+                      org: Annotated[str | None, Query(description="The room's organization "
+                                                       "(a cluster-admin's choice; others "
+                                                       "create in their own)")] = None
                       ) -> dict[str, Any]:
-    """Create a room from a spec without posting into it."""
+    """Create a room of the token's organization from a spec without posting into it."""
     body = await request.body()
+    organization = identity.scope(org) or identity.organization
 
     def create() -> dict[str, Any]:
         spec = parse_spec(body, client.settings.max_agents)
-        room_id = client.create_room(spec, room)
+        room_id = client.create_room(spec, room, organization)
         return {"room": room_id, "name": spec.name, "policy": spec.policy.kind,
-                "agents": [agent.name for agent in spec.agents]}
+                "agents": [agent.name for agent in spec.agents], "organization": organization}
 
     return await run_in_threadpool(create)
 
 
 @router.get("/rooms")
-def list_rooms(client: ClientDep, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
-               ) -> dict[str, Any]:
-    """Rooms, most recently active first: status, policy, holder, messages, cost, and
-    how long the holder's lease has left (``lease_ttl_left_s``)."""
-    rooms = [summary.model_dump(mode="json") for summary in client.rooms(limit)]
+def list_rooms(client: ClientDep, identity: IdentityDep, org: OrgQuery = None,
+               limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
+    """The token's organization's rooms, most recently active first: status, policy,
+    holder, messages, cost, and how long the holder's lease has left
+    (``lease_ttl_left_s``)."""
+    rooms = [summary.model_dump(mode="json")
+             for summary in client.rooms(limit, identity.scope(org))]
     return {"rooms": with_lease_left(client, rooms), "lease_ttl_s": client.settings.lease_ttl_s}
 
 
@@ -175,6 +188,41 @@ def archive_room(room: str, client: ClientDep,
     return FileResponse(path, media_type="application/x-ndjson", filename=f"{room}.jsonl",
                         background=BackgroundTask(cleanup),
                         headers={"X-Parley-Removed": "true" if result.removed else "false"})
+
+
+@router.post("/rooms/import", status_code=201,
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/x-ndjson": {"schema": {"type": "string"}}}}})
+async def import_room(request: Request, client: ClientDep, identity: IdentityDep,
+                      room: Annotated[str | None, Query(description="The id to import it "
+                                                        "as (default: its own)")] = None
+                      ) -> dict[str, Any]:
+    """Bring back a room archived by ``POST /rooms/{room}/archive`` (the body: the archive's
+    JSON lines). Only a cluster-admin may import another organization's archive (403)."""
+    body = await request.body()
+    if room is not None:
+        check_room_id(room)
+    only = None if identity.role is Role.CLUSTER_ADMIN else identity.organization
+
+    def restore() -> str:
+        with tempfile.NamedTemporaryFile("wb", suffix=".jsonl") as file:
+            file.write(body)
+            file.flush()
+            return client.import_room(file.name, room, only)
+
+    return {"room": await run_in_threadpool(restore), "imported": True}
+
+
+@router.post("/rooms/{room}/agents/{agent}/{change}")
+def change_floor(room: str, agent: str, change: FloorChangeName, client: ClientDep,
+                 text: Annotated[str, Body(embed=True, max_length=20_000)] = "") -> dict[str, Any]:
+    """A mention room's floor: ``listen`` (the agent only listens), ``talk`` (it talks
+    again), ``instruct`` (queue it at the front for a turn on ``text``)."""
+    if change == "instruct":
+        change_id = client.instruct(room, agent, text)
+    else:
+        change_id = getattr(client, change)(room, agent)
+    return {"room": room, "agent": agent, "change": change, "id": change_id}
 
 
 @router.post("/rooms/{room}/messages", status_code=202)

@@ -23,8 +23,9 @@ __all__ = ["check_bind", "is_loopback", "serve"]
 
 def check_bind(settings: Settings, host: str) -> None:
     """ValueError (one line) when ``host`` is not loopback and no token is configured."""
-    if not settings.api_tokens and not is_loopback(host):
-        raise ValueError(f"refusing to serve the API on {host}: PARLEY_API_TOKENS is not set, "
+    if not settings.api_tokens and not settings.api_tokens_file and not is_loopback(host):
+        raise ValueError(f"refusing to serve the API on {host}: neither PARLEY_API_TOKENS nor "
+                         "PARLEY_API_TOKENS_FILE is set, "
                          "and without tokens the API listens on loopback only (set tokens, "
                          "or use --host 127.0.0.1)")
 
@@ -59,14 +60,16 @@ def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the API on ``host:port`` until SIGTERM or SIGINT."""
     check_bind(settings, host)
     app = make_app(settings)
+    app.state.identities.install_sighup()
     logging.getLogger("uvicorn.access").addFilter(RedactTokens())
     # A failure repeated by every connection (or by the event loop, out of files) writes
     # one line a second, not one per connection.
     limit_repeats()
     limits = connection_limits(settings)
-    if settings.api_tokens:
+    if app.state.identities.required:
         log.info("api starting", host=host, port=port, auth="bearer",
-                 tokens=len(settings.api_tokens), max_connections=limits.max_connections)
+                 tokens=len(settings.api_tokens), tokens_file=settings.api_tokens_file,
+                 max_connections=limits.max_connections)
     else:
         log.warning("api starting unauthenticated: PARLEY_API_TOKENS is not set, so it "
                     "serves loopback only", host=host, port=port, auth="none",

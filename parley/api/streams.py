@@ -19,6 +19,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from parley.api import metrics
+from parley.api.access import identity_of
 from parley.api.errors import ApiError
 from parley.api.fanout import (
     KEEPALIVE,
@@ -129,9 +130,14 @@ async def run_events(
     last_event_id: Annotated[str | None, Header()] = None,
     access_token: Annotated[str | None, Query(description="The bearer token, for browsers' "
                                               "EventSource")] = None,
+    org: Annotated[str | None, Query(description="Only this organization's rooms (a "
+                                     "cluster-admin's choice)")] = None,
 ) -> StreamingResponse:
     """Every room's ``run_started`` and ``run_ended`` as server-sent events (each with its
-    ``room``), from now on (or after Last-Event-ID / ``after``)."""
+    ``room``), from now on (or after Last-Event-ID / ``after``): the token's
+    organization's rooms only (a cluster-admin's: every room's, or ``org``'s)."""
     after_id = start_id(last_event_id, after, "$")
+    organization = identity_of(request).scope(org)
     return event_stream("/events", follow_runs(hub_of(request), aredis_of(request),
-                                               None if after_id == "$" else after_id))
+                                               None if after_id == "$" else after_id,
+                                               organization))

@@ -10,6 +10,7 @@ import typer
 from parley.cli import common
 from parley.cli.common import JsonFlag, print_json, read_spec
 from parley.cli.errors import CliError, file_error, friendly
+from parley.shared.models import DEFAULT_ORGANIZATION
 from parley.views import terminal
 
 app = typer.Typer(no_args_is_help=True, help="Create, list, pause, cancel, delete, "
@@ -22,14 +23,17 @@ def rooms_create(
     spec: Annotated[Path, typer.Argument(help="Room spec (YAML or JSON)")],
     room: Annotated[str | None, typer.Option("--id", help="The room id (default: the "
                                              "spec's name and a random suffix)")] = None,
+    org: Annotated[str, typer.Option("--org", help="The room's organization (set now, "
+                                     "never changed)")] = DEFAULT_ORGANIZATION,
     as_json: JsonFlag = False,
 ) -> None:
-    """Create a room from SPEC without posting into it; print its id."""
+    """Create a room of ORG from SPEC without posting into it; print its id."""
     room_spec = read_spec(spec)
-    room_id = common.connect().create_room(room_spec, room)
+    room_id = common.connect().create_room(room_spec, room, org)
     if as_json:
         print_json({"room": room_id, "name": room_spec.name, "policy": room_spec.policy.kind,
-                    "agents": [agent.name for agent in room_spec.agents]})
+                    "agents": [agent.name for agent in room_spec.agents],
+                    "organization": org})
     else:
         print(room_id)
 
@@ -37,9 +41,11 @@ def rooms_create(
 @app.command("list")
 @friendly
 def rooms_list(limit: Annotated[int, typer.Option(help="Most rooms to list")] = 100,
+               org: Annotated[str | None, typer.Option("--org", help="Only this "
+                                                       "organization's rooms")] = None,
                as_json: JsonFlag = False) -> None:
     """Rooms, most recent first: status, policy, last activity, holder, messages, cost."""
-    rooms = common.connect().rooms(limit)
+    rooms = common.connect().rooms(limit, org)
     if as_json:
         print_json({"rooms": [summary.model_dump(mode="json") for summary in rooms]})
     else:

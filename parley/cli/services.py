@@ -164,6 +164,7 @@ def api(
     """Serve the HTTP API and the dashboard (until SIGTERM). Without PARLEY_API_TOKENS it
     listens on loopback only."""
     # FastAPI and uvicorn load only for this command.
+    from parley.api.access import read_tokens_file
     from parley.api.server import check_bind, serve
 
     with settings_that_work():
@@ -171,6 +172,8 @@ def api(
         host = settings.api_host if host is None else host
         redis_kwargs(settings)  # checks the TLS settings before anything connects
         check_bind(settings, host)
+        if settings.api_tokens_file:
+            read_tokens_file(settings.api_tokens_file)  # a bad file: one line, exit 1
     configure_logging(settings.log_format, settings.log_level)
     tracing.setup("api", settings)
     serve(settings, host, settings.api_port if port is None else port)

@@ -19,7 +19,8 @@ from parley.shared.archive import ArchiveResult, archive_room, import_room
 from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
 from parley.shared.keys import Keys
-from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
+from parley.shared.models import DEFAULT_ORGANIZATION, SEED_SENDER, Message, RoomSpec, TurnRecord
+from parley.shared.organizations import check_organization, check_room_limit
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
@@ -68,15 +69,19 @@ class Client:
         Redis does not answer within the client's timeouts."""
         self.redis.ping()
 
-    def create_room(self, spec: RoomSpec, room: str | None = None) -> str:
-        """Store a new room; returns its id. A spec naming a tool that no live worker
-        offers (or one needing approval, without approvers) is refused: ToolsRefused."""
+    def create_room(self, spec: RoomSpec, room: str | None = None,
+                    organization: str = DEFAULT_ORGANIZATION) -> str:
+        """Store a new room of ``organization``; returns its id. A spec naming a tool that
+        no live worker offers (or one needing approval, without approvers) is refused:
+        ToolsRefused; an organization at its max_live_rooms: RoomLimitReached."""
         room = room or new_room_id(spec)
+        check_organization(organization)
         if any(agent.tools for agent in spec.callers):
             check_offered(spec, self.tool_catalog())
         if any(agent.is_acp for agent in spec.callers):
             check_profiles(spec, self.acp_profiles())
-        self.store.create_room(room, spec)
+        check_room_limit(self.redis, self.store.keys, organization, self.store.count_rooms)
+        self.store.create_room(room, spec, organization)
         return room
 
     def tool_catalog(self) -> dict[str, CatalogEntry]:
@@ -190,9 +195,10 @@ class Client:
         return RunResult(room=room, status=end.status, stop_reason=end.stop_reason,
                          stop_detail=end.stop_detail, answer=end.answer, messages=messages)
 
-    def rooms(self, limit: int = 100) -> list[RoomSummary]:
-        """The most recently active rooms, most recent first."""
-        return self.store.summaries(limit, self.settings.room_idle_expiry_s)
+    def rooms(self, limit: int = 100, organization: str | None = None) -> list[RoomSummary]:
+        """The most recently active rooms (of ``organization`` only, when given), most
+        recent first."""
+        return self.store.summaries(limit, self.settings.room_idle_expiry_s, organization)
 
     def show(self, room: str) -> RoomDetails:
         """One room: its summary, agents, run, usage and streams."""
@@ -268,9 +274,11 @@ class Client:
         waiting, dead letters), then remove it from Redis unless ``keep``."""
         return archive_room(self.store, room, path, keep)
 
-    def import_room(self, path: str | Path, room: str | None = None) -> str:
-        """Bring an archived room back (as ``room``, or under its own id); returns its id."""
-        return import_room(self.store, path, room)
+    def import_room(self, path: str | Path, room: str | None = None,
+                    organization: str | None = None) -> str:
+        """Bring an archived room back (as ``room``, or under its own id); returns its id.
+        With ``organization``, only an archive of that organization's room."""
+        return import_room(self.store, path, room, organization)
 
     def transcript(self, room: str, output_type: str = "text") -> Any:
         """The room's conversation: ``text``, the whole of it as ``parley transcript`` shows

@@ -137,7 +137,7 @@ def test_a_rooms_turns_and_answers_are_counted_by_the_coordinator_and_the_worker
     assert (result.stop_reason, len(turns)) == (StopReason.LULL, 4)
     recorded = recorded_answers(turns)
     coordinator = scrape(coordinator_port)
-    assert value(coordinator, "parley_turns_total") == len(turns)
+    assert value(coordinator, "parley_turns_total", organization="default") == len(turns)
     assert value(coordinator, "parley_turn_seconds_count") == len(turns)
     assert value(coordinator, "parley_turn_added_seconds_count") == len(turns)  # no timeouts
     assert answers(coordinator) == recorded
@@ -154,13 +154,16 @@ def test_a_rooms_turns_and_answers_are_counted_by_the_coordinator_and_the_worker
                "the worker's answers to match the recorded ones")
     worker = scrape(worker_port)
     analyst = [bid for t in turns for bid in t.bids if bid.agent == "Analyst"]
-    prompt = value(worker, "parley_tokens_total", model=PRICED_MODEL, direction="prompt")
-    completion = value(worker, "parley_tokens_total", model=PRICED_MODEL, direction="completion")
+    prompt = value(worker, "parley_tokens_total", organization="default", model=PRICED_MODEL,
+                   direction="prompt")
+    completion = value(worker, "parley_tokens_total", organization="default", model=PRICED_MODEL,
+                       direction="completion")
     assert (prompt, completion) == tuple(map(sum, zip(*ANALYST_TOKENS, strict=True)))
-    assert value(worker, "parley_cost_usd_total", model=PRICED_MODEL) == pytest.approx(
-        sum(bid.cost_usd for bid in analyst))
+    assert value(worker, "parley_cost_usd_total", organization="default",
+                 model=PRICED_MODEL) == pytest.approx(sum(bid.cost_usd for bid in analyst))
     assert sum(bid.cost_usd for bid in analyst) > 0
-    assert value(worker, "parley_tokens_total", model="scripted", direction="prompt") == 0
+    assert value(worker, "parley_tokens_total", organization="default", model="scripted",
+                 direction="prompt") == 0
     assert labelled(worker, "parley_failures_total", "kind") == failed
 
     processes.stop_all()

@@ -35,7 +35,7 @@ def test_creating_a_room_answers_201_with_its_id_as_rooms_create_json(api):
     reply = api.post("/rooms", json=spec_json(), params={"room": "r1"})
     assert reply.status_code == 201
     assert reply.json() == {"room": "r1", "name": "test-room", "policy": "bid",
-                            "agents": ["agent0", "agent1"]}
+                            "agents": ["agent0", "agent1"], "organization": "default"}
     assert [room["room"] for room in api.get("/rooms").json()["rooms"]] == ["r1"]
     assert api.get("/rooms/r1").json()["agents"] == ["agent0", "agent1"]
     assert api.get("/rooms/r1/spec").json()["policy"]["kind"] == "bid"
@@ -327,7 +327,8 @@ def test_parley_api_refuses_a_public_host_without_tokens_in_one_line(worker_env)
     result = CliRunner().invoke(cli.app, ["api", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "parley: refusing to serve the API on 0.0.0.0: PARLEY_API_TOKENS is not set, and "
+        "parley: refusing to serve the API on 0.0.0.0: neither PARLEY_API_TOKENS nor "
+        "PARLEY_API_TOKENS_FILE is set, and "
         "without tokens the API listens on loopback only (set tokens, or use --host 127.0.0.1)"]
 
 

@@ -60,9 +60,26 @@ def test_rooms_create_prints_the_room_id_and_json_gives_the_room(client, tmp_pat
     assert client.state(plain.strip()).status == "idle"
     assert code_json == 0
     assert json.loads(as_json) == {"room": "my-room", "name": "test-room", "policy": "bid",
-                                   "agents": ["agent0", "agent1"]}
+                                   "agents": ["agent0", "agent1"], "organization": "default"}
     assert invoke("rooms", "create", str(spec), "--id", "my-room") == (
         2, "parley: room 'my-room' already exists\n")
+
+
+def test_rooms_create_with_org_makes_a_room_of_it_and_list_org_shows_only_its_rooms(
+        client, tmp_path):
+    spec = tmp_path / "room.yaml"
+    spec.write_text(yaml.safe_dump(scripted_spec(rotating_scripts(2, 1)).model_dump(mode="json")))
+
+    assert invoke("rooms", "create", str(spec), "--id", "a1", "--org", "acme")[0] == 0
+    assert invoke("rooms", "create", str(spec), "--id", "d1")[0] == 0
+    code, listed = invoke("rooms", "list", "--org", "acme", "--json")
+
+    assert code == 0
+    assert [(r["room"], r["organization"]) for r in json.loads(listed)["rooms"]] == [
+        ("a1", "acme")]
+    assert client.state("d1").organization == "default"
+    assert invoke("rooms", "create", str(spec), "--org", "Not An Org")[1].startswith(
+        "parley: invalid organization 'Not An Org'")
 
 
 def test_rooms_list_shows_status_policy_activity_holder_messages_and_cost(client, room):

@@ -17,7 +17,7 @@ def test_the_page_is_served_without_a_token_and_its_data_needs_one(secured) -> N
     assert secured.get("/static/app.js").status_code == 200
     refused = secured.get("/dashboard/rooms")
     assert refused.status_code == 401 and "error" in refused.json()
-    assert secured.get("/dashboard/rooms", headers=AUTH).json() == {"rooms": []}
+    assert secured.get("/dashboard/rooms", headers=AUTH).json() ["rooms"] == []
 
 
 def test_a_room_that_ran_has_its_floor_share_usage_and_failures(server, secured,

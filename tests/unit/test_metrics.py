@@ -68,7 +68,7 @@ def test_a_committed_turn_counts_its_answers_timeouts_and_failures():
     bids = [answer("a", latency_ms=10.0),
             answer("b", status=AnswerStatus.ERROR, error_kind=ErrorKind.RATE_LIMIT),
             answer("c", status=AnswerStatus.TIMEOUT, error_kind=ErrorKind.NO_ANSWER)]
-    delta = Delta(("parley_turns_total", {}), ("parley_timeouts_total", {}),
+    delta = Delta(("parley_turns_total", {"organization": "default"}), ("parley_timeouts_total", {}),
                   ("parley_answers_total", {"kind": "bid", "status": "ok"}),
                   ("parley_answers_total", {"kind": "bid", "status": "error"}),
                   ("parley_answers_total", {"kind": "bid", "status": "timeout"}),
@@ -79,7 +79,7 @@ def test_a_committed_turn_counts_its_answers_timeouts_and_failures():
 
     metrics.observe_turn(record(bids, 2.0))
 
-    assert delta("parley_turns_total") == 1
+    assert delta("parley_turns_total", organization="default") == 1
     assert delta("parley_turn_seconds_count") == 1
     assert delta("parley_turn_seconds_sum") == pytest.approx(2.0)
     assert delta("parley_turn_added_seconds_count") == 0  # it waited for a timeout
@@ -92,17 +92,18 @@ def test_a_committed_turn_counts_its_answers_timeouts_and_failures():
 
 def test_a_written_answer_counts_its_tokens_and_cost_by_model():
     model = "openai/test-metrics-model"
-    delta = Delta(("parley_tokens_total", {"model": model, "direction": "prompt"}),
-                  ("parley_tokens_total", {"model": model, "direction": "completion"}),
-                  ("parley_cost_usd_total", {"model": model}),
+    org = {"organization": "acme"}
+    delta = Delta(("parley_tokens_total", {**org, "model": model, "direction": "prompt"}),
+                  ("parley_tokens_total", {**org, "model": model, "direction": "completion"}),
+                  ("parley_cost_usd_total", {**org, "model": model}),
                   ("parley_answers_total", {"kind": "speak", "status": "ok"}))
 
     metrics.observe_answer(answer("a", kind=CallKind.SPEAK, prompt_tokens=120,
-                                  completion_tokens=30, cost_usd=0.002), model)
+                                  completion_tokens=30, cost_usd=0.002), model, "acme")
 
-    assert delta("parley_tokens_total", model=model, direction="prompt") == 120
-    assert delta("parley_tokens_total", model=model, direction="completion") == 30
-    assert delta("parley_cost_usd_total", model=model) == pytest.approx(0.002)
+    assert delta("parley_tokens_total", **org, model=model, direction="prompt") == 120
+    assert delta("parley_tokens_total", **org, model=model, direction="completion") == 30
+    assert delta("parley_cost_usd_total", **org, model=model) == pytest.approx(0.002)
     assert delta("parley_answers_total", kind="speak", status="ok") == 1
 
 
@@ -118,7 +119,7 @@ def test_a_served_room_counts_each_recorded_turn_and_answer(sync_redis, async_re
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, scripted_spec(rotating_scripts(3, 4)))
     store.post(ROOM, "User", "go")
-    delta = Delta(("parley_turns_total", {}),
+    delta = Delta(("parley_turns_total", {"organization": "default"}),
                   ("parley_answers_total", {"kind": "bid", "status": "ok"}),
                   ("parley_turn_added_seconds_count", {}))
 
@@ -126,7 +127,7 @@ def test_a_served_room_counts_each_recorded_turn_and_answer(sync_redis, async_re
 
     turns = store.read_turns(ROOM)
     statuses = Counter(bid.status for turn in turns for bid in turn.bids)
-    assert delta("parley_turns_total") == len(turns) == 5
+    assert delta("parley_turns_total", organization="default") == len(turns) == 5
     assert delta("parley_answers_total", kind="bid", status="ok") == statuses[AnswerStatus.OK]
     assert delta("parley_turn_added_seconds_count") == len(turns)
 

@@ -152,10 +152,29 @@ function openOverview() {
   timer = setInterval(refresh, POLL_MS);
 }
 
+// A cluster-admin's page chooses an organization ("" for every one); others see their own.
+let orgChoice = "";
+const orgsSeen = new Set();
+
+function renderOrgChoice(identity, rooms) {
+  const select = $("org-choice");
+  if (!identity || identity.role !== "cluster-admin") { select.hidden = true; return; }
+  rooms.forEach((r) => orgsSeen.add(r.organization));
+  const names = ["", ...[...orgsSeen].sort()];
+  if (select.options.length !== names.length) {
+    select.replaceChildren(...names.map((name) => el("option", {value: name}, name || "every organization")));
+    select.value = orgChoice;
+    select.onchange = () => { orgChoice = select.value; guarded(refreshOverview); };
+  }
+  select.hidden = false;
+}
+
 async function refreshOverview() {
+  const roomsPath = "/dashboard/rooms" + (orgChoice ? `?org=${encodeURIComponent(orgChoice)}` : "");
   const [rooms, coordinators, workers, tools] = await Promise.allSettled([
-    api("/dashboard/rooms"), api("/coordinators"), api("/workers"), api("/tools")]);
+    api(roomsPath), api("/coordinators"), api("/workers"), api("/tools")]);
   if (rooms.status === "rejected") throw rooms.reason;
+  renderOrgChoice(rooms.value.identity, rooms.value.rooms || []);
   const got = (result) => (result.status === "fulfilled" ? result.value : null);
   renderTiles(rooms.value.rooms || [], got(coordinators), got(workers));
   renderRooms(rooms.value.rooms || []);
