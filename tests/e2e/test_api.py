@@ -150,8 +150,12 @@ def test_a_run_is_cancelled_over_http(api, queue):
     assert "turn_decided" not in seen
     coordinators = api.get("/coordinators").json()["coordinators"]
     assert any(c["live"] for c in coordinators)
-    workers = api.get("/workers").json()
-    assert any(queue in worker["queues"] for worker in workers["workers"])
+
+    def listed() -> dict | None:  # the worker answers the broker once it is up
+        workers = api.get("/workers").json()
+        return workers if any(queue in w["queues"] for w in workers["workers"]) else None
+
+    workers = wait_until(listed, 30, "the worker to be listed")
     assert {"name": queue, "depth": 0} in workers["queues"]
 
 
