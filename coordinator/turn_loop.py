@@ -15,6 +15,7 @@ from parley.coordinator.outages import OutageClock
 from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
 from parley.coordinator.policies.budget import Left, has_limits, left_of, not_made, reached
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
+from parley.coordinator.task_keeper import TaskKeeper
 from parley.coordinator.transport import Transport, chunk_requests
 from parley.shared import metrics
 from parley.shared.approvals import held_seconds
@@ -56,6 +57,7 @@ class TurnOptions:
     prefix: str
     agents_per_task: int
     turns_maxlen: int
+    task_heartbeat_s: float = 2.0
 
 
 @dataclass
@@ -136,6 +138,8 @@ class RoomRunner:
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
     policy: FloorPolicy = field(init=False)  # the room's policy's record
+    tasks: TaskKeeper = field(init=False)
+    tasks_open: bool = field(init=False, default=False)
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
@@ -143,9 +147,14 @@ class RoomRunner:
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         self.policy = policies.record_of(self.spec)
+        self.tasks = TaskKeeper(self.io, self.transport, self.options.prefix,
+                                self.options.task_heartbeat_s)
         # What a commit found when the inbox was empty stands for the next drain.
         drained: Drained | None = None
         while True:
+            if drained is None or not drained.state.turn_open:
+                posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
+                drained = None if posted else drained
             state = (drained or await self.drain()).state
             drained = None
             if state.turn_open:
@@ -376,6 +385,10 @@ class RoomRunner:
             self.lease.set_idling(False)
             return False
         await self.io.touch(room)
+        if self.tasks_open:
+            # Looked at again while its tasks run: a worker that dies is noticed.
+            await self.io.redis.zadd(self.io.keys.runnable, {room: self.tasks.next_look_ms()},
+                                     nx=True)
         log.info("room_paused" if drained.state.paused else "room_idle", room=room)
         return True
 

@@ -469,6 +469,25 @@ def discussion_notes(people: Sequence[str], silent_token: str, instruction: str 
     return "\n".join(lines)
 
 
+def task_caller(agent: AgentSpec, instruction: str) -> AgentSpec:
+    """A background task's worker (seed 003's tasks): its system prompt, then the task it
+    works off the floor, given the room's last messages as its context."""
+    own = system_message(agent)["content"]
+    notes = ("You are working a background task, apart from the conversation below (its "
+             f"last messages, for context). The task: {instruction}\n"
+             "Work it through, with your tools if you have any, and answer with its result "
+             "only: it is handed back to the room.")
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+
+
+def tasks_notes(lines: Sequence[str]) -> str:
+    """What a turn's notes say of the room's background tasks (answer from these when
+    asked how a task goes)."""
+    if not lines:
+        return ""
+    return "The room's background tasks (from the newest):\n" + "\n".join(lines)
+
+
 def build_panel_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                        transcript: Sequence[Message], budget: int | None,
                        count: TokenCounter) -> Prompt:

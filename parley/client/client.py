@@ -22,6 +22,7 @@ from parley.shared.models import SEED_SENDER, Message, RoomSpec, TurnRecord
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
+from parley.shared.tasks import Task, TaskBook, TaskNotFound
 from parley.shared.tool_catalog import CatalogEntry, check_offered, live_workers, read_catalog
 from parley.swarms.history import HISTORY_OUTPUT_TYPES, format_history
 from parley.views.transcript import transcript_text
@@ -53,6 +54,7 @@ class Client:
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
                                self.settings.events_stream_maxlen, self.settings.max_agents)
+        self.task_book = TaskBook(self.redis, self.store.keys, self.settings.events_stream_maxlen)
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when
@@ -98,6 +100,29 @@ class Client:
     def regenerate(self, room: str) -> str:
         """Queue, at the front, each agent that answered the last person's message."""
         return speak_queue.change(self.store, room, "regenerate")
+
+    def start_task(self, room: str, agent: str, instruction: str,
+                   hand_back: str | None = None, by: str = SEED_SENDER) -> Task:
+        """Start a background task for ``agent`` (seed 003's tasks): its worker works it off
+        the floor while the room goes on, and the result comes back as the agent's
+        ``hand_back`` says (or as given). TaskRefused names what is wrong."""
+        _, spec = self.store.read_spec(room)
+        return self.task_book.start(room, spec, agent, instruction, hand_back, by)
+
+    def tasks(self, room: str) -> list[Task]:
+        """The room's background tasks, oldest first."""
+        self.store.read_state(room)  # no such room: RoomNotFound
+        return self.task_book.list(room)
+
+    def cancel_task(self, task_id: str, room: str | None = None) -> Task:
+        """Cancel a task by its id or its first digits (six are enough), in ``room`` or in
+        any room; the agent says it was cancelled. TaskNotFound when no task matches."""
+        if room is not None:
+            return self.task_book.cancel(room, task_id)
+        for candidate in self.store.list_rooms(limit=100_000):
+            if any(task.id.startswith(task_id.lower()) for task in self.task_book.list(candidate)):
+                return self.task_book.cancel(candidate, task_id)
+        raise TaskNotFound(f"no task {task_id!r} in any room")
 
     def speak_queue(self, room: str) -> dict[str, Any]:
         """A mention room's speak queue: speaking, queue, listening, asked, waiting, over."""
