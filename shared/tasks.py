@@ -134,6 +134,11 @@ def posted_result(task: Task) -> str:
     return f"(task {task.short_id} {task.status.replace('_', ' ')}: {task.error or 'no result'})"
 
 
+def on_it(instruction: str) -> str:
+    """What an agent that started a task without a word says of it."""
+    return f"I'm on it, in the background: {one_line(instruction)}"
+
+
 def one_line(text: str, most: int = 80) -> str:
     """The start of ``text`` on one line."""
     line = " ".join(text.split())

@@ -633,6 +633,27 @@ def no_policy_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:
     return NO_POLICY_TOOLS
 
 
+WORK_IN_BACKGROUND = "work_in_background"
+# The tool an agent with background work set up is offered on every call whose answer is
+# posted (never in a task's own call: a worker starts no task of its own).
+WORK_TOOL: dict[str, Any] = {"type": "function", "function": {
+    "name": WORK_IN_BACKGROUND,
+    "description": ("Start long work as a background task, off the floor: it runs while the "
+                    "conversation goes on, and its result comes back to the room when done. "
+                    "Say in a sentence that you are on it."),
+    "parameters": {"type": "object", "properties": {
+        "what": {"type": "string", "description": "What to do, in full: the task's worker "
+                 "reads only this and the room's last messages."}},
+        "required": ["what"]}}}
+
+
+def with_background_tools(tools: PolicyTools, agent: AgentSpec) -> PolicyTools:
+    """The call kind's policy tools, and work_in_background for an agent set up for it."""
+    if agent.background is None:
+        return tools
+    return PolicyTools((*tools.offered, WORK_TOOL), tools.prefix)
+
+
 def transfer_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:
     """A handoff room's ``transfer_to_<agent>`` tools: one per agent ``agent`` may hand the
     conversation to, each with the reason as its argument."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import socket
 import time
 from collections import OrderedDict
@@ -29,10 +30,13 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
+from parley.shared.tasks import TaskBook, TaskRefused, on_it
 from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import (
     CALL_PROMPTS,
+    WORK_IN_BACKGROUND,
+    with_background_tools,
     NO_POLICY_TOOLS,
     PolicyTools,
     participant_names,
@@ -203,7 +207,8 @@ def answer_chunk(req: CallRequest) -> None:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     callers = {name: caller(spec, req, name) for name in req.agents}
-    offers = {name: CALL_PROMPTS[req.kind].policy_tools(spec, agent)
+    offers = {name: with_background_tools(CALL_PROMPTS[req.kind].policy_tools(spec, agent),
+                                          spec.agent(name))
               for name, agent in callers.items()}
     pending = {
         _calls.submit(contextvars.copy_context().run,
@@ -233,10 +238,34 @@ def answer_chunk(req: CallRequest) -> None:
 
 def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
-    """Write answers of the request's calls in one round trip, and count them."""
+    """Write answers of the request's calls in one round trip, and count them; an answer
+    that called work_in_background starts its task first."""
+    answers = [started_work(store, req, answer) for answer in answers]
     store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
+
+
+def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:
+    """Start the task an answer's work_in_background call asks for (once: its id is the
+    call's, so a call asked again starts none); the answer says it is on it."""
+    call = answer.policy_call
+    if call is None or call.name != WORK_IN_BACKGROUND:
+        return answer
+    what = str(call.arguments.get("what") or "").strip()
+    if not what:
+        return answer.model_copy(update={"policy_call": None})
+    _, spec = store.read_spec(req.room)
+    task_id = hashlib.sha256(f"{req.room}|{req.turn}|{req.phase}|{answer.agent}|{answer.call}"
+                             .encode()).hexdigest()[:16]
+    book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+    try:
+        book.start(req.room, spec, answer.agent, what, by=answer.agent, task_id=task_id)
+    except (TaskRefused, redis.ResponseError) as error:
+        log.warning("task_refused", agent=answer.agent, error=str(error))
+        return answer
+    return answer.model_copy(update={"policy_call": None,
+                                     "message": answer.message or on_it(what)})
 
 
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,

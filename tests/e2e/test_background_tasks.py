@@ -91,3 +91,25 @@ def test_a_worker_killed_mid_task_fails_it_and_the_agent_says_so(processes, sett
     processes.worker("-Q", queue, "-c", "4", env=env)
     wait_until(lambda: said(client, room), 30, "lead to say so")
     assert said(client, room) == [("lead", "The ticket review failed: its worker stopped.")]
+
+
+def test_the_agents_tool_starts_a_task_and_a_worker_starts_none_of_its_own(processes,
+                                                                           settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    research = [{"tool_calls": [{"name": "work_in_background",
+                                 "arguments": {"what": "and more"}}]},
+                {"content": "Checkout fails on the CA tax rule.", "sleep": 1.0}]
+    lead = [{"tool_calls": [{"name": "work_in_background",
+                             "arguments": {"what": "Why do Canadian checkouts fail?"}}]},
+            {"content": "On it."},
+            {"content": "Found it: the CA tax rule breaks checkout."}]
+    room = client.create_room(room_spec(queue, "relay", research, lead))
+    client.post(room, "@lead why do Canadian checkouts fail?")
+    wait_until(lambda: len(said(client, room)) >= 3, 40, "lead's relay")
+    assert [sender for sender, _ in said(client, room)] == ["User", "lead", "lead"]
+    assert said(client, room)[2][1] == "Found it: the CA tax rule breaks checkout."
+    tasks = client.tasks(room)
+    assert [(task.agent, task.by, task.status) for task in tasks] == [("lead", "lead", "done")]
+    assert tasks[0].instruction == "Why do Canadian checkouts fail?"
