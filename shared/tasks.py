@@ -86,7 +86,7 @@ def task_from_fields(room: str, task_id: str, fields: dict[str, str]) -> Task:
     def flag(name: str) -> bool:
         return fields.get(name) == "1"
 
-    return Task(
+    return Task.model_validate(dict(
         id=task_id, room=room, agent=fields.get("agent", ""), worker=fields.get("worker", ""),
         hand_back=fields.get("hand_back") or "relay", instruction=fields.get("instruction", ""),
         by=fields.get("by", ""), status=fields.get("status") or "queued",
@@ -98,7 +98,7 @@ def task_from_fields(room: str, task_id: str, fields: dict[str, str]) -> Task:
         progress=fields.get("progress", ""), cancel=flag("cancel"), sent=flag("sent"),
         handed_back=flag("handed_back"), prompt_tokens=int(fields.get("prompt_tokens") or 0),
         completion_tokens=int(fields.get("completion_tokens") or 0),
-        cost_usd=float(fields.get("cost_usd") or 0))
+        cost_usd=float(fields.get("cost_usd") or 0)))
 
 
 def tasks_from_hash(room: str, raw: dict[Any, Any]) -> list[Task]:
@@ -156,7 +156,8 @@ def notes_line(task: Task) -> str:
     state = task.status.replace("_", " ")
     if task.progress and task.status == "running":
         state += f" ({one_line(task.progress, 60)})"
-    return f"- task {task.short_id} of {task.agent} (by {task.worker}): {one_line(task.instruction)} [{state}]"
+    return (f"- task {task.short_id} of {task.agent} (by {task.worker}): "
+            f"{one_line(task.instruction)} [{state}]")
 
 
 class TaskBook:

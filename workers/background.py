@@ -69,7 +69,8 @@ def watch(book: TaskBook, task: Task, prefix: str
         if cancel or not running:
             return "cancelled", "", "cancelled", (0, 0, 0.0)
         if time.time() > task.deadline:
-            return "timed_out", "", f"ran past its max_s ({round(task.deadline - task.started_at)} s)", (0, 0, 0.0)
+            max_s = round(task.deadline - task.started_at)
+            return "timed_out", "", f"ran past its max_s ({max_s} s)", (0, 0, 0.0)
 
 
 def work(task: Task, prefix: str) -> tuple[str, str, str, tuple[int, int, float]]:

@@ -35,11 +35,11 @@ from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import (
     CALL_PROMPTS,
-    WORK_IN_BACKGROUND,
-    with_background_tools,
     NO_POLICY_TOOLS,
+    WORK_IN_BACKGROUND,
     PolicyTools,
     participant_names,
+    with_background_tools,
 )
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.approvals import await_approval

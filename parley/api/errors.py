@@ -19,6 +19,7 @@ from parley.shared.approvals import ApprovalClosed, ApprovalNotFound, NotAnAppro
 from parley.shared.logs import one_line
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
+from parley.shared.tasks import TaskNotFound
 from parley.shared.tool_catalog import ToolsRefused
 
 log = structlog.get_logger("parley.api")
@@ -27,6 +28,7 @@ log = structlog.get_logger("parley.api")
 STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (RoomNotFound, 404),
     (ApprovalNotFound, 404),
+    (TaskNotFound, 404),
     (NotAnApprover, 403),
     (ApprovalClosed, 409),
     (RoomExists, 409),

@@ -16,6 +16,7 @@ services        coordinator, worker, health, api
 demo            demo
 rooms           rooms create, list, show, pause, resume, cancel, delete, archive,
                 import
+tasks           task start, list, cancel
 ==============  ================================================================
 """
 
@@ -37,6 +38,7 @@ from parley.cli import (
     services,
     show,
     speak_queue,
+    tasks,
     tools,
 )
 from parley.version import package_version
@@ -50,6 +52,7 @@ for group in (runs, speak_queue, follow, console, show, replay, approvals, tools
               demo):
     app.add_typer(group.app)
 app.add_typer(rooms.app, name="rooms")
+app.add_typer(tasks.app, name="task")
 
 
 def print_version(asked: bool) -> None:

@@ -54,7 +54,15 @@ class Client:
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
                                self.settings.events_stream_maxlen, self.settings.max_agents)
-        self.task_book = TaskBook(self.redis, self.store.keys, self.settings.events_stream_maxlen)
+        self._task_book: tuple[RoomStore, TaskBook] | None = None
+
+    @property
+    def task_book(self) -> TaskBook:
+        """The background tasks, on the client's store (whichever Redis it was given)."""
+        if self._task_book is None or self._task_book[0] is not self.store:
+            self._task_book = (self.store, TaskBook(self.store.redis, self.store.keys,
+                                                    self.settings.events_stream_maxlen))
+        return self._task_book[1]
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when

@@ -1,0 +1,93 @@
+"""Background tasks through the front doors (seed 003's tasks), on fakeredis: the scripts'
+rules (started once, taken once, finished once with its tokens in the room's totals,
+the hand-back queued as the agent's hand_back says), `parley task` and the HTTP routes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from parley import cli
+from parley.shared.models import RoomSpec
+from parley.shared.tasks import TaskNotFound, TaskRefused
+from tests.support.fake_client import cli_on_fake_client
+
+
+def room_spec(hand_back: str = "relay", policy: str = "mention") -> RoomSpec:
+    return RoomSpec.model_validate({
+        "policy": {"kind": policy},
+        "agents": [{"name": "lead", "model": "scripted", "script": [],
+                    "background": {"hand_back": hand_back, "worker": "researcher"}},
+                   {"name": "researcher", "model": "scripted", "script": []}]})
+
+
+def test_a_worker_that_is_not_an_agent_is_refused_at_create():
+    with pytest.raises(ValueError, match="background.worker 'nobody' is not an agent"):
+        RoomSpec.model_validate({"policy": {"kind": "mention"}, "agents": [
+            {"name": "a", "model": "scripted", "script": [], "background": {"worker": "nobody"}},
+            {"name": "b", "model": "scripted", "script": []}]})
+
+
+def test_a_task_is_taken_once_and_finished_once_with_its_tokens_in_the_room(client):
+    client.create_room(room_spec(), "r1")
+    task = client.start_task("r1", "lead", "count the tickets")
+    assert (task.worker, task.hand_back, task.status) == ("researcher", "relay", "queued")
+    book = client.task_book
+    assert book.claim("r1", task.id) and not book.claim("r1", task.id)
+    assert book.finish("r1", task, "done", "42", usage=(100, 20, 0.5))
+    assert not book.finish("r1", task, "failed", error="late")
+    state = client.state("r1")
+    assert (state.usage.prompt_tokens, state.usage.completion_tokens) == (100, 20)
+    assert state.agent_totals("prompt_tokens")["researcher"] == 100
+    done = client.tasks("r1")[0]
+    assert (done.status, done.result, done.prompt_tokens) == ("done", "42", 100)
+    # relay in a discussion room: the agent is instructed, at the front of the queue
+    ops = client.store.read_floor_ops("r1", "0-0")
+    assert [(op.op, op.agent) for op in ops] == [("instruct", "lead")]
+    assert "42" in ops[0].text
+    assert state.status.value == "running"  # a run started to serve it
+
+
+def test_a_posted_task_waits_in_the_handbacks_and_a_queued_cancel_ends_it(client):
+    client.create_room(room_spec("post"), "r1")
+    first = client.start_task("r1", "lead", "list them")
+    second = client.start_task("r1", "lead", "and these", hand_back="relay")
+    client.task_book.finish("r1", first, "done", "- one\n- two")
+    assert client.redis.zrange(client.store.keys.handbacks("r1"), 0, -1) == [first.id.encode()]
+    cancelled = client.cancel_task(second.short_id)
+    assert cancelled.status == "cancelled"
+    with pytest.raises(TaskNotFound):
+        client.cancel_task("ffffff")
+    with pytest.raises(TaskRefused, match="not an agent"):
+        client.start_task("r1", "nobody", "x")
+
+
+def test_parley_task_starts_lists_and_cancels(monkeypatch):
+    client = cli_on_fake_client(monkeypatch)
+    client.create_room(room_spec(), "r1")
+    runner = CliRunner()
+    started = runner.invoke(cli.app, ["task", "start", "r1", "lead", "read the logs",
+                                      "--hand-back", "post", "--json"])
+    assert started.exit_code == 0, started.output
+    task = json.loads(started.stdout)
+    assert (task["agent"], task["hand_back"], task["status"]) == ("lead", "post", "queued")
+    listed = runner.invoke(cli.app, ["task", "list", "r1"])
+    assert task["id"][:6] in listed.stdout and "queued" in listed.stdout
+    done = runner.invoke(cli.app, ["task", "cancel", task["id"][:6]])
+    assert done.exit_code == 0 and "cancelled" in done.stdout
+    missing = runner.invoke(cli.app, ["task", "cancel", "abcdef"])
+    assert missing.exit_code == 2 and "no task 'abcdef'" in missing.stderr
+
+
+def test_the_tasks_routes_start_list_and_cancel(api):
+    created = api.post("/rooms", json=room_spec().model_dump(mode="json"))
+    room = created.json()["room"]
+    started = api.post(f"/rooms/{room}/tasks", json={"agent": "lead", "what": "read"})
+    assert started.status_code == 201
+    task_id = started.json()["id"]
+    assert [t["id"] for t in api.get(f"/rooms/{room}/tasks").json()["tasks"]] == [task_id]
+    assert api.delete(f"/rooms/{room}/tasks/{task_id[:6]}").json()["status"] == "cancelled"
+    assert api.delete(f"/rooms/{room}/tasks/abcdef").status_code == 404
+    assert api.post(f"/rooms/{room}/tasks", json={"agent": "x", "what": "y"}).status_code == 400
