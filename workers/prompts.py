@@ -488,6 +488,14 @@ def tasks_notes(lines: Sequence[str]) -> str:
     return "The room's background tasks (from the newest):\n" + "\n".join(lines)
 
 
+def with_task_notes(agent: AgentSpec, notes: str) -> AgentSpec:
+    """The agent with the room's task notes after its system prompt."""
+    if not notes:
+        return agent
+    own = system_message(agent)["content"]
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+
+
 def build_panel_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                        transcript: Sequence[Message], budget: int | None,
                        count: TokenCounter) -> Prompt:

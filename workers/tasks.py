@@ -30,7 +30,7 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
-from parley.shared.tasks import TaskBook, TaskRefused, on_it
+from parley.shared.tasks import NOTES_TASKS, TaskBook, TaskRefused, notes_line, on_it
 from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import (
@@ -39,7 +39,9 @@ from parley.workers.prompts import (
     WORK_IN_BACKGROUND,
     PolicyTools,
     participant_names,
+    tasks_notes,
     with_background_tools,
+    with_task_notes,
 )
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.approvals import await_approval
@@ -206,7 +208,8 @@ def answer_chunk(req: CallRequest) -> None:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    callers = {name: caller(spec, req, name) for name in req.agents}
+    notes = task_notes(store, req)
+    callers = {name: with_task_notes(caller(spec, req, name), notes) for name in req.agents}
     offers = {name: with_background_tools(CALL_PROMPTS[req.kind].policy_tools(spec, agent),
                                           spec.agent(name))
               for name, agent in callers.items()}
@@ -244,6 +247,15 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     for answer in answers:
         metrics.observe_answer(answer, callers[answer.agent].model)
+
+
+def task_notes(store: RoomStore, req: CallRequest) -> str:
+    """What a posted turn's notes say of the room's tasks (none for other calls), so that an
+    agent asked how a task goes answers from them."""
+    if not CALL_PROMPTS[req.kind].streams:
+        return ""
+    tasks = TaskBook(store.redis, store.keys, settings.events_stream_maxlen).list(req.room)
+    return tasks_notes([notes_line(task) for task in reversed(tasks[-NOTES_TASKS:])])
 
 
 def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:

@@ -113,3 +113,26 @@ def test_the_agents_tool_starts_a_task_and_a_worker_starts_none_of_its_own(proce
     tasks = client.tasks(room)
     assert [(task.agent, task.by, task.status) for task in tasks] == [("lead", "lead", "done")]
     assert tasks[0].instruction == "Why do Canadian checkouts fail?"
+
+
+def test_a_coordinator_killed_while_a_task_runs_and_as_it_comes_back_loses_nothing(
+        processes, settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    doomed = processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "post", [{"content": "first result", "sleep": 2.0},
+                        {"content": "second result", "sleep": 2.0}], []))
+    client.start_task(room, "lead", "first")
+    wait_until(lambda: client.tasks(room)[0].status == "running", 20, "the task to run")
+    processes.kill(doomed, signal.SIGKILL)
+    client.start_task(room, "lead", "second")  # queued while no coordinator runs
+    successor = processes.coordinator()
+    wait_until(lambda: [t.status for t in client.tasks(room)] == ["done", "running"], 30,
+               "the first done, the second running")
+    processes.kill(successor, signal.SIGKILL)
+    processes.coordinator()
+    wait_until(lambda: len(said(client, room)) == 2, 30, "both results posted")
+    assert sorted(content for _, content in said(client, room)) == [
+        "first result", "second result"]
+    assert [m.seq for m in client.messages(room)] == [1, 2]

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from parley import cli
-from parley.shared.models import RoomSpec
+from parley.shared.models import CallKind, CallRequest, RoomSpec
 from parley.shared.tasks import TaskNotFound, TaskRefused
+from parley.workers.tasks import task_notes
 from tests.support.fake_client import cli_on_fake_client
 
 
@@ -91,3 +92,15 @@ def test_the_tasks_routes_start_list_and_cancel(api):
     assert api.delete(f"/rooms/{room}/tasks/{task_id[:6]}").json()["status"] == "cancelled"
     assert api.delete(f"/rooms/{room}/tasks/abcdef").status_code == 404
     assert api.post(f"/rooms/{room}/tasks", json={"agent": "x", "what": "y"}).status_code == 400
+
+
+def test_a_posted_turns_notes_list_the_rooms_tasks(client):
+    client.create_room(room_spec(), "r1")
+    client.start_task("r1", "lead", "count the tickets")
+    request = CallRequest(prefix=client.store.keys.prefix, room="r1", turn=1, attempt=1,
+                          agents=["lead"], kind=CallKind.DISCUSS, snapshot_seq=0,
+                          deadline=0, spec_version=0)
+    notes = task_notes(client.store, request)
+    assert "count the tickets [queued]" in notes and "of lead (by researcher)" in notes
+    bid = request.model_copy(update={"kind": CallKind.BID})
+    assert task_notes(client.store, bid) == ""
