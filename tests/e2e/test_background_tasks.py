@@ -5,14 +5,18 @@ once, and a cancel or a worker killed mid-task is told to the room."""
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
+import yaml
 
 from parley.client import Client
 from parley.shared.models import RoomSpec
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "background.yaml"
 
 
 def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict]) -> RoomSpec:
@@ -136,3 +140,20 @@ def test_a_coordinator_killed_while_a_task_runs_and_as_it_comes_back_loses_nothi
     assert sorted(content for _, content in said(client, room)) == [
         "first result", "second result"]
     assert [m.seq for m in client.messages(room)] == [1, 2]
+
+
+def test_the_background_example_room_answers_billing_before_the_relay(processes, settings,
+                                                                       queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    data = yaml.safe_load(EXAMPLE.read_text())
+    for agent in data["agents"]:
+        agent["queue"] = queue
+    client = Client(settings)
+    room = client.create_room(RoomSpec.model_validate(data))
+    client.post(room, "@support go through today's tickets. @billing how long do refunds take?")
+    wait_until(lambda: len(said(client, room)) == 4, 40, "support's relay")
+    assert [sender for sender, _ in said(client, room)] == ["User", "support", "billing",
+                                                             "support"]
+    assert said(client, room)[3][1].startswith("Done with today's tickets")
+    assert [task.worker for task in client.tasks(room)] == ["ticket-reader"]
