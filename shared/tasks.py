@@ -18,7 +18,7 @@ import redis
 from pydantic import BaseModel
 
 from parley.shared.keys import Keys
-from parley.shared.models import RoomSpec
+from parley.shared.models import MentionPolicy, RoomSpec
 from parley.shared.records import decode
 from parley.shared.scripts import Scripts
 
@@ -189,7 +189,7 @@ class TaskBook:
             keys=[self.keys.spec(room), self.keys.state(room), self.keys.tasks(room),
                   self.keys.task_ids(room), self.keys.events(room)],
             args=[task_id, agent, worker, hand_back, instruction, by, f"{time.time():.6f}",
-                  max_s, self.events_maxlen])
+                  max_s, self.events_maxlen, relay_as(spec, hand_back)])
         self.redis.zadd(self.keys.runnable, {room: int(time.time() * 1000)}, lt=True)
         return self.get(room, task_id)
 
@@ -237,6 +237,13 @@ class TaskBook:
             keys=[self.keys.tasks(room), self.keys.events(room)],
             args=[task_id, f"{time.time():.6f}", progress, self.events_maxlen])
         return bool(running), bool(cancel)
+
+
+def relay_as(spec: RoomSpec, hand_back: str) -> str:
+    """How a task's result comes back: ``instruct`` (a relay in a discussion room, whose
+    speak queue takes instructions), else ``post``. A relay in another room is posted as
+    the agent's message too: its policies have no turn to give the agent on demand."""
+    return "instruct" if hand_back == "relay" and isinstance(spec.policy, MentionPolicy) else "post"
 
 
 def finish_keys(keys: Keys, room: str) -> list[str]:

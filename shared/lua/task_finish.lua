@@ -2,12 +2,12 @@
 -- totals and its worker's, write task_finished, and queue the hand-back. Only a queued or
 -- running task finishes: whoever comes second (the worker after the sweep failed its
 -- lapsed heartbeat, a result after a cancel) changes nothing.
--- The hand-back: relay in a mention room is an instruction to the agent, queued as an
--- operator's (floor_op.lua: the agent at the front of the queue, a run started when none
+-- The hand-back: a relay in a room that takes instructions (its task's relay_as, set at
+-- its start) is an instruction to the agent, queued as an operator's (floor_op.lua: the agent at the front of the queue, a run started when none
 -- is in progress; refused once the discussion is over, as any instruction); otherwise the
 -- task waits in the handbacks zset for the coordinator to post its result as the agent's
 -- message once the turn under way ends (post_handback.lua).
--- KEYS[1] spec   KEYS[2] state   KEYS[3] tasks   KEYS[4] handbacks   KEYS[5] floor ops
+-- KEYS[1] spec (unused: the keys are task_start's)   KEYS[2] state   KEYS[3] tasks   KEYS[4] handbacks   KEYS[5] floor ops
 -- KEYS[6] events
 -- ARGV[1] task id   ARGV[2] status (done, failed, cancelled, timed_out)   ARGV[3] result
 -- ARGV[4] error   ARGV[5] now (unix s)   ARGV[6] prompt tokens   ARGV[7] completion tokens
@@ -31,12 +31,12 @@ if not count(ARGV[10]) or not count(ARGV[11]) then
   return redis.error_reply(BAD_EVENTS_CAP)
 end
 local task = redis.call('HMGET', KEYS[3], id .. ':status', id .. ':agent', id .. ':worker',
-  id .. ':hand_back')
+  id .. ':relay_as')
 if task[1] ~= 'queued' and task[1] ~= 'running' then
   return 0
 end
 local agent, worker = task[2], task[3]
-local relay = task[4] == 'relay' and redis.call('HGET', KEYS[1], 'policy') == 'mention'
+local relay = task[4] == 'instruct'
 local held = redis.call('HMGET', KEYS[2], 'status', 'paused', 'run')
 if relay and held[1] ~= 'running' then
   local refused = overflow('run', held[3], 1)

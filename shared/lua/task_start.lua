@@ -5,7 +5,9 @@
 -- KEYS[1] spec   KEYS[2] state   KEYS[3] tasks   KEYS[4] task ids   KEYS[5] events
 -- ARGV[1] task id   ARGV[2] agent   ARGV[3] worker   ARGV[4] hand_back (relay, post)
 -- ARGV[5] instruction   ARGV[6] by (who started it)   ARGV[7] now (unix s)
--- ARGV[8] max_s   ARGV[9] events stream cap
+-- ARGV[8] max_s   ARGV[9] events stream cap   ARGV[10] relay_as: 'instruct' when the
+-- result is relayed as an instruction to the agent (a room that takes them), else 'post'
+-- (posted as the agent's message once the turn under way ends)
 -- Returns 1 when started, 0 when the id was started before.
 -- Fails, writing nothing, with NOROOM (no such room) or BADARG.
 -- @include checks
@@ -27,6 +29,9 @@ end
 if not count(ARGV[9]) then
   return redis.error_reply(BAD_EVENTS_CAP)
 end
+if ARGV[10] ~= 'instruct' and ARGV[10] ~= 'post' then
+  return redis.error_reply('BADARG relay_as must be instruct or post')
+end
 if redis.call('HEXISTS', KEYS[3], id .. ':status') == 1 then
   return 0
 end
@@ -38,7 +43,7 @@ redis.call('HSET', KEYS[3], id .. ':agent', ARGV[2], id .. ':worker', ARGV[3],
   id .. ':hand_back', ARGV[4], id .. ':instruction', ARGV[5], id .. ':by', ARGV[6],
   id .. ':status', 'queued', id .. ':started_at', ARGV[7], id .. ':beat_at', ARGV[7],
   id .. ':deadline', string.format('%.6f', now + max_s), id .. ':number', number,
-  id .. ':sent', 0, id .. ':cancel', 0)
+  id .. ':sent', 0, id .. ':cancel', 0, id .. ':relay_as', ARGV[10])
 redis.call('ZADD', KEYS[4], math.floor(now * 1000), id)
 add_event(KEYS[5], ARGV[9], {'type', 'task_started', 'task_id', id, 'agent', ARGV[2],
   'worker', ARGV[3], 'hand_back', ARGV[4], 'by', ARGV[6]})
