@@ -30,7 +30,7 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomStore
-from parley.shared.tasks import NOTES_TASKS, TaskBook, TaskRefused, notes_line, on_it
+from parley.shared.tasks import NOTES_TASKS, SHORT_ID, TaskBook, TaskRefused, notes_line, on_it
 from parley.workers.app import app, settings
 from parley.workers.calls import answer_call, call_in, uses_tools
 from parley.workers.prompts import (
@@ -276,8 +276,13 @@ def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:
     except (TaskRefused, redis.ResponseError) as error:
         log.warning("task_refused", agent=answer.agent, error=str(error))
         return answer
+    # Recorded as the turn's tool call, so `parley turns` and `parley run` tell of it.
+    record = ToolCallRecord(id=f"{req.room}.{req.turn}.{req.phase}.{answer.call}.task",
+                            agent=answer.agent, tool=WORK_IN_BACKGROUND,
+                            arguments={"what": what}, result=f"task {task_id[:SHORT_ID]} started")
     return answer.model_copy(update={"policy_call": None,
-                                     "message": answer.message or on_it(what)})
+                                     "message": answer.message or on_it(what),
+                                     "tool_calls": [*(answer.tool_calls or []), record]})
 
 
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,

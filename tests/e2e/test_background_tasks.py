@@ -117,6 +117,10 @@ def test_the_agents_tool_starts_a_task_and_a_worker_starts_none_of_its_own(proce
     tasks = client.tasks(room)
     assert [(task.agent, task.by, task.status) for task in tasks] == [("lead", "lead", "done")]
     assert tasks[0].instruction == "Why do Canadian checkouts fail?"
+    # The turn tells it started the task (`parley turns`, `parley run`).
+    started = client.messages(room)[1].tool_calls
+    assert [(call.tool, call.result) for call in started] == [
+        ("work_in_background", f"task {tasks[0].short_id} started")]
 
 
 def test_a_coordinator_killed_while_a_task_runs_and_as_it_comes_back_loses_nothing(
