@@ -104,3 +104,15 @@ def test_a_posted_turns_notes_list_the_rooms_tasks(client):
     assert "count the tickets [queued]" in notes and "of lead (by researcher)" in notes
     bid = request.model_copy(update={"kind": CallKind.BID})
     assert task_notes(client.store, bid) == ""
+
+
+def test_the_dashboard_shows_each_agents_running_tasks_and_a_finished_result(api):
+    room = api.post("/rooms", json=room_spec().model_dump(mode="json")).json()["room"]
+    first = api.post(f"/rooms/{room}/tasks", json={"agent": "lead", "what": "count"}).json()
+    api.post(f"/rooms/{room}/tasks", json={"agent": "lead", "what": "read the logs"})
+    api.delete(f"/rooms/{room}/tasks/{first['id']}")
+    stats = api.get(f"/dashboard/rooms/{room}/stats").json()
+    lead = next(card for card in stats["agents"] if card["name"] == "lead")
+    assert [task["instruction"] for task in lead["running"]] == ["read the logs"]
+    assert [(task["id"], task["status"]) for task in stats["tasks"]] == [
+        (first["id"][:6], "cancelled")]
