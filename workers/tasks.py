@@ -48,7 +48,8 @@ from parley.workers.tools.approvals import await_approval
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.journal import Claim, ToolJournal, read_entry
 from parley.workers.tools.loop import ToolRun, call_tool, ended
-from parley.workers.tools.toolbox import build_toolbox
+from parley.workers.tools.task_tools import TASK_TOOL_NAMES, TaskTools
+from parley.workers.tools.toolbox import Toolbox, build_toolbox
 
 log = structlog.get_logger("parley.worker")
 
@@ -293,7 +294,11 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
         return None
     journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, req.turn, req.phase)
     names = participant_names(spec.agent_names, transcript())
-    return ToolRun(build_toolbox(settings), journal, partial(await_approval, store, req.room, spec),
+    toolbox = build_toolbox(settings)
+    if any(name in TASK_TOOL_NAMES for name in agent.tools):
+        book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+        toolbox = Toolbox([TaskTools(book, req.room), *toolbox.sources])
+    return ToolRun(toolbox, journal, partial(await_approval, store, req.room, spec),
                    partial(send_tool_call, req.prefix, req.room), names,
                    settings.tool_result_max_bytes)
 

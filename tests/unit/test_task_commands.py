@@ -13,13 +13,15 @@ from parley import cli
 from parley.shared.models import CallKind, CallRequest, RoomSpec
 from parley.shared.tasks import TaskNotFound, TaskRefused
 from parley.workers.tasks import task_notes
+from parley.workers.tools.base import ToolError
+from parley.workers.tools.task_tools import TaskTools
 from tests.support.fake_client import cli_on_fake_client
 
 
-def room_spec(hand_back: str = "relay", policy: str = "mention") -> RoomSpec:
+def room_spec(hand_back: str = "relay", policy: str = "mention", tools: tuple = ()) -> RoomSpec:
     return RoomSpec.model_validate({
         "policy": {"kind": policy},
-        "agents": [{"name": "lead", "model": "scripted", "script": [],
+        "agents": [{"name": "lead", "model": "scripted", "script": [], "tools": list(tools),
                     "background": {"hand_back": hand_back, "worker": "researcher"}},
                    {"name": "researcher", "model": "scripted", "script": []}]})
 
@@ -116,3 +118,15 @@ def test_the_dashboard_shows_each_agents_running_tasks_and_a_finished_result(api
     assert [task["instruction"] for task in lead["running"]] == ["read the logs"]
     assert [(task["id"], task["status"]) for task in stats["tasks"]] == [
         (first["id"][:6], "cancelled")]
+
+
+def test_the_task_tools_read_and_cancel_the_rooms_tasks(client):
+    client.create_room(room_spec(tools=("task_status", "cancel_task")), "r1")  # named without any worker offering them
+    task = client.start_task("r1", "lead", "count the tickets")
+    tools = TaskTools(client.task_book, "r1")
+    assert "count the tickets [queued]" in tools.call("task_status", {}, 5)
+    assert tools.call("cancel_task", {"task": task.short_id}, 5) == (
+        f"task {task.short_id}: cancel asked (cancelled)")
+    assert "[cancelled]" in tools.call("task_status", {"task": task.short_id}, 5)
+    with pytest.raises(ToolError, match="no task 'abcdef'"):
+        tools.call("cancel_task", {"task": "abcdef"}, 5)
