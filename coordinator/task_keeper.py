@@ -46,16 +46,20 @@ class TaskKeeper:
         return tasks_from_hash(room, await self.io.redis.hgetall(self.io.keys.tasks(room)))
 
     async def serve(self, lease: Lease, spec: RoomSpec) -> tuple[bool, bool]:
-        """Send, sweep and hand back; returns (a message was posted, a task is still open)."""
+        """Send, sweep and hand back; returns (a message was posted, a task is still open).
+        A room without tasks costs one read."""
         tasks = await self.tasks(lease.room)
+        still_open = False
         for task in tasks:
             if task.status == "queued" and not task.sent and not task.cancel:
                 await self.send(lease, spec, task)
             ended = lapsed(task, time.time(), self.heartbeat_s)
             if ended is not None:
                 await self.finish(task, ended)
-        posted = await self.hand_back(lease)
-        still_open = any(task.is_open for task in await self.tasks(lease.room))
+            # One swept now is looked at again soon too: its hand-back is read back then.
+            still_open = still_open or task.is_open
+        finished = [task for task in tasks if not task.is_open and not task.handed_back]
+        posted = await self.hand_back(lease, finished) if finished else False
         return posted, still_open
 
     async def send(self, lease: Lease, spec: RoomSpec, task: Task) -> None:
@@ -77,13 +81,11 @@ class TaskKeeper:
         if finished:
             log.warning("task_swept", room=task.room, task=task.id, status=status)
 
-    async def hand_back(self, lease: Lease) -> bool:
-        """Post the finished tasks' results waiting in the handbacks zset, oldest first."""
-        room = lease.room
-        waiting = await self.io.redis.zrange(self.io.keys.handbacks(room), 0, -1)
-        if not waiting:
-            return False
-        by_id = {task.id: task for task in await self.tasks(room)}
+    async def hand_back(self, lease: Lease, finished: list[Task]) -> bool:
+        """Post the finished tasks' results waiting in the handbacks zset, oldest first (a
+        task swept just now waits for the next look, read back with its result)."""
+        waiting = await self.io.redis.zrange(self.io.keys.handbacks(lease.room), 0, -1)
+        by_id = {task.id: task for task in finished}
         posted = False
         for raw in waiting:
             task = by_id.get(raw.decode() if isinstance(raw, bytes) else raw)

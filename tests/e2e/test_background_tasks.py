@@ -87,11 +87,20 @@ def test_a_worker_killed_mid_task_fails_it_and_the_agent_says_so(processes, sett
     room = client.create_room(room_spec(
         queue, "relay", [{"content": "never", "sleep": 60.0}],
         [{"content": "The ticket review failed: its worker stopped."}]))
+    posting = client.create_room(room_spec(queue, "post", [{"content": "never", "sleep": 60.0}],
+                                           []))
     client.start_task(room, "lead", "Go through every support ticket")
-    wait_until(lambda: client.tasks(room)[0].status == "running", 20, "the task to run")
+    posted = client.start_task(posting, "lead", "List every ticket")
+    wait_until(lambda: [client.tasks(r)[0].status for r in (room, posting)] == ["running"] * 2,
+               20, "the tasks to run")
     processes.kill(worker, signal.SIGKILL)
     wait_until(lambda: client.tasks(room)[0].status == "failed", 20, "the task to fail")
     assert "heartbeat" in client.tasks(room)[0].error
+    # post: a short note, with no worker needed
+    wait_until(lambda: said(client, posting), 20, "the failure's note")
+    assert said(client, posting) == [
+        ("lead", f"(task {posted.short_id} failed: its worker stopped answering (its "
+                 "heartbeat lapsed))")]
     processes.worker("-Q", queue, "-c", "4", env=env)
     wait_until(lambda: said(client, room), 30, "lead to say so")
     assert said(client, room) == [("lead", "The ticket review failed: its worker stopped.")]

@@ -121,7 +121,8 @@ def test_the_dashboard_shows_each_agents_running_tasks_and_a_finished_result(api
 
 
 def test_the_task_tools_read_and_cancel_the_rooms_tasks(client):
-    client.create_room(room_spec(tools=("task_status", "cancel_task")), "r1")  # named without any worker offering them
+    # Named without any worker offering them in the catalog.
+    client.create_room(room_spec(tools=("task_status", "cancel_task")), "r1")
     task = client.start_task("r1", "lead", "count the tickets")
     tools = TaskTools(client.task_book, "r1")
     assert "count the tickets [queued]" in tools.call("task_status", {}, 5)
