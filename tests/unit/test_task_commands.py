@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from parley import cli
+from parley.coordinator.policies import FloorOp, mention
 from parley.shared.models import CallKind, CallRequest, RoomSpec
-from parley.shared.tasks import TaskNotFound, TaskRefused
+from parley.shared.tasks import Task, TaskNotFound, TaskRefused, lapsed
 from parley.workers.tasks import task_notes
 from parley.workers.tools.base import ToolError
 from parley.workers.tools.task_tools import TaskTools
@@ -131,3 +132,29 @@ def test_the_task_tools_read_and_cancel_the_rooms_tasks(client):
     assert "[cancelled]" in tools.call("task_status", {"task": task.short_id}, 5)
     with pytest.raises(ToolError, match="no task 'abcdef'"):
         tools.call("cancel_task", {"task": "abcdef"}, 5)
+
+
+def test_a_relay_after_the_discussion_is_over_is_refused_as_an_instruction_is(client):
+    spec = room_spec()
+    client.create_room(spec, "r1")
+    task = client.start_task("r1", "lead", "count")
+    client.task_book.finish("r1", task, "done", "42")
+    ops = tuple(FloorOp(op.id, op.op, op.agent, op.text)
+                for op in client.store.read_floor_ops("r1", "0-0"))
+    open_floor = mention.apply_ops(spec, mention.Floor(), ops)
+    assert open_floor.queue[:1] == ["lead"] and "42" in open_floor.instructions["lead"]
+    over = mention.apply_ops(spec, mention.Floor(over=True), ops)
+    assert over.queue == [] and over.instructions == {}
+
+
+@pytest.mark.parametrize(("beat_ago", "deadline_in", "cancel", "ended"), [
+    (0.5, 60, False, None), (10, 60, False, "failed"), (10, 60, True, "cancelled"),
+    (0.5, -1, False, "timed_out")])
+def test_a_running_task_is_swept_once_its_heartbeat_lapses_or_its_max_s_passes(
+        beat_ago, deadline_in, cancel, ended):
+    now = 1000.0
+    task = Task(id="abcdef0123456789", room="r1", agent="lead", worker="lead",
+                hand_back="relay", instruction="x", status="running", beat_at=now - beat_ago,
+                deadline=now + deadline_in, cancel=cancel)
+    assert lapsed(task, now, heartbeat_s=2.0) == ended
+    assert lapsed(task.model_copy(update={"status": "done"}), now, 2.0) is None
