@@ -152,11 +152,12 @@ class RoomRunner:
         # What a commit found when the inbox was empty stands for the next drain.
         drained: Drained | None = None
         while True:
-            if drained is None or not drained.state.turn_open:
-                posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
-                drained = None if posted else drained
             state = (drained or await self.drain()).state
             drained = None
+            if not state.turn_open and state.raw.get("tasks"):
+                posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
+                if posted:
+                    continue  # drain again: the log moved
             if state.turn_open:
                 drained = await self.take_turn(state, self.resume_turn(state))
                 continue

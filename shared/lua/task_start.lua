@@ -45,6 +45,8 @@ redis.call('HSET', KEYS[3], id .. ':agent', ARGV[2], id .. ':worker', ARGV[3],
   id .. ':deadline', string.format('%.6f', now + max_s), id .. ':number', number,
   id .. ':sent', 0, id .. ':cancel', 0, id .. ':relay_as', ARGV[10])
 redis.call('ZADD', KEYS[4], math.floor(now * 1000), id)
+-- The room's count of tasks ever started: its coordinator reads tasks only when there are.
+redis.call('HINCRBY', KEYS[2], 'tasks', 1)
 add_event(KEYS[5], ARGV[9], {'type', 'task_started', 'task_id', id, 'agent', ARGV[2],
   'worker', ARGV[3], 'hand_back', ARGV[4], 'by', ARGV[6]})
 return 1
