@@ -66,3 +66,7 @@ class Outbox:
             for _, sent in gathered:
                 if not sent.done():  # a room cancelled meanwhile no longer waits
                     sent.set_result(None)
+
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """A background task goes out alone and at once: one per task, seldom."""
+        self.transport.send_background(queue, request, until)

@@ -20,7 +20,7 @@ from parley.coordinator.lease import Lease
 from parley.shared import metrics
 from parley.shared.connections import broker_use_ssl
 from parley.shared.models import CallRequest
-from parley.shared.protocol import CALL_TASK
+from parley.shared.protocol import BACKGROUND_TASK, CALL_TASK
 from parley.shared.settings import Settings
 
 
@@ -30,12 +30,18 @@ class Transport(Protocol):
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request)."""
 
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """Send a background task (BACKGROUND_TASK) to its worker's queue."""
+
 
 class Sender(Protocol):
     """What a room's turn loop sends its calls through, without blocking the event loop."""
 
     async def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request); return once they are published."""
+
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """Send one background task (blocking: callers run it in a thread)."""
 
 
 class CeleryTransport:
@@ -83,15 +89,26 @@ class CeleryTransport:
                 metrics.observe_message(message)
 
 
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """Publish a background task; it expires when the task's max_s passes."""
+        self.app.send_task(BACKGROUND_TASK, args=[request], queue=queue,
+                           expires=datetime.fromtimestamp(until, tz=UTC), ignore_result=True)
+
+
 class InMemoryTransport:
     """Keeps what was sent, for tests that play the worker themselves."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, CallRequest]] = []
+        self.background: list[tuple[str, dict[str, str]]] = []
 
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Record the requests."""
         self.sent.extend(requests)
+
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """Record the background task."""
+        self.background.append((queue, request))
 
 
 class HeldTransport:
@@ -111,6 +128,11 @@ class HeldTransport:
         self.lease.ensure_held()
         await self.sender.send(requests)
         self.lease.ensure_held()
+
+    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+        """Send the background task if the lease holds; raise LeaseLost otherwise."""
+        self.lease.ensure_held()
+        self.sender.send_background(queue, request, until)
 
 
 def describe(request: CallRequest) -> str:

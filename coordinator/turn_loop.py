@@ -23,6 +23,7 @@ from parley.coordinator.policies.budget import (
     org_limits_of,
 )
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
+from parley.coordinator.task_keeper import TaskKeeper
 from parley.coordinator.transport import Sender, chunk_requests
 from parley.shared import metrics, tracing
 from parley.shared.approvals import held_seconds
@@ -66,6 +67,7 @@ class TurnOptions:
     prefix: str
     agents_per_task: int
     turns_maxlen: int
+    task_heartbeat_s: float = 2.0
 
 
 @dataclass
@@ -152,6 +154,8 @@ class RoomRunner:
     workflow: Any = field(init=False, default=None)
     trace_run: int = field(init=False, default=0)  # the run self.trace is of
     organization: str = DEFAULT_ORGANIZATION  # the room's, as its state says
+    tasks: TaskKeeper = field(init=False)
+    tasks_open: bool = field(init=False, default=False)
 
     async def run(self) -> None:
         """Take turns until the room goes idle or is paused (a turn already open is
@@ -159,6 +163,8 @@ class RoomRunner:
         fences its holder out that way."""
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         self.policy = policies.record_of(self.spec)
+        self.tasks = TaskKeeper(self.io, self.transport, self.options.prefix,
+                                self.options.task_heartbeat_s)
         try:
             await self.serve()
         finally:
@@ -172,6 +178,10 @@ class RoomRunner:
             state = (drained or await self.drain()).state
             self.organization = state.organization
             drained = None
+            if not state.turn_open and state.raw.get("tasks"):
+                posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
+                if posted:
+                    continue  # drain again: the log moved
             if state.turn_open:
                 drained = await self.take_turn(state, self.resume_turn(state))
                 continue
@@ -465,6 +475,10 @@ class RoomRunner:
             self.lease.set_idling(False)
             return False
         await self.io.touch(room)
+        if self.tasks_open:
+            # Looked at again while its tasks run: a worker that dies is noticed.
+            await self.io.redis.zadd(self.io.keys.runnable, {room: self.tasks.next_look_ms()},
+                                     nx=True)
         log.info("room_paused" if drained.state.paused else "room_idle", room=room)
         return True
 

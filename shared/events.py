@@ -59,6 +59,13 @@ requested``             as a tool call waits for a person;  agent, tool, argumen
 ``tool_approval_         answer_approval.lua (a person's     approval_id, agent, tool, status
 answered``              answer, or the wait timing out)     (approved, denied, timed_out),
                                                             approved (1/0), by, reason
+``task_started``        task_start.lua (a host, a person,   task_id, agent, worker, hand_back,
+                        or the agent's work_in_background   by
+                        tool)
+``task_progress``       task_beat.lua (the task's worker)   task_id, agent, text
+``task_finished``       task_finish.lua (the worker, the    task_id, agent, worker, status
+                        coordinator's sweep of lapsed       (done, failed, cancelled,
+                        heartbeats, a cancel)               timed_out), error
 ======================  ==================================  ===================================
 
 In one room the stream's order is the order of the changes: a run's ``run_started`` comes
@@ -160,6 +167,9 @@ class EventType(StrEnum):
     TOOL_RESULT = "tool_result"  # a tool call ended: its status and result
     TOOL_APPROVAL_REQUESTED = "tool_approval_requested"  # a tool call waits for a person
     TOOL_APPROVAL_ANSWERED = "tool_approval_answered"  # approved, denied, or timed out
+    TASK_STARTED = "task_started"  # a background task was started for an agent
+    TASK_PROGRESS = "task_progress"  # a task's worker told how it goes
+    TASK_FINISHED = "task_finished"  # a task ended: done, failed, cancelled, timed_out
 
 
 class Event(BaseModel):
@@ -340,6 +350,35 @@ class ToolApprovalAnswered(Event):
     reason: str = ""
 
 
+class TaskStarted(Event):
+    """task_start.lua: task ``task_id`` was started for ``agent``, worked by ``worker``."""
+
+    task_id: str
+    agent: str
+    worker: str = ""
+    hand_back: str = ""
+    by: str = ""
+
+
+class TaskProgress(Event):
+    """task_beat.lua (the worker): how task ``task_id`` goes, in its own words."""
+
+    task_id: str
+    agent: str = ""
+    text: str = ""
+
+
+class TaskFinished(Event):
+    """task_finish.lua (the worker; the coordinator's sweep; a cancel): task ``task_id``
+    ended ``status`` (done, failed, cancelled, timed_out)."""
+
+    task_id: str
+    agent: str = ""
+    worker: str = ""
+    status: str
+    error: str = ""
+
+
 _KNOWN_TYPES = frozenset(EventType)
 EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.LEASE_TAKEN: LeaseTaken,
@@ -357,6 +396,9 @@ EVENT_MODELS: dict[EventType, type[Event]] = {
     EventType.TOOL_RESULT: ToolResult,
     EventType.TOOL_APPROVAL_REQUESTED: ToolApprovalRequested,
     EventType.TOOL_APPROVAL_ANSWERED: ToolApprovalAnswered,
+    EventType.TASK_STARTED: TaskStarted,
+    EventType.TASK_PROGRESS: TaskProgress,
+    EventType.TASK_FINISHED: TaskFinished,
 }
 
 

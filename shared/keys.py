@@ -128,6 +128,16 @@ key                       type    holds                                       wr
 ``{R}:approvals_done``    zset    the ids of the answered ones, by            workers, client
                                   answered_at (ms): past 1,000 the oldest     (Lua)
                                   go, their fields with them
+``{R}:tasks``             hash    the room's background tasks, flat fields    client, workers,
+                                  ``<id>:<field>`` (agent, worker,            coordinator (Lua)
+                                  hand_back, instruction, by, status
+                                  (queued, running, done, failed,
+                                  cancelled, timed_out), started_at,
+                                  beat_at, deadline, finished_at, result,
+                                  error, sent, cancel, handed_back, tokens)
+``{R}:task_ids``          zset    the tasks' ids by when started (ms)         client, Lua
+``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
+                                  posted as the agent's message (ms)
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -276,6 +286,19 @@ class Keys:
         """The ids of the room's answered approvals, by when they were answered."""
         return self._room(room, "approvals_done")
 
+    def tasks(self, room: str) -> str:
+        """The room's background tasks: flat fields ``<id>:<field>``."""
+        return self._room(room, "tasks")
+
+    def task_ids(self, room: str) -> str:
+        """The ids of the room's tasks, by when each was started."""
+        return self._room(room, "task_ids")
+
+    def handbacks(self, room: str) -> str:
+        """The finished tasks whose result waits to be posted as the agent's message, by
+        when each finished."""
+        return self._room(room, "handbacks")
+
     def room_keys(self, room: str) -> list[str]:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
         the rest. Deleting, archiving and expiring a room go by this list."""
@@ -283,7 +306,8 @@ class Keys:
                 self.log(room), self.bids(room), self.turns(room), self.dead_letters(room),
                 self.floor_ops(room), self.events(room), self.answer_ids(room),
                 self.tools(room), self.tool_ids(room),
-                self.approvals(room), self.approvals_open(room), self.approvals_done(room)]
+                self.approvals(room), self.approvals_open(room), self.approvals_done(room),
+                self.tasks(room), self.task_ids(room), self.handbacks(room)]
 
     @property
     def rooms(self) -> str:

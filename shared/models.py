@@ -242,6 +242,22 @@ class ScriptEntry(Strict):
         return bool(self.model_fields_set & {"score", "message"})
 
 
+MAX_TASK_S = 86400.0  # the longest a background task may run: a day
+
+
+class BackgroundSpec(Strict):
+    """How an agent's long work runs as tasks, off the floor (seed 003, "Talking and working:
+    tasks"): it gets the `work_in_background` tool."""
+
+    hand_back: Literal["relay", "post"] = "relay"
+    """`relay`: the agent is told the result and says it in a turn of its own, at the front of
+    the queue; `post`: the result is posted as it is, as the agent's message."""
+    worker: str | None = None
+    """The agent of the room that works the agent's tasks; unset, the agent itself."""
+    max_s: float = Field(default=3600.0, gt=0, le=MAX_TASK_S)
+    """How long a task may run before it is `timed_out`, in seconds."""
+
+
 class AgentSpec(Strict):
     """An agent is data: who it is, which model answers for it, and where its tasks go."""
 
@@ -287,6 +303,9 @@ class AgentSpec(Strict):
     instructions: str = Field(default="", max_length=20_000)
     """For `model: acp/<profile>`: what the external agent is told once, at the start of its
     session (its system prompt is its own)."""
+    background: BackgroundSpec | None = None
+    """Long work as tasks off the floor: set, the agent gets the `work_in_background` tool and
+    hosts may start tasks for it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -946,6 +965,15 @@ class RoomSpec(Strict):
         return self
 
     @model_validator(mode="after")
+    def _task_workers_are_agents(self) -> RoomSpec:
+        for agent in self.agents:
+            worker = agent.background.worker if agent.background else None
+            if worker is not None and worker not in self.agent_names:
+                raise ValueError(f"agent {agent.name!r}: background.worker {worker!r} is not "
+                                 f"an agent of the room ({', '.join(self.agent_names)})")
+        return self
+
+    @model_validator(mode="after")
     def _storable(self) -> RoomSpec:
         try:
             check_stored_size(len(self.model_dump_json().encode()))
@@ -1068,6 +1096,10 @@ class Message(BaseModel):
     # (shared) or only its sender (private).
     tool_calls: list[ToolCallRecord] | None = None
     tool_results: Literal["shared", "private"] | None = None
+    # A background task's result posted as the agent's message: the task, and the agent
+    # that worked it.
+    task_id: str | None = None
+    worker: str | None = None
 
     def shows_tool_results(self, reader: str) -> bool:
         """True when ``reader``'s prompts read this message's tool results."""

@@ -12,6 +12,8 @@ from pydantic import BaseModel, JsonValue
 CALL_TASK = "parley.call"
 # A tool registered with ``queue=`` runs as this task on its queue (workers.tasks).
 TOOL_TASK = "parley.tool"
+# A background task (seed 003's tasks) runs as this task on its worker agent's queue.
+BACKGROUND_TASK = "parley.background"
 # Where agents' calls go unless an agent names its own queue.
 DEFAULT_QUEUE = "parley.agents"
 RESPOND = "respond"

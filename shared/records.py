@@ -61,6 +61,8 @@ def message_from_fields(fields: dict[Any, Any]) -> Message:
         run=int(f.get("run") or 0),
         ts=float(f.get("ts") or 0),
         addressed=orjson.loads(f["addressed"]) if f.get("addressed") else None,
+        task_id=f.get("task_id") or None,
+        worker=f.get("worker") or None,
         **logged_tool_calls(f),
     )
 

@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     acp_history_messages: int = Field(default=20, ge=1, le=1000)
     # A tool's result is cut to this before any model reads it.
     tool_result_max_bytes: int = Field(default=16_384, ge=256)
+    # A background task's worker refreshes its heartbeat this often; a task whose heartbeat
+    # is three of these old (its worker died) is failed by the room's coordinator.
+    task_heartbeat_s: float = Field(default=2.0, gt=0, le=300)
+    # A background task's result is cut to this before it is handed back.
+    task_result_max_bytes: int = Field(default=32_768, ge=256)
     # A worker publishes the tools it offers to Redis this often; its offer expires after
     # three intervals without one (a worker killed is out of the catalog that soon).
     worker_catalog_interval_s: float = Field(default=5.0, gt=0, le=300)

@@ -132,11 +132,17 @@ def tools_named(name: str, catalog: dict[str, CatalogEntry]) -> list[str]:
     return [tool for tool in catalog if tool.startswith(f"{server}/")]
 
 
+# Tools every worker offers, over the calling room's own state (workers/tools/task_tools.py).
+BUILT_IN_TOOLS = ("task_status", "cancel_task")
+
+
 def check_offered(spec: RoomSpec, catalog: dict[str, CatalogEntry]) -> None:
     """Raise ToolsRefused unless every tool the spec's agents name is offered by a live
     worker, and a room whose agents may call a tool that needs approval has approvers."""
     for agent in spec.callers:
         for name in agent.tools:
+            if name in BUILT_IN_TOOLS:
+                continue
             offered = tools_named(name, catalog)
             if not offered:
                 raise ToolsRefused(unoffered(agent.name, name))

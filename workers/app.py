@@ -157,7 +157,8 @@ def broker_transport(broker_url: str) -> str | None:
 def make_app(settings: Settings) -> Celery:
     """The workers' Celery app, configured from ``settings`` alone: its broker (TLS
     included), how tasks are acknowledged, and how a lost broker is reconnected."""
-    app = Celery("parley", broker=settings.broker_url, include=["parley.workers.tasks"],
+    app = Celery("parley", broker=settings.broker_url,
+                 include=["parley.workers.tasks", "parley.workers.background"],
                  amqp=f"{__name__}:WorkerAMQP")
     app.conf.update(
         # A rediss:// broker verifies the server's certificate (kombu alone would not); None

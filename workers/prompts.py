@@ -469,6 +469,33 @@ def discussion_notes(people: Sequence[str], silent_token: str, instruction: str 
     return "\n".join(lines)
 
 
+def task_caller(agent: AgentSpec, instruction: str) -> AgentSpec:
+    """A background task's worker (seed 003's tasks): its system prompt, then the task it
+    works off the floor, given the room's last messages as its context."""
+    own = system_message(agent)["content"]
+    notes = ("You are working a background task, apart from the conversation below (its "
+             f"last messages, for context). The task: {instruction}\n"
+             "Work it through, with your tools if you have any, and answer with its result "
+             "only: it is handed back to the room.")
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+
+
+def tasks_notes(lines: Sequence[str]) -> str:
+    """What a turn's notes say of the room's background tasks (answer from these when
+    asked how a task goes)."""
+    if not lines:
+        return ""
+    return "The room's background tasks (from the newest):\n" + "\n".join(lines)
+
+
+def with_task_notes(agent: AgentSpec, notes: str) -> AgentSpec:
+    """The agent with the room's task notes after its system prompt."""
+    if not notes:
+        return agent
+    own = system_message(agent)["content"]
+    return agent.model_copy(update={"system_prompt": f"{own}\n\n{notes}"})
+
+
 def build_panel_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
                        transcript: Sequence[Message], budget: int | None,
                        count: TokenCounter) -> Prompt:
@@ -612,6 +639,27 @@ NO_POLICY_TOOLS = PolicyTools()
 def no_policy_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:
     """A call kind that offers only the agent's own tools."""
     return NO_POLICY_TOOLS
+
+
+WORK_IN_BACKGROUND = "work_in_background"
+# The tool an agent with background work set up is offered on every call whose answer is
+# posted (never in a task's own call: a worker starts no task of its own).
+WORK_TOOL: dict[str, Any] = {"type": "function", "function": {
+    "name": WORK_IN_BACKGROUND,
+    "description": ("Start long work as a background task, off the floor: it runs while the "
+                    "conversation goes on, and its result comes back to the room when done. "
+                    "Say in a sentence that you are on it."),
+    "parameters": {"type": "object", "properties": {
+        "what": {"type": "string", "description": "What to do, in full: the task's worker "
+                 "reads only this and the room's last messages."}},
+        "required": ["what"]}}}
+
+
+def with_background_tools(tools: PolicyTools, agent: AgentSpec) -> PolicyTools:
+    """The call kind's policy tools, and work_in_background for an agent set up for it."""
+    if agent.background is None:
+        return tools
+    return PolicyTools((*tools.offered, WORK_TOOL), tools.prefix)
 
 
 def transfer_tools(spec: RoomSpec, agent: AgentSpec) -> PolicyTools:

@@ -4,6 +4,7 @@ against its own snapshot and deadline."""
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import os
 import socket
 import time
@@ -35,21 +36,27 @@ from parley.shared.models import (
 from parley.shared.organizations import add_usage
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomNotFound, RoomStore
+from parley.shared.tasks import NOTES_TASKS, SHORT_ID, TaskBook, TaskRefused, notes_line, on_it
 from parley.workers.acp.turns import AcpTurn, run_turn_once_more
 from parley.workers.app import acp_sessions, app, settings
 from parley.workers.calls import Call, ExternalTurn, answer_call, call_in, uses_tools
 from parley.workers.prompts import (
     CALL_PROMPTS,
     NO_POLICY_TOOLS,
+    WORK_IN_BACKGROUND,
     PolicyTools,
     participant_names,
+    tasks_notes,
+    with_background_tools,
+    with_task_notes,
 )
 from parley.workers.streaming import ChunkWriter
 from parley.workers.tools.approvals import await_approval
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.journal import Claim, ToolJournal, read_entry
 from parley.workers.tools.loop import ToolRun, call_tool, ended
-from parley.workers.tools.toolbox import build_toolbox
+from parley.workers.tools.task_tools import TASK_TOOL_NAMES, TaskTools
+from parley.workers.tools.toolbox import Toolbox, build_toolbox
 
 log = structlog.get_logger("parley.worker")
 
@@ -258,9 +265,11 @@ def submit_calls(req: CallRequest) -> Chunk:
     store = store_for(req.prefix)
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
-    callers = {name: caller(spec, req, name) for name in req.agents
+    notes = task_notes(store, req)
+    callers = {name: with_task_notes(caller(spec, req, name), notes) for name in req.agents
                if not taken_already(store, req, spec.agent(name))}
-    offers = {name: CALL_PROMPTS[req.kind].policy_tools(spec, agent)
+    offers = {name: with_background_tools(CALL_PROMPTS[req.kind].policy_tools(spec, agent),
+                                          spec.agent(name))
               for name, agent in callers.items()}
     pending = {
         _calls.submit(contextvars.copy_context().run,
@@ -311,7 +320,9 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
                   callers: dict[str, AgentSpec]) -> None:
     """Write answers of the request's calls in one round trip, and count them (in the
     organization's day too: after the script, as the organization's totals are another
-    Redis Cluster slot than the room's; an answer written before, a retry's, not again)."""
+    Redis Cluster slot than the room's; an answer written before, a retry's, not again);
+    an answer that called work_in_background starts its task first."""
+    answers = [started_work(store, req, answer) for answer in answers]
     # Under the request's own trace: the answers of a shared message are written from the
     # task's thread, outside any one call's span.
     with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
@@ -324,6 +335,42 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
         metrics.observe_answer(answer, callers[answer.agent].model, req.organization)
 
 
+def task_notes(store: RoomStore, req: CallRequest) -> str:
+    """What a posted turn's notes say of the room's tasks (none for other calls), so that an
+    agent asked how a task goes answers from them."""
+    if not CALL_PROMPTS[req.kind].streams:
+        return ""
+    tasks = TaskBook(store.redis, store.keys, settings.events_stream_maxlen).list(req.room)
+    return tasks_notes([notes_line(task) for task in reversed(tasks[-NOTES_TASKS:])])
+
+
+def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:
+    """Start the task an answer's work_in_background call asks for (once: its id is the
+    call's, so a call asked again starts none); the answer says it is on it."""
+    call = answer.policy_call
+    if call is None or call.name != WORK_IN_BACKGROUND:
+        return answer
+    what = str(call.arguments.get("what") or "").strip()
+    if not what:
+        return answer.model_copy(update={"policy_call": None})
+    _, spec = store.read_spec(req.room)
+    task_id = hashlib.sha256(f"{req.room}|{req.turn}|{req.phase}|{answer.agent}|{answer.call}"
+                             .encode()).hexdigest()[:16]
+    book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+    try:
+        book.start(req.room, spec, answer.agent, what, by=answer.agent, task_id=task_id)
+    except (TaskRefused, redis.ResponseError) as error:
+        log.warning("task_refused", agent=answer.agent, error=str(error))
+        return answer
+    # Recorded as the turn's tool call, so `parley turns` and `parley run` tell of it.
+    record = ToolCallRecord(id=f"{req.room}.{req.turn}.{req.phase}.{answer.call}.task",
+                            agent=answer.agent, tool=WORK_IN_BACKGROUND,
+                            arguments={"what": what}, result=f"task {task_id[:SHORT_ID]} started")
+    return answer.model_copy(update={"policy_call": None,
+                                     "message": answer.message or on_it(what),
+                                     "tool_calls": [*(answer.tool_calls or []), record]})
+
+
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,
              transcript: Callable[[], list[Message]],
              policy_tools: PolicyTools = NO_POLICY_TOOLS) -> ToolRun | None:
@@ -332,7 +379,11 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
         return None
     journal = ToolJournal(store, req.room, settings.tool_journal_maxlen, req.turn, req.phase)
     names = participant_names(spec.agent_names, transcript())
-    return ToolRun(build_toolbox(settings), journal, partial(await_approval, store, req.room, spec),
+    toolbox = build_toolbox(settings)
+    if any(name in TASK_TOOL_NAMES for name in agent.tools):
+        book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+        toolbox = Toolbox([TaskTools(book, req.room), *toolbox.sources])
+    return ToolRun(toolbox, journal, partial(await_approval, store, req.room, spec),
                    partial(send_tool_call, req.prefix, req.room), names,
                    settings.tool_result_max_bytes)
 

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse
 from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 
-from parley.api import approvals, dashboard, fanout, ops, rooms, streams, what_if
+from parley.api import approvals, dashboard, fanout, ops, rooms, streams, tasks, what_if
 from parley.api.access import Identities
 from parley.api.celery_view import WorkersView
 from parley.api.errors import install_handlers
@@ -73,7 +73,7 @@ def make_app(settings: Settings, client: Client | None = None,
     app.state.aredis = aredis
     app.state.hub = hub
     app.state.workers = WorkersView(settings)
-    routers = (rooms.router, approvals.router, what_if.router, streams.router, ops.router,
+    routers = (rooms.router, tasks.router, approvals.router, what_if.router, streams.router, ops.router,
                dashboard.router, ops.open_router)
     for router in routers[:-1]:
         app.include_router(router, dependencies=[BEARER])

@@ -32,11 +32,14 @@ from parley.shared.models import (
     Usage,
 )
 from parley.shared.records import FLOOR_FIELD_PREFIX, RoomState, message_from_fields, usage_from
+from parley.shared.tasks import Task, one_line
 from parley.shared.tracing import trace_url
 from parley.views import documents, explain
 
 # Failed calls listed per room: the newest, enough for a screen.
 FAILURES_SHOWN = 50
+TASKS_SHOWN = 20  # the newest finished tasks the page lists, with their results
+TASK_RESULT_SHOWN = 2000  # characters of a finished task's result the page shows
 # The floor share counts the newest messages of the log, at most this many: a room's log may
 # be uncapped (log_stream_maxlen 0), and the page asks every few seconds.
 FLOOR_WINDOW = 10_000
@@ -111,11 +114,21 @@ def policy_view(spec: RoomSpec) -> dict[str, Any]:
     return spec.policy.model_dump(mode="json", exclude=held)
 
 
-def agent_cards(spec: RoomSpec) -> list[dict[str, str]]:
+def agent_cards(spec: RoomSpec, tasks: list[Task] | None = None) -> list[dict[str, Any]]:
     """The room's agents in spec order, as the page presents them: name, role,
-    description and model."""
+    description, model, and the background tasks it has running."""
     return [{"name": agent.name, "role": agent.role, "description": agent.description,
-             "model": agent.model} for agent in spec.agents]
+             "model": agent.model,
+             "running": [task_card(task) for task in tasks or ()
+                         if task.agent == agent.name and task.is_open]}
+            for agent in spec.agents]
+
+
+def task_card(task: Task) -> dict[str, Any]:
+    """A task as the page shows it: its id, who works it, its state and what it came to."""
+    return {"id": task.short_id, "agent": task.agent, "worker": task.worker,
+            "status": task.status, "instruction": one_line(task.instruction, 120),
+            "result": task.result[:TASK_RESULT_SHOWN], "error": task.error}
 
 
 def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Answer]]
@@ -228,7 +241,9 @@ def stats(client: Client, room: str) -> dict[str, Any]:
     records = client.turns(room)
     agents = [agent.name for agent in spec.agents]
     ended = state.stop_reason if state.status is not RoomStatus.RUNNING else None
-    return {"room": room, "policy": policy_view(spec), "agents": agent_cards(spec),
+    tasks = client.tasks(room)
+    return {"room": room, "policy": policy_view(spec), "agents": agent_cards(spec, tasks),
+            "tasks": [task_card(task) for task in tasks[-TASKS_SHOWN:] if not task.is_open],
             "floor": floor_share(newest_messages(client, room, FLOOR_WINDOW), agents),
             "usage": {"totals": usage_from(state.raw).model_dump(),
                       "points": usage_series(records, state.usage)},

@@ -21,6 +21,7 @@ from parley.shared.logs import one_line
 from parley.shared.organizations import RoomLimitReached
 from parley.shared.spec_limits import SpecTooLarge
 from parley.shared.store import RoomChanged, RoomExists, RoomHeld, RoomNotFound
+from parley.shared.tasks import TaskNotFound
 from parley.shared.tool_catalog import ToolsRefused
 
 log = structlog.get_logger("parley.api")
@@ -31,6 +32,7 @@ STATUS_OF: tuple[tuple[type[Exception], int], ...] = (
     (ArchiveOfAnother, 403),
     (RoomLimitReached, 409),
     (ApprovalNotFound, 404),
+    (TaskNotFound, 404),
     (NotAnApprover, 403),
     (ApprovalClosed, 409),
     (RoomExists, 409),

@@ -16,6 +16,7 @@ services        coordinator, worker, health, api
 demo            demo
 rooms           rooms create, list, show, pause, resume, cancel, delete, archive,
                 import
+tasks           task start, list, cancel
 token           token new
 ==============  ================================================================
 """
@@ -38,6 +39,7 @@ from parley.cli import (
     services,
     show,
     speak_queue,
+    tasks,
     token,
     tools,
 )
@@ -52,6 +54,7 @@ for group in (runs, speak_queue, follow, console, show, replay, approvals, tools
               demo):
     app.add_typer(group.app)
 app.add_typer(rooms.app, name="rooms")
+app.add_typer(tasks.app, name="task")
 app.add_typer(token.app, name="token")
 
 

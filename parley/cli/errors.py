@@ -23,6 +23,7 @@ from parley.shared.approvals import ApprovalNotFound, NotAnApprover
 from parley.shared.logs import one_line
 from parley.shared.settings import get_settings, redact_url
 from parley.shared.store import RoomExists, RoomNotFound
+from parley.shared.tasks import TaskNotFound
 from parley.views.problems import describe_invalid, describe_validation
 from parley.views.redis_problems import unreachable_redis
 from parley.views.terminal_text import terminal_text
@@ -85,7 +86,7 @@ def friendly(command: Callable[..., Any]) -> Callable[..., Any]:
         except ValidationError as error:
             message = describe_invalid(error)
         except (CliError, RoomNotFound, RoomExists, ApprovalNotFound, NotAnApprover,
-                ValueError) as error:
+                TaskNotFound, ValueError) as error:
             message = str(error)
         # Plain print: one line, never wrapped to the terminal's width.
         print(f"parley: {terminal_text(message)}", file=sys.stderr)

@@ -24,6 +24,7 @@ from parley.shared.organizations import check_organization, check_room_limit
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
+from parley.shared.tasks import Task, TaskBook, TaskNotFound
 from parley.shared.tool_catalog import (
     CatalogEntry,
     check_offered,
@@ -63,6 +64,15 @@ class Client:
         self.store = RoomStore(self.redis, Keys(self.settings.key_prefix),
                                self.settings.message_max_bytes,
                                self.settings.events_stream_maxlen, self.settings.max_agents)
+        self._task_book: tuple[RoomStore, TaskBook] | None = None
+
+    @property
+    def task_book(self) -> TaskBook:
+        """The background tasks, on the client's store (whichever Redis it was given)."""
+        if self._task_book is None or self._task_book[0] is not self.store:
+            self._task_book = (self.store, TaskBook(self.store.redis, self.store.keys,
+                                                    self.settings.events_stream_maxlen))
+        return self._task_book[1]
 
     def ping(self) -> None:
         """Raise redis.ConnectionError (TLS failures included) or redis.TimeoutError when
@@ -119,6 +129,29 @@ class Client:
     def regenerate(self, room: str) -> str:
         """Queue, at the front, each agent that answered the last person's message."""
         return speak_queue.change(self.store, room, "regenerate")
+
+    def start_task(self, room: str, agent: str, instruction: str,
+                   hand_back: str | None = None, by: str = SEED_SENDER) -> Task:
+        """Start a background task for ``agent`` (seed 003's tasks): its worker works it off
+        the floor while the room goes on, and the result comes back as the agent's
+        ``hand_back`` says (or as given). TaskRefused names what is wrong."""
+        _, spec = self.store.read_spec(room)
+        return self.task_book.start(room, spec, agent, instruction, hand_back, by)
+
+    def tasks(self, room: str) -> list[Task]:
+        """The room's background tasks, oldest first."""
+        self.store.read_state(room)  # no such room: RoomNotFound
+        return self.task_book.list(room)
+
+    def cancel_task(self, task_id: str, room: str | None = None) -> Task:
+        """Cancel a task by its id or its first digits (six are enough), in ``room`` or in
+        any room; the agent says it was cancelled. TaskNotFound when no task matches."""
+        if room is not None:
+            return self.task_book.cancel(room, task_id)
+        for candidate in self.store.list_rooms(limit=100_000):
+            if any(task.id.startswith(task_id.lower()) for task in self.task_book.list(candidate)):
+                return self.task_book.cancel(candidate, task_id)
+        raise TaskNotFound(f"no task {task_id!r} in any room")
 
     def speak_queue(self, room: str) -> dict[str, Any]:
         """A mention room's speak queue: speaking, queue, listening, asked, waiting, over."""

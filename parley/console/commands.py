@@ -101,7 +101,7 @@ def list_tasks(c: Console, args: str) -> str:
     if not found:
         return "no background task in this room"
     return "\n".join(f"{task_id(t)[:6]}  {field_of(t, 'agent')}  {field_of(t, 'status')}  "
-                     f"{field_of(t, 'text')}" for t in found)
+                     f"{field_of(t, 'instruction') or field_of(t, 'text')}" for t in found)
 
 
 def cancel(c: Console, args: str) -> str:

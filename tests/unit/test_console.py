@@ -11,7 +11,7 @@ import pytest
 from parley import processes
 from parley.client import Client
 from parley.console.app import DiscussionConsole
-from parley.console.commands import NO_TASKS, Console, run_line
+from parley.console.commands import Console, run_line
 from parley.console.room_view import ASKING_YOU, NEXT, NOTHING_TO_ADD, SPEAKING, WRITING, RoomView
 from parley.shared.events import AnswerArrived, MessageChunk, TurnOpened
 from parley.shared.keys import Keys
@@ -92,8 +92,7 @@ def console() -> Console:
     ("/listen agent0", "usage: /listen @agent"),
     ("/approve", "usage: /approve ID"),
     ("/cancel", "usage: /cancel TASK"),
-    ("/task @agent0 look at the disk", NO_TASKS),
-    ("/tasks", NO_TASKS),
+    ("/task @nobody look at the disk", "'nobody' is not an agent of room test-room-.*"),
 ])
 def test_a_command_that_cannot_be_run_says_why(console, line, refusal):
     with pytest.raises(ValueError, match=f"^{refusal}$"):

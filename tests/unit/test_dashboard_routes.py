@@ -79,5 +79,6 @@ def test_a_rooms_turns_mark_each_silent_answer_and_its_stats_list_the_agents(ser
         ("agent0", False), ("agent1", True)}
     stats = secured.get(f"/dashboard/rooms/{room}/stats", headers=AUTH).json()
     assert stats["agents"] == [
-        {"name": "agent0", "role": "Planner", "description": "Proposes the plan", "model": "scripted"},
-        {"name": "agent1", "role": "", "description": "", "model": "scripted"}]
+        {"name": "agent0", "role": "Planner", "description": "Proposes the plan", "model": "scripted",
+         "running": []},
+        {"name": "agent1", "role": "", "description": "", "model": "scripted", "running": []}]

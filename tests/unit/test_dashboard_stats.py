@@ -166,8 +166,10 @@ def test_agent_cards_are_in_spec_order_with_role_and_description() -> None:
          "script": []},
         {"name": "sre", "model": "openai/gpt-4o-mini"}]})
     assert agent_cards(spec) == [
-        {"name": "dev", "role": "Developer", "description": "Knows the code", "model": "scripted"},
-        {"name": "sre", "role": "", "description": "", "model": "openai/gpt-4o-mini"}]
+        {"name": "dev", "role": "Developer", "description": "Knows the code", "model": "scripted",
+         "running": []},
+        {"name": "sre", "role": "", "description": "", "model": "openai/gpt-4o-mini",
+         "running": []}]
 
 
 def test_the_page_is_told_what_to_show_of_a_policy_by_its_record() -> None:

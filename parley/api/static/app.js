@@ -318,6 +318,7 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
     current.scoredKinds = stats.scored_kinds || [];
     current.agents = stats.agents || [];
     renderAgents(current.agents);
+    renderTasks(stats.tasks || []);
     renderFloor(stats.floor);
     renderUsage(stats.usage);
     renderFailures(stats.failures || []);
@@ -637,7 +638,20 @@ function renderAgents(agents) {
   $("agents").replaceChildren(...agents.map((a) => el("li", {"data-agent": a.name},
     el("b", {}, a.name), a.role ? el("span", {class: "role"}, ` ${a.role}`) : null,
     el("span", {class: "muted"}, ` · ${a.model}`),
-    a.description ? el("div", {class: "description"}, a.description) : null)));
+    a.description ? el("div", {class: "description"}, a.description) : null,
+    ...(a.running || []).map((t) => el("div", {class: "task muted"},
+      `task ${t.id} (by ${t.worker}): ${t.instruction} [${t.status}]`)))));
+}
+
+// The finished background tasks, newest last: each with its result or error.
+function renderTasks(tasks) {
+  const box = $("tasks");
+  if (!box) return;
+  box.hidden = !tasks.length;
+  box.replaceChildren(...tasks.map((t) => el("li", {"data-task": t.id},
+    el("b", {}, `${t.agent} · task ${t.id}`), el("span", {class: "muted"}, ` by ${t.worker} · ${t.status}`),
+    el("div", {class: "description"}, t.instruction),
+    el("pre", {class: "task-result"}, t.result || t.error))));
 }
 
 // A bar for a score in [0, 1] with a tick at the threshold.

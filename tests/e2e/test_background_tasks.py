@@ -1,0 +1,172 @@
+"""Background tasks across real processes (seed 003, "Talking and working: tasks"): a task
+runs off the floor while the room goes on, its result comes back by relay or post exactly
+once, and a cancel or a worker killed mid-task is told to the room."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from parley.client import Client
+from parley.shared.models import RoomSpec
+from tests.support.polling import wait_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "background.yaml"
+
+
+def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict]) -> RoomSpec:
+    """A discussion room: lead's tasks are worked by researcher; helper answers quickly."""
+    return RoomSpec.model_validate({
+        "policy": {"kind": "mention", "call_timeout_s": 20},
+        "agents": [
+            {"name": "lead", "model": "scripted", "queue": queue, "script": lead,
+             "background": {"hand_back": hand_back, "worker": "researcher"}},
+            {"name": "helper", "model": "scripted", "queue": queue,
+             "script": [{"content": "Refunds take 3 days."}]},
+            {"name": "researcher", "model": "scripted", "queue": queue, "script": research}]})
+
+
+def said(client: Client, room: str) -> list[tuple[str, str]]:
+    return [(m.sender, m.content) for m in client.messages(room)]
+
+
+def test_a_relayed_task_runs_off_the_floor_and_its_agent_says_the_result(processes, settings,
+                                                                         queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "relay", [{"content": "42 tickets; 3 about refunds.", "sleep": 3.0}],
+        [{"content": "Done: of 42 tickets, 3 are about refunds."}]))
+    task = client.start_task(room, "lead", "Go through every support ticket")
+    wait_until(lambda: client.tasks(room)[0].status == "running", 20, "the task to run")
+    client.post(room, "@helper how long do refunds take?")
+    wait_until(lambda: ("helper", "Refunds take 3 days.") in said(client, room), 20,
+               "helper's answer")
+    assert client.tasks(room)[0].status == "running"  # answered in its turn, not after
+    wait_until(lambda: len(said(client, room)) == 3, 30, "lead's relay")
+    assert said(client, room)[2] == ("lead", "Done: of 42 tickets, 3 are about refunds.")
+    done = client.tasks(room)[0]
+    assert (done.id, done.status, done.result) == (task.id, "done", "42 tickets; 3 about refunds.")
+    types = [event.type for event in client.store.read_events(room)]
+    assert types.count("task_started") == 1 and types.count("task_finished") == 1
+
+
+def test_a_posted_result_names_its_worker_and_a_cancel_is_told(processes, settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "post", [{"content": "- @helper ticket 1\n- ticket 2"},
+                        {"content": "never", "sleep": 60.0}], []))
+    client.start_task(room, "lead", "List the tickets")
+    wait_until(lambda: len(said(client, room)) == 1, 30, "the posted result")
+    posted = client.messages(room)[0]
+    assert (posted.sender, posted.content, posted.worker) == (
+        "lead", "- @helper ticket 1\n- ticket 2", "researcher")
+    # The names a posted result carries ask no one: helper is not called.
+    assert client.state(room).status.value == "idle"
+    slow = client.start_task(room, "lead", "Read every log")
+    wait_until(lambda: client.tasks(room)[1].status == "running", 20, "the task to run")
+    client.cancel_task(slow.short_id)
+    wait_until(lambda: len(said(client, room)) == 2, 30, "the cancel's note")
+    assert client.tasks(room)[1].status == "cancelled"
+    assert said(client, room)[1] == ("lead", f"(task {slow.short_id} was cancelled)")
+
+
+def test_a_worker_killed_mid_task_fails_it_and_the_agent_says_so(processes, settings, queue):
+    env = {"PARLEY_TASK_HEARTBEAT_S": "0.5"}
+    worker = processes.worker("-Q", queue, "-c", "4", env=env)
+    processes.coordinator(env=env)
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "relay", [{"content": "never", "sleep": 60.0}],
+        [{"content": "The ticket review failed: its worker stopped."}]))
+    posting = client.create_room(room_spec(queue, "post", [{"content": "never", "sleep": 60.0}],
+                                           []))
+    client.start_task(room, "lead", "Go through every support ticket")
+    posted = client.start_task(posting, "lead", "List every ticket")
+    wait_until(lambda: [client.tasks(r)[0].status for r in (room, posting)] == ["running"] * 2,
+               20, "the tasks to run")
+    processes.kill(worker, signal.SIGKILL)
+    wait_until(lambda: client.tasks(room)[0].status == "failed", 20, "the task to fail")
+    assert "heartbeat" in client.tasks(room)[0].error
+    # post: a short note, with no worker needed
+    wait_until(lambda: said(client, posting), 20, "the failure's note")
+    assert said(client, posting) == [
+        ("lead", f"(task {posted.short_id} failed: its worker stopped answering (its "
+                 "heartbeat lapsed))")]
+    processes.worker("-Q", queue, "-c", "4", env=env)
+    wait_until(lambda: said(client, room), 30, "lead to say so")
+    assert said(client, room) == [("lead", "The ticket review failed: its worker stopped.")]
+
+
+def test_the_agents_tool_starts_a_task_and_a_worker_starts_none_of_its_own(processes,
+                                                                           settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    research = [{"tool_calls": [{"name": "work_in_background",
+                                 "arguments": {"what": "and more"}}]},
+                {"content": "Checkout fails on the CA tax rule.", "sleep": 1.0}]
+    lead = [{"tool_calls": [{"name": "work_in_background",
+                             "arguments": {"what": "Why do Canadian checkouts fail?"}}]},
+            {"content": "On it."},
+            {"content": "Found it: the CA tax rule breaks checkout."}]
+    room = client.create_room(room_spec(queue, "relay", research, lead))
+    client.post(room, "@lead why do Canadian checkouts fail?")
+    wait_until(lambda: len(said(client, room)) >= 3, 40, "lead's relay")
+    assert [sender for sender, _ in said(client, room)] == ["User", "lead", "lead"]
+    assert said(client, room)[2][1] == "Found it: the CA tax rule breaks checkout."
+    tasks = client.tasks(room)
+    assert [(task.agent, task.by, task.status) for task in tasks] == [("lead", "lead", "done")]
+    assert tasks[0].instruction == "Why do Canadian checkouts fail?"
+    # The turn tells it started the task (`parley turns`, `parley run`).
+    started = client.messages(room)[1].tool_calls
+    assert [(call.tool, call.result) for call in started] == [
+        ("work_in_background", f"task {tasks[0].short_id} started")]
+
+
+def test_a_coordinator_killed_while_a_task_runs_and_as_it_comes_back_loses_nothing(
+        processes, settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    doomed = processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "post", [{"content": "first result", "sleep": 2.0},
+                        {"content": "second result", "sleep": 2.0}], []))
+    client.start_task(room, "lead", "first")
+    wait_until(lambda: client.tasks(room)[0].status == "running", 20, "the task to run")
+    processes.kill(doomed, signal.SIGKILL)
+    client.start_task(room, "lead", "second")  # queued while no coordinator runs
+    successor = processes.coordinator()
+    wait_until(lambda: [t.status for t in client.tasks(room)] == ["done", "running"], 30,
+               "the first done, the second running")
+    processes.kill(successor, signal.SIGKILL)
+    processes.coordinator()
+    wait_until(lambda: len(said(client, room)) == 2, 30, "both results posted")
+    assert sorted(content for _, content in said(client, room)) == [
+        "first result", "second result"]
+    assert [m.seq for m in client.messages(room)] == [1, 2]
+
+
+def test_the_background_example_room_answers_billing_before_the_relay(processes, settings,
+                                                                       queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    data = yaml.safe_load(EXAMPLE.read_text())
+    for agent in data["agents"]:
+        agent["queue"] = queue
+    client = Client(settings)
+    room = client.create_room(RoomSpec.model_validate(data))
+    client.post(room, "@support go through today's tickets. @billing how long do refunds take?")
+    wait_until(lambda: len(said(client, room)) == 4, 40, "support's relay")
+    assert [sender for sender, _ in said(client, room)] == ["User", "support", "billing",
+                                                             "support"]
+    assert said(client, room)[3][1].startswith("Done with today's tickets")
+    assert [task.worker for task in client.tasks(room)] == ["ticket-reader"]

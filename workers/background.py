@@ -1,0 +1,102 @@
+"""The ``parley.background`` task: work one background task off the floor (seed 003's
+"Talking and working: tasks").
+
+The worker agent answers one call over the parent room's last messages and the task's
+instruction, with its tools, until it answers or the task's max_s passes. Meanwhile this
+loop beats the task's heartbeat and looks for a cancel; the result is handed back by
+task_finish.lua, exactly once.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from concurrent.futures import ThreadPoolExecutor, TimeoutError
+from functools import cache
+
+import structlog
+
+from parley.shared.keys import Keys
+from parley.shared.models import AnswerStatus, CallKind, CallRequest
+from parley.shared.protocol import BACKGROUND_TASK
+from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes
+from parley.workers.app import app, settings
+from parley.workers.calls import Call, answer_call
+from parley.workers.prompts import task_caller
+from parley.workers.tasks import _redis, store_for, tool_run
+
+log = structlog.get_logger("parley.worker")
+
+# Tasks run for minutes or hours: each on its own thread, so that the Celery slot's loop
+# stays free to beat and to see a cancel.
+_tasks = ThreadPoolExecutor(max_workers=256, thread_name_prefix="background-task")
+
+
+@cache
+def book_for(prefix: str) -> TaskBook:
+    """The task book under the request's key prefix."""
+    return TaskBook(_redis(), Keys(prefix), settings.events_stream_maxlen)
+
+
+@app.task(name=BACKGROUND_TASK)
+def work_task(request: dict) -> None:
+    """Work the task named by ``request`` (prefix, room, task id), if it is still queued."""
+    prefix, room, task_id = request["prefix"], request["room"], request["task"]
+    book = book_for(prefix)
+    if not book.claim(room, task_id):
+        log.info("task_not_taken", room=room, task=task_id)
+        return
+    task = book.get(room, task_id)
+    with structlog.contextvars.bound_contextvars(room=room, task=task_id):
+        log.info("task_running", agent=task.agent, worker=task.worker)
+        status, result, error, usage = watch(book, task, prefix)
+        book.finish(room, task, status, cut_bytes(result, settings.task_result_max_bytes),
+                    error, usage)
+        log.info("task_finished", status=status)
+
+
+def watch(book: TaskBook, task: Task, prefix: str
+          ) -> tuple[str, str, str, tuple[int, int, float]]:
+    """Run the task's call on its own thread and beat until it answers, is cancelled or
+    passes its deadline: (status, result, error, usage)."""
+    future = _tasks.submit(contextvars.copy_context().run, work, task, prefix)
+    while True:
+        try:
+            return future.result(timeout=settings.task_heartbeat_s)
+        except TimeoutError:
+            pass
+        running, cancel = book.beat(task.room, task.id)
+        if cancel or not running:
+            return "cancelled", "", "cancelled", (0, 0, 0.0)
+        if time.time() > task.deadline:
+            max_s = round(task.deadline - task.started_at)
+            return "timed_out", "", f"ran past its max_s ({max_s} s)", (0, 0, 0.0)
+
+
+def work(task: Task, prefix: str) -> tuple[str, str, str, tuple[int, int, float]]:
+    """The worker agent's one call for the task, with its tools: its answer is the result."""
+    store = store_for(prefix)
+    _, spec = store.read_spec(task.room)
+    messages = store.read_messages(task.room)[-HISTORY_MESSAGES:]
+    agent = task_caller(spec.agent(task.worker), task.instruction)
+    # The call is numbered by the task (a scripted worker's k-th task replays entry k), and
+    # its tool journal is the task's child room's, apart from the parent's turns.
+    request = CallRequest(prefix=prefix, room=child_room(task), turn=task.number, attempt=1,
+                          agents=[task.worker], kind=CallKind.SPEAK, phase=0,
+                          snapshot_seq=0, deadline=task.deadline, spec_version=0)
+    call = Call(turn=task.number, attempt=1, kind=CallKind.SPEAK, number=task.number,
+                instruction=task.instruction)
+    answer = answer_call(agent, spec.agents, call, lambda: messages, task.deadline,
+                         settings=settings,
+                         tools=tool_run(store, spec, request, agent, lambda: messages))
+    usage = (answer.prompt_tokens or 0, answer.completion_tokens or 0, answer.cost_usd or 0.0)
+    if answer.status is AnswerStatus.OK and answer.message:
+        return "done", answer.message, "", usage
+    if answer.status is AnswerStatus.TIMEOUT:
+        return "timed_out", "", answer.error or "ran past its max_s", usage
+    return "failed", "", answer.error or "the worker gave no result", usage
+
+
+def child_room(task: Task) -> str:
+    """The task's own room id: its parent's, then ``.task-`` and its short id."""
+    return f"{task.room}.task-{task.short_id}"
