@@ -1,8 +1,9 @@
 """One worker process holding many LLM calls, and the worker's own CPU per call.
 
 Calls in flight: a child process (the worker's place) starts ``--hold`` calls at once
-through the worker's bid code against the local stub, which answers each after 2 s; the
-stub (in this process, so its threads are not the worker's memory) counts how many it held
+through the worker's bid code against the local stub, which answers each after 2 s (and
+after 10 s: how many calls litellm's own CPU lets a process start within 2 s is the first
+bound); the stub (in this process, so its threads are not the worker's memory) counts how many it held
 at once. Every call at once in the stub means no call waited for a free slot. The child
 reports its peak RSS and its CPU per call, for each pool model it can run (threads;
 gevent when installed).
@@ -24,12 +25,13 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from typing import Any
 
 from benchmarks.llm_cost import KEY_VARIABLE, call_cost, transcript
 from parley.shared.models import AgentSpec
 
-ANSWER_AFTER_S = 2.0
+ANSWER_AFTER_S = (2.0, 10.0)
 MODELS = ("threads", "gevent")
 
 
@@ -78,9 +80,8 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
         from gevent import monkey
 
         monkey.patch_all()  # before anything below opens a socket
-    from parley.workers.calls import Call, answer_call
-
     from parley.shared.settings import get_settings
+    from parley.workers.calls import Call, answer_call
 
     agent = served_agent(url)
     settings = get_settings()
@@ -99,7 +100,7 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
     run_at_once(model, bid, calls)
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"model": model, "calls": calls, "ok": answers.count("ok"),
+    return {"model": model, "calls": calls, "statuses": dict(Counter(answers)),
             "wall_s": round(time.perf_counter() - started, 2),
             "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
                 cpu_s * 1000 / calls, 2)}
@@ -122,18 +123,20 @@ def run_at_once(model: str, bid: Any, calls: int) -> None:
         thread.join()
 
 
-def in_flight(model: str, calls: int) -> dict[str, Any]:
-    """One child process holding ``calls`` calls; the stub's count of them at once."""
+def in_flight(model: str, calls: int, after_s: float) -> dict[str, Any]:
+    """One child process holding ``calls`` calls answered ``after_s`` late; the stub's
+    count of them at once."""
     from tests.support.openai_stub import OpenAIStub, tool_call
 
-    answer = tool_call(0.8, "A stub answer.", delay_s=ANSWER_AFTER_S)
+    answer = tool_call(0.8, "A stub answer.", delay_s=after_s)
     with OpenAIStub(api_key="sk-bench", default=answer, keep_alive=True) as stub:
         done = subprocess.run([sys.executable, "-m", "benchmarks.worker_calls", "--child",
                                model, "--hold", str(calls), "--url", stub.url],
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode:
             return {"model": model, "calls": calls, "error": done.stderr[-600:]}
-        return {**json.loads(done.stdout.splitlines()[-1]), "most_in_flight": stub.most_in_flight}
+        return {**json.loads(done.stdout.splitlines()[-1]), "answer_after_s": after_s,
+                "most_in_flight": stub.most_in_flight}
 
 
 def available(model: str) -> bool:
@@ -148,8 +151,8 @@ def available(model: str) -> bool:
 
 def run(calls: int, held: int) -> dict[str, Any]:
     """Every measurement of this module."""
-    return {"answer_after_s": ANSWER_AFTER_S,
-            "in_flight": [in_flight(model, held) for model in MODELS if available(model)],
+    return {"in_flight": [in_flight(model, held, after_s) for after_s in ANSWER_AFTER_S
+                          for model in MODELS if available(model)],
             "own_cpu": [own_cpu(calls, messages) for messages in (40, 560)]}
 
 
