@@ -343,8 +343,8 @@ def prompt_budget(budget: dict | None) -> list[str]:
             f"{budget['budget_tokens']:,} tokens for the prompt, messages of about 60 tokens): "
             "each message's tokens are counted once, when the worker first reads it, and "
             "kept with a running total, so the budget check reads two totals and bisects "
-            "where to cut. Building the prompt renders each message once per reader (kept for later calls). CPU of "
-            "the calling thread, medians.", "",
+            "where to cut. Building the prompt renders each message once per reader (kept "
+            "for later calls). CPU of the calling thread, medians.", "",
             *table(["transcript messages", "messages that fit", "first count ms",
                     "budget check µs", "whole prompt ms"], rows), ""]
 
