@@ -138,6 +138,8 @@ def worker_calls(results: dict) -> list[str]:
             "`.venv/bin/python -m benchmarks.worker_calls --hold 2000`: a process starts "
             "every call at once through the worker's bid code; the stub counts how many it "
             "held at once. CPU per call is the whole process's.", "",
+            *([f"Measured in a run of its own: `{calls['command']}`, {calls['date']}.", ""]
+              if "command" in calls else []),
             *table(["pool", "answer after", "calls", "most at once", "peak RSS MB",
                     "CPU ms/call", "wall s", "answers"], rows), ""]
 
