@@ -89,9 +89,14 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
     history = transcript(40)
     answers: list[str] = []
 
+    errors: list[str] = []
+
     def bid(turn: int) -> None:
-        answers.append(answer_call(agent, room, Call(turn, 0), lambda: history,
-                                   time.time() + 60, settings=settings).status)
+        answer = answer_call(agent, room, Call(turn, 0), lambda: history, time.time() + 60,
+                             settings=settings)
+        answers.append(answer.status)
+        if answer.error:
+            errors.append(str(answer.error)[:200])
 
     bid(0)  # imports and warms up
     answers.clear()
@@ -101,6 +106,7 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"model": model, "calls": calls, "statuses": dict(Counter(answers)),
+            "errors": sorted(set(errors))[:3],
             "wall_s": round(time.perf_counter() - started, 2),
             "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
                 cpu_s * 1000 / calls, 2)}
