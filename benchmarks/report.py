@@ -82,7 +82,7 @@ def targets(results: dict) -> list[str]:
                      f"= {budget['check_growth']:.2f}x",
                      verdict(budget["check_growth"] <= PROMPT_CHECK_MAX_GROWTH
                              and large["check_ms"] < 1)])
-    rows += scale_targets(results)
+    rows += scale_targets(results) + worker_targets(results)
     rooms = [r for r in results.get("many_rooms", []) if not r.get("settings")]
     if rooms:
         peak = max(rooms[0]["coordinator_peak_rss_mb"])
@@ -93,6 +93,55 @@ def targets(results: dict) -> list[str]:
         rows.append(["Two coordinators serve more turns per second than one",
                      f"{two:.0f} vs {one:.0f} turns/s", verdict(two > one)])
     return ["## Targets", "", *table(["target", "measured", ""], rows), ""]
+
+
+# One worker process (benchmarks/worker_calls.py): calls held at once against the stub
+# answering after 2 s, its memory, and its CPU per call beyond litellm.completion's own.
+WORKER_IN_FLIGHT_MIN = 2000
+WORKER_MAX_MB = 1024
+OWN_CPU_MAX_MS = {40: 1.0, 560: 1.5}
+
+
+def worker_targets(results: dict) -> list[list[str]]:
+    """The rows of the one-worker targets that this run measured."""
+    calls = results.get("worker_calls")
+    if not calls:
+        return []
+    rows = []
+    for run in (r for r in calls["in_flight"] if r.get("answer_after_s") == 2.0):
+        held = run.get("most_in_flight", 0)
+        rows.append([f"One worker process ({run['model']}): at least {WORKER_IN_FLIGHT_MIN:,} "
+                     f"LLM calls in flight, stub answering after 2 s, at most "
+                     f"{WORKER_MAX_MB} MB", run.get("error") or
+                     f"{held:,} at once of {run['calls']:,}, {run['rss_mb']} MB",
+                     verdict(held >= WORKER_IN_FLIGHT_MIN and run.get("rss_mb", 1e9)
+                             <= WORKER_MAX_MB)])
+    for own in calls["own_cpu"]:
+        limit = OWN_CPU_MAX_MS[own["messages"]]
+        rows.append([f"Worker CPU per LLM call over HTTP less litellm.completion's own, "
+                     f"{own['messages']} messages: at most {limit:g} ms",
+                     f"{own['own_ms']:.2f} ms ({own['worker_ms']:.2f} - {own['litellm_ms']:.2f})",
+                     verdict(own["own_ms"] <= limit)])
+    return rows
+
+
+def worker_calls(results: dict) -> list[str]:
+    """Section 9: one worker process holding many calls."""
+    calls = results.get("worker_calls")
+    if not calls:
+        return []
+    rows = [[r["model"], f"{r.get('answer_after_s', 0):g} s", r["calls"],
+             r.get("most_in_flight", "-"), r.get("rss_mb", "-"), r.get("cpu_ms_per_call", "-"),
+             r.get("wall_s", "-"), r.get("statuses", r.get("error", ""))]
+            for r in calls["in_flight"]]
+    return ["## 9. One worker holding many calls", "",
+            "`.venv/bin/python -m benchmarks.worker_calls --hold 2000`: a process starts "
+            "every call at once through the worker's bid code; the stub counts how many it "
+            "held at once. CPU per call is the whole process's.", "",
+            *([f"Measured in a run of its own: `{calls['command']}`, {calls['date']}.", ""]
+              if "command" in calls else []),
+            *table(["pool", "answer after", "calls", "most at once", "peak RSS MB",
+                    "CPU ms/call", "wall s", "answers"], rows), ""]
 
 
 def scale_targets(results: dict) -> list[list[str]]:
@@ -296,8 +345,8 @@ def prompt_budget(budget: dict | None) -> list[str]:
             f"{budget['budget_tokens']:,} tokens for the prompt, messages of about 60 tokens): "
             "each message's tokens are counted once, when the worker first reads it, and "
             "kept with a running total, so the budget check reads two totals and bisects "
-            "where to cut. Building the prompt still renders every message that fits. CPU of "
-            "the calling thread, medians.", "",
+            "where to cut. Building the prompt renders each message once per reader (kept "
+            "for later calls). CPU of the calling thread, medians.", "",
             *table(["transcript messages", "messages that fit", "first count ms",
                     "budget check µs", "whole prompt ms"], rows), ""]
 
@@ -373,5 +422,5 @@ def render(results: dict) -> str:
     """The whole RESULTS.md."""
     sections = [header(results), targets(results), per_turn(results), anatomy(results),
                 history(results), many_rooms(results), waves(results), takeover(results),
-                llm_cost(results), intent_bidding(results)]
+                llm_cost(results), intent_bidding(results), worker_calls(results)]
     return "\n".join(line for section in sections for line in section).rstrip() + "\n"

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import anchor, intent, llm_cost, many_rooms, report, turns
+from benchmarks import anchor, intent, llm_cost, many_rooms, report, turns, worker_calls
 
 HERE = Path(__file__).parent
 TAKEOVER_TIMEOUT_S = 300
@@ -88,6 +88,8 @@ def run_all(quick: bool) -> dict[str, Any]:
         results["ten_thousand_rooms"] = {"rooms": held, "error": str(error)}
     print("LLM client cost", flush=True)
     results["llm_cost"] = llm_cost.run(20 if quick else 200)
+    print("one worker holding many calls", flush=True)
+    results["worker_calls"] = worker_calls.run(20 if quick else 200, 50 if quick else 2000)
     print("intent bidding and streaming", flush=True)
     results["intent"] = intent.run([4, 8] if quick else [4, 8, 16], 3 if quick else 6)
     print("takeover", flush=True)

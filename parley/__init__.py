@@ -1,10 +1,15 @@
 """parley: group chats of LLM agents, one speaker per turn, run across processes."""
 
-from typing import Any
+from parley.pool_patch import patch_for_pool
 
-from parley.client import Client, RunResult
-from parley.shared.protocol import RESPOND_TOOL
-from parley.swarms.groupchat import GroupChat, RunFailed
+patch_for_pool()  # first: a gevent worker patches socket and ssl before anything imports them
+
+# isort: split
+from typing import Any  # noqa: E402
+
+from parley.client import Client, RunResult  # noqa: E402
+from parley.shared.protocol import RESPOND_TOOL  # noqa: E402
+from parley.swarms.groupchat import GroupChat, RunFailed  # noqa: E402
 
 __all__ = ["RESPOND_TOOL", "Client", "GroupChat", "RunFailed", "RunResult", "tool"]
 

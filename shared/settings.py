@@ -145,8 +145,9 @@ class Settings(BaseSettings):
     health_port: int | None = Field(default=None, ge=0, le=65535)
     # 0.0.0.0 in a container, so that the orchestrator's probes and Prometheus reach it.
     health_host: str = "127.0.0.1"
-    # Workers send task events and heartbeats (Flower, `celery events`, the dashboard).
-    worker_task_events: bool = True
+    # Workers send task events (Flower, `celery events`): three more publishes per task, so
+    # off by default; Flower turns them on by remote control, `parley worker -E` at start.
+    worker_task_events: bool = False
 
     # After losing Redis or the broker, workers try again at most this long apart (Celery's
     # own backoff grows to 30 s): a worker is back within about this long of an outage's end.

@@ -43,6 +43,7 @@ from parley.workers.prompts import (
 )
 
 use_local_cost_map()  # read by litellm as it loads, just below
+import httpx  # noqa: E402
 import litellm  # noqa: E402
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
@@ -55,6 +56,21 @@ route_to_root("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 # deadline (23 s of retries here, offline). The context budget's margin absorbs the
 # difference.
 litellm.disable_hf_tokenizer_download = True
+
+
+def unpooled_http_client() -> httpx.Client:
+    """One client for every OpenAI-compatible call of the worker, with no cap on its
+    connections: litellm's own holds at most 1,000 (100 kept open), so a worker holding
+    2,000 calls would queue half of them for a connection and reopen most. The worker's
+    pool size is the bound; idle connections still close after httpx's 5 s."""
+    from litellm.llms.custom_httpx.http_handler import get_ssl_configuration
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    return httpx.Client(limits=limits, verify=get_ssl_configuration(), follow_redirects=True,
+                        timeout=httpx.Timeout(600.0, connect=5.0))
+
+
+litellm.client_session = unpooled_http_client()
 
 log = structlog.get_logger("parley.worker")
 

@@ -23,7 +23,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from itertools import count as numbering
 from typing import Any, cast
@@ -53,6 +53,8 @@ TokenCounter = Callable[[list[ChatMessage]], int]
 
 # A tool call's arguments, as its line in a prompt shows them, are cut to this many characters.
 TOOL_ARGUMENTS_CHARS = 300
+# Rendered turns a worker keeps (chat_turn): a few long rooms' worth, a few MB.
+RENDERED_TURNS = 8192
 
 # What OpenAI accepts in a chat message's ``name``; anything else in a sender becomes "_".
 _CHAT_NAME_LENGTH = 64
@@ -206,6 +208,23 @@ def other_turn(message: Message, names: Sequence[str], reader: str = "") -> Chat
 
 
 def chat_turn(agent_name: str, message: Message, names: Sequence[str]) -> ChatMessage:
+    """One message from one agent's point of view (see rendered_turn), rendered once per
+    reader and set of names: a worker's later calls of the room reuse it, so a call's
+    prompt costs the same at message 560 as at message 40. Messages with tool calls are
+    rendered each time (few, and their results are read by some readers only)."""
+    if message.tool_calls:
+        return rendered_turn(agent_name, message, names)
+    names = names if isinstance(names, tuple) else tuple(names)
+    return dict(_plain_turn(agent_name, message.sender, message.content, names))
+
+
+@lru_cache(maxsize=RENDERED_TURNS)
+def _plain_turn(agent_name: str, sender: str, content: str, names: tuple[str, ...]
+                ) -> ChatMessage:
+    return rendered_turn(agent_name, Message(seq=0, sender=sender, content=content), names)
+
+
+def rendered_turn(agent_name: str, message: Message, names: Sequence[str]) -> ChatMessage:
     """One message from one agent's point of view: its own as an ``assistant`` turn (its
     tool results after it), anyone else's as a ``user`` turn naming the speaker (see
     other_turn)."""
@@ -383,7 +402,7 @@ def turns_prompt(agent: AgentSpec, room_agents: Sequence[AgentSpec],
     comes last, so a provider's prompt cache holds the rest. Fitted into ``budget``."""
     system = system_message(agent)
     instruction = {"role": "user", "content": instruction_text}
-    names = participant_names((other.name for other in room_agents), transcript)
+    names = tuple(participant_names((other.name for other in room_agents), transcript))
     kept = fitted(transcript, names, None if budget is None
                   else budget - count([system, instruction]), count)
     turns = [chat_turn(agent.name, message, names) for message in kept]

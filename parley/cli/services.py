@@ -68,8 +68,8 @@ def worker(
         "worker of a host)")] = None,
     events: Annotated[bool | None, typer.Option(
         "--task-events/--no-task-events", "-E",
-        help="Send task events and heartbeats for Flower and celery events "
-             "(default PARLEY_WORKER_TASK_EVENTS, on)")] = None,
+        help="Send task events for Flower and celery events (default "
+             "PARLEY_WORKER_TASK_EVENTS, off); --no-task-events also stops heartbeats")] = None,
     loglevel: Annotated[str, typer.Option(help="Level of Celery's and other libraries' "
                                           "logs (parley's own: PARLEY_LOG_LEVEL)")] = "WARNING",
     health_port: HealthPort = None,
@@ -93,15 +93,17 @@ def worker(
         # A worker that runs ACP profiles also takes their calls, on each profile's queue.
         queues = ",".join([queues, *acp_queues(settings.worker_acp_config)])
 
+    silent = events is False  # asked for: no heartbeats either
     events = settings.worker_task_events if events is None else events
     celery_app.conf.worker_send_task_events = events
     # Celery's default node name is celery@<host>: two workers of one host would share it
     # (a warning, and Flower and inspect mix them up); the pid tells them apart.
     hostname = hostname or f"parley@%h-{os.getpid()}"
     monitoring = ["--hostname", hostname]
-    # Event heartbeats only with task events: without them Flower shows a worker whose
-    # tasks it sees as offline a couple of minutes after it started.
-    monitoring += ["--task-events"] if events else ["--without-heartbeat"]
+    # Heartbeats (one publish every 2 s) unless every event is refused: Flower turns task
+    # events on by remote control and shows a worker without heartbeats as offline.
+    monitoring += ["--task-events"] if events else []
+    monitoring += ["--without-heartbeat"] if silent else []
     monitoring += [] if health_port is None else ["--health-port", str(health_port)]
     # In JSON mode Celery's banner (plain text on stdout) gives way to parley's own
     # start-up line, and its shutdown notices go through logging.

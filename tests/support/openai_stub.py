@@ -146,6 +146,9 @@ class OpenAIStub:
         self.received: list[Received] = []
         self.seen: list[Seen] = []
         self.connections: set[tuple[str, int]] = set()  # the clients' (host, port), as seen
+        # Requests being answered now, and the most at once (benchmarks/worker_calls.py).
+        self.in_flight = 0
+        self.most_in_flight = 0
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
         self.stopping = threading.Event()
@@ -207,6 +210,17 @@ class OpenAIStub:
         self.server = None
         self.thread = None
 
+    def hold(self, seconds: float) -> None:
+        """Wait before a reply (cut short by stop()), counted as in flight."""
+        with self.lock:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            self.stopping.wait(seconds)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
     def answer(self, body: dict[str, Any], authorization: str) -> Reply:
         """The reply for one request: the refusal (401) on a wrong key, else the model's
         next reply."""
@@ -248,6 +262,8 @@ class _QuietServer(ThreadingHTTPServer):
 
     daemon_threads = False
     block_on_close = True
+    # Thousands of clients connect at once in the worker benchmark (socketserver's is 5).
+    request_queue_size = 4096
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -282,7 +298,7 @@ def _handler_for(stub: OpenAIStub) -> type[BaseHTTPRequestHandler]:
                 return
             reply = stub.answer(body, self.headers.get("authorization", ""))
             if reply.delay_s:
-                stub.stopping.wait(reply.delay_s)
+                stub.hold(reply.delay_s)
             if reply.status == 200 and body.get("stream"):
                 self._stream(body, reply)
                 return

@@ -117,14 +117,17 @@ def test_worker_passes_its_node_name_concurrency_queues_and_events_to_celery(cel
     assert "--without-heartbeat" not in celery_argv  # Flower tells live workers by them
 
 
-def test_worker_defaults_to_a_node_name_of_its_own_and_sends_task_events(celery_argv):
+def test_worker_defaults_to_a_node_name_of_its_own_and_heartbeats_without_task_events(
+        celery_argv):
     result = CliRunner().invoke(cli.app, ["worker"])
 
     assert result.exit_code == 0, result.output
     # Two workers of one host must not share Celery's default celery@<host>.
     assert option(celery_argv, "--hostname") == f"parley@%h-{os.getpid()}"
     assert "--health-port" not in celery_argv
-    assert "--task-events" in celery_argv and "--without-heartbeat" not in celery_argv
+    # Task events cost three publishes a task: off unless asked for (-E, or Flower's
+    # remote control, which needs the heartbeats).
+    assert "--task-events" not in celery_argv and "--without-heartbeat" not in celery_argv
     assert {"--without-gossip", "--without-mingle"} <= set(celery_argv)
     assert option(celery_argv, "--concurrency") == str(Settings().worker_concurrency)
 

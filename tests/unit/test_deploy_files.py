@@ -160,7 +160,7 @@ def test_the_ops_profile_adds_flower_on_the_same_broker(services):
 
     assert "flower" not in services and "rabbitmq" not in services
     assert found["flower"]["environment"]["CELERY_BROKER_URL"] == "redis://redis:6379/0"
-    # Flower sees workers by their task events (PARLEY_WORKER_TASK_EVENTS, on by default).
+    # Flower turns the workers' task events on by remote control: they need their heartbeats.
     assert "--no-task-events" not in found["worker"]["command"]
     assert "PARLEY_WORKER_TASK_EVENTS" not in found["worker"]["environment"]
 

@@ -294,3 +294,24 @@ def test_the_selector_templates_are_seed_002_verbatim(kind, heading):
     seed = SEED_002.read_text()
     block = seed.split(heading, 1)[1].split("```markdown\n", 1)[1].split("```", 1)[0]
     assert template(kind) == block.rstrip("\n")
+
+
+def test_a_later_call_renders_only_the_messages_new_since_the_last(monkeypatch):
+    from parley.workers import prompts
+
+    rendered = []
+    render = prompts.rendered_turn
+    monkeypatch.setattr(prompts, "rendered_turn",
+                        lambda *args: rendered.append(args[1].content) or render(*args))
+    lines = [("User", "Launch?")] + [(NAMES[i % 3], f"Point {i} of the growth test.")
+                                     for i in range(1, 561)]
+    first = build_prompt(SKEPTIC, ROOM, transcript(*lines[:40]), None, word_count)
+    rendered.clear()
+
+    later = build_prompt(SKEPTIC, ROOM, transcript(*lines[:41]), None, word_count)
+    assert rendered == ["Point 40 of the growth test."]
+    assert later.messages[:-1] == first.messages[:-1] + [later.messages[-2]]
+    build_prompt(SKEPTIC, ROOM, transcript(*lines[:560]), None, word_count)
+    rendered.clear()
+    build_prompt(SKEPTIC, ROOM, transcript(*lines), None, word_count)
+    assert rendered == ["Point 560 of the growth test."]

@@ -1,0 +1,180 @@
+"""One worker process holding many LLM calls, and the worker's own CPU per call.
+
+Calls in flight: a child process (the worker's place) starts ``--hold`` calls at once
+through the worker's bid code against the local stub, which answers each after 2 s (and
+after 10 s: how many calls litellm's own CPU lets a process start within 2 s is the first
+bound); the stub (in this process, so its threads are not the worker's memory) counts how many it held
+at once. Every call at once in the stub means no call waited for a free slot. The child
+reports its peak RSS and its CPU per call, for each pool model it can run (threads;
+gevent when installed).
+
+Own CPU per call: the worker's bid code against the stub over HTTP, less what
+``litellm.completion`` alone costs for the very request the worker sent (same stub, same
+run), at 40 and at 560 messages.
+
+    .venv/bin/python -m benchmarks.worker_calls --hold 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from benchmarks.llm_cost import KEY_VARIABLE, call_cost, transcript
+from parley.shared.models import AgentSpec
+
+ANSWER_AFTER_S = (2.0, 10.0)
+MODELS = ("threads", "gevent")
+
+
+def served_agent(url: str) -> AgentSpec:
+    """An agent of the stub, its key lent by this process as a worker lends its own."""
+    os.environ[KEY_VARIABLE] = "sk-bench"
+    os.environ["PARLEY_WORKER_KEY_ENVS"] = KEY_VARIABLE
+    os.environ["PARLEY_WORKER_ALLOWED_API_BASES"] = url
+    from parley.shared.settings import get_settings
+
+    get_settings.cache_clear()
+    return AgentSpec(name="Served", model="openai/bench-model", api_base=url,
+                     api_key_env=KEY_VARIABLE)
+
+
+def litellm_alone(body: dict[str, Any], url: str, calls: int) -> float:
+    """Median CPU (this thread) of ``litellm.completion`` sending ``body`` itself."""
+    import litellm
+
+    request = {key: body[key] for key in ("messages", "tools", "tool_choice", "max_tokens",
+                                          "temperature") if key in body}
+    cpu = []
+    for _ in range(calls + 1):
+        started = time.thread_time()
+        litellm.completion(model="openai/bench-model", api_base=url, api_key="sk-bench",
+                           **request)
+        cpu.append((time.thread_time() - started) * 1000)
+    return statistics.median(cpu[1:])
+
+
+def own_cpu(calls: int, messages: int) -> dict[str, Any]:
+    """The worker's CPU per call beyond litellm's own, at ``messages`` posts."""
+    from tests.support.openai_stub import OpenAIStub, tool_call
+
+    with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer."),
+                    keep_alive=True) as stub:
+        worker = call_cost(served_agent(stub.url), calls, transcript(messages))["cpu_ms"]
+        alone = litellm_alone(stub.requests_for("bench-model")[-1].body, stub.url, calls)
+    return {"messages": messages, "worker_ms": round(worker, 2),
+            "litellm_ms": round(alone, 2), "own_ms": round(worker - alone, 2)}
+
+
+def hold(model: str, calls: int, url: str) -> dict[str, Any]:
+    """In the child: ``calls`` bids at once in ``model``'s way; its RSS and CPU."""
+    if model == "gevent":
+        from gevent import monkey
+
+        monkey.patch_all()  # before anything below opens a socket
+    from parley.shared.settings import get_settings
+    from parley.workers.calls import Call, answer_call
+
+    agent = served_agent(url)
+    settings = get_settings()
+    room = [agent, AgentSpec(name="Other", model="scripted", script=[])]
+    history = transcript(40)
+    answers: list[str] = []
+
+    errors: list[str] = []
+
+    def bid(turn: int) -> None:
+        answer = answer_call(agent, room, Call(turn, 0), lambda: history, time.time() + 60,
+                             settings=settings)
+        answers.append(answer.status)
+        if answer.error:
+            errors.append(str(answer.error)[:200])
+
+    bid(0)  # imports and warms up
+    answers.clear()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    run_at_once(model, bid, calls)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"model": model, "calls": calls, "statuses": dict(Counter(answers)),
+            "errors": sorted(set(errors))[:3],
+            "wall_s": round(time.perf_counter() - started, 2),
+            "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
+                cpu_s * 1000 / calls, 2)}
+
+
+def run_at_once(model: str, bid: Any, calls: int) -> None:
+    """Start every bid, then wait for all of them."""
+    if model == "gevent":
+        import gevent
+
+        gevent.joinall([gevent.spawn(bid, turn) for turn in range(1, calls + 1)])
+        return
+    import threading
+
+    threading.stack_size(256 * 1024)  # a bid's stack is shallow; 8 MB each is address space
+    threads = [threading.Thread(target=bid, args=(turn,)) for turn in range(1, calls + 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def in_flight(model: str, calls: int, after_s: float) -> dict[str, Any]:
+    """One child process holding ``calls`` calls answered ``after_s`` late; the stub's
+    count of them at once."""
+    from tests.support.openai_stub import OpenAIStub, tool_call
+
+    answer = tool_call(0.8, "A stub answer.", delay_s=after_s)
+    with OpenAIStub(api_key="sk-bench", default=answer, keep_alive=True) as stub:
+        done = subprocess.run([sys.executable, "-m", "benchmarks.worker_calls", "--child",
+                               model, "--hold", str(calls), "--url", stub.url],
+                              capture_output=True, text=True, timeout=300, check=False)
+        if done.returncode:
+            return {"model": model, "calls": calls, "error": done.stderr[-600:]}
+        return {**json.loads(done.stdout.splitlines()[-1]), "answer_after_s": after_s,
+                "most_in_flight": stub.most_in_flight}
+
+
+def available(model: str) -> bool:
+    """Whether this environment can run ``model``'s pool."""
+    if model == "gevent":
+        try:
+            import gevent  # noqa: F401
+        except ImportError:
+            return False
+    return True
+
+
+def run(calls: int, held: int) -> dict[str, Any]:
+    """Every measurement of this module."""
+    return {"in_flight": [in_flight(model, held, after_s) for after_s in ANSWER_AFTER_S
+                          for model in MODELS if available(model)],
+            "own_cpu": [own_cpu(calls, messages) for messages in (40, 560)]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run from the command line and print the JSON (or, as the child, hold the calls)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--hold", type=int, default=2000)
+    parser.add_argument("--child", choices=MODELS)
+    parser.add_argument("--url")
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(hold(args.child, args.hold, args.url)))
+        return
+    print(json.dumps(run(args.calls, args.hold), indent=1))
+
+
+if __name__ == "__main__":
+    main()
