@@ -23,7 +23,6 @@ HELP = """commands:
 /pause, /resume      stop opening turns, and go on
 /help, /quit         this list, and leave
 anything else is posted as you"""
-NO_TASKS = "background tasks are not available on this cluster"
 QUIT = "quit"  # what /quit answers: the app closes
 
 
@@ -91,13 +90,13 @@ def deny(c: Console, args: str) -> str:
 def task(c: Console, args: str) -> str:
     """``/task @a TEXT``: start a background task for the agent."""
     agent, text = agent_and_text(args, "/task @agent TEXT", text_needed=True)
-    started = tasks_call(c, "start_task")(c.room, agent, text)
+    started = c.client.start_task(c.room, agent, text)
     return f"task {task_id(started)} started for {agent}"
 
 
 def list_tasks(c: Console, args: str) -> str:
     """``/tasks``: the room's background tasks, a line each."""
-    found = tasks_call(c, "tasks")(c.room)
+    found = c.client.tasks(c.room)
     if not found:
         return "no background task in this room"
     return "\n".join(f"{task_id(t)[:6]}  {field_of(t, 'agent')}  {field_of(t, 'status')}  "
@@ -108,16 +107,8 @@ def cancel(c: Console, args: str) -> str:
     """``/cancel TASK``: stop a task (a unique start of its id is enough)."""
     if not args.strip():
         raise ValueError("usage: /cancel TASK")
-    tasks_call(c, "cancel_task")(args.strip(), room=c.room)
+    c.client.cancel_task(args.strip(), room=c.room)
     return f"task {args.strip()} cancelled"
-
-
-def tasks_call(c: Console, name: str) -> Callable[..., Any]:
-    """The Client's background-task method, or ValueError where this cluster has none."""
-    method = getattr(c.client, name, None)
-    if method is None:
-        raise ValueError(NO_TASKS)
-    return method
 
 
 def field_of(value: Any, name: str) -> str:

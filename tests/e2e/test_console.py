@@ -12,7 +12,6 @@ import pytest
 
 from parley.client import Client
 from parley.console.app import DiscussionConsole
-from parley.console.commands import NO_TASKS
 from parley.console.room_view import ASKING_YOU, LISTENING, WRITING
 from parley.shared.models import RoomSpec
 from parley.shared.settings import Settings
@@ -130,7 +129,8 @@ def test_an_approval_is_answered_from_the_console(processes, settings, queue, tm
     asyncio.run(scenario())
     said = notes(app)
     assert f"· approved rollback ({approval_id(client, room)})" in said
-    assert f"· {NO_TASKS}" in said
+    (task,) = client.tasks(room)
+    assert f"· task {task.id} started for SRE" in said
     assert any("rollback ok: rolled back checkout" in line for line in said)
     assert runs.read_text().splitlines() == ["rollback"]
 

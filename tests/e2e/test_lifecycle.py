@@ -72,7 +72,7 @@ def test_rooms_create_list_show_and_transcript_through_the_cli(processes, settin
     transcript = run_parley(processes.env, "transcript", room, "--output-type", "json")
 
     assert created == {"room": room, "name": "test-room", "policy": "bid",
-                       "agents": ["agent0", "agent1", "agent2"]}
+                       "agents": ["agent0", "agent1", "agent2"], "organization": "default"}
     assert [m.sender for m in result.messages] == ["User", *ROTATION]
     assert [(r["room"], r["status"], r["policy"], r["messages"], r["holder"]) for r in listed] == [
         (room, "idle", "bid", 5, None)]

@@ -113,12 +113,14 @@ def test_a_room_whose_renewals_fail_is_dropped_before_its_lease_expires(server, 
                                "one renewal to go through")
         server.connected = False
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 1.5)
+        # On a loaded machine the room may be dropped before the keeper's next try fails.
+        await wait_until_async(lambda: any(e["event"] == "renew_failed" for e in logs), 5,
+                               "the keeper to fail a renewal")
         keeper.cancel()
 
     with structlog.testing.capture_logs() as logs:
         asyncio.run(lose_redis())
 
-    assert any(e["event"] == "renew_failed" for e in logs)
     dropped = [e for e in logs if e["event"] == "room_dropped"]
     assert [e["reason"] for e in dropped] == ["lease not renewed in time"]
     assert dropped[0]["lease_left_s"] > 0, "work went on past the lease's expiry"
