@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from parley.processes import free_port, stop
+from tests.support.api import wait_for_api
 from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
@@ -59,14 +60,7 @@ def api(processes, queue) -> Iterator[httpx.Client]:
     server = processes.api("--port", str(port), env={"PARLEY_API_TOKENS": TOKEN})
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=30)
 
-    def healthy() -> bool:
-        assert server.poll() is None, processes.log_tail()
-        try:
-            return http.get("/healthz").status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_until(healthy, 30, "the API to answer")
+    wait_for_api(server, f"http://127.0.0.1:{port}", processes)
     yield http
     http.close()
     # uvicorn shuts down, then ends by the signal it was sent.

@@ -20,6 +20,7 @@ from parley.api.access import digest
 from parley.processes import free_port
 from parley.shared.organizations import key_variable
 from tests.e2e.test_api import frames
+from tests.support.api import wait_for_api
 from tests.support.openai_stub import OpenAIStub, tool_call
 from tests.support.polling import wait_until
 
@@ -67,14 +68,7 @@ def cluster(processes, queue, tmp_path) -> Iterator[tuple[httpx.Client, OpenAISt
                                env={"PARLEY_API_TOKENS_FILE": str(tokens_file)})
         http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
 
-        def healthy() -> bool:
-            assert server.poll() is None, processes.log_tail()
-            try:
-                return http.get("/healthz").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_until(healthy, 30, "the API to answer")
+        wait_for_api(server, f"http://127.0.0.1:{port}", processes)
         yield http, stub, (server, tokens_file)
         http.close()
 

@@ -4,6 +4,7 @@ fakeredis server, and rooms run in process as a coordinator would run them."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import urllib.request
 
 import fakeredis
@@ -11,11 +12,13 @@ from fastapi.testclient import TestClient
 
 from parley.api.app import make_app
 from parley.client import Client
+from parley.processes import ProcessGroup
 from parley.shared.keys import Keys
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
+from tests.support.polling import wait_until
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 PREFIX = "t"
@@ -55,3 +58,14 @@ def api_answers(url: str) -> bool:
             return response.status == 200
     except OSError:
         return False
+
+
+def wait_for_api(server: subprocess.Popen[bytes], url: str, processes: ProcessGroup) -> None:
+    """Wait until the ``parley api`` process ``server`` answers at ``url``; fail with the
+    processes' logs if it exits first."""
+
+    def answers() -> bool:
+        assert server.poll() is None, processes.log_tail()
+        return api_answers(url)
+
+    wait_until(answers, 30, "the API to answer")
