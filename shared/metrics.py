@@ -8,11 +8,11 @@ Each process counts what it sees, so the ``job`` label of a scrape tells them ap
 metric                         labels                            counted by
 =============================  ================================  ===========================
 parley_turns_total             organization                      coordinator, at commit
-parley_turn_seconds                                              coordinator, at commit
-parley_turn_added_seconds                                        coordinator, at commit
-parley_answers_total           kind, status                      both (recorded / written)
-parley_timeouts_total                                            coordinator, at commit
-parley_failures_total          kind (ErrorKind)                  both (recorded / written)
+parley_turn_seconds            organization                      coordinator, at commit
+parley_turn_added_seconds      organization                      coordinator, at commit
+parley_answers_total           organization, kind, status        both (recorded / written)
+parley_timeouts_total          organization                      coordinator, at commit
+parley_failures_total          organization, kind (ErrorKind)    both (recorded / written)
 parley_takeovers_total                                           coordinator
 parley_lease_renewals_total                                      coordinator
 parley_lease_losses_total                                        coordinator
@@ -22,8 +22,8 @@ parley_calls_sent_total                                          coordinator, as
 parley_tokens_total            organization, model, direction    worker
                                (prompt, completion, cached)
 parley_cost_usd_total          organization, model               worker
-parley_tool_calls_total        tool, status (ToolCallStatus)     worker, as each tool call ends
-parley_tool_seconds            tool                              worker, as each tool call ends
+parley_tool_calls_total        organization, tool, status        worker, as each tool call ends
+parley_tool_seconds            organization, tool                worker, as each tool call ends
 =============================  ================================  ===========================
 
 The worker counts every answer it wrote (late ones and re-asked ones too: they cost tokens);
@@ -62,15 +62,17 @@ disable_created_metrics()
 
 TURNS = Counter("parley_turns", "Turns committed, by the room's organization", ["organization"])
 TURN_SECONDS = Histogram("parley_turn_seconds", "A turn's time from opened to decided",
-                         buckets=LATENCY_BUCKETS_S)
+                         ["organization"], buckets=LATENCY_BUCKETS_S)
 TURN_ADDED_SECONDS = Histogram(
     "parley_turn_added_seconds",
     "A turn's time beyond its slowest answer in each phase (turns every call answered)",
-    buckets=LATENCY_BUCKETS_S)
-ANSWERS = Counter("parley_answers", "Answers to calls, by call kind and status",
-                  ["kind", "status"])
-TIMEOUTS = Counter("parley_timeouts", "Calls that did not answer before the deadline")
-FAILURES = Counter("parley_failures", "Failed calls, by error kind", ["kind"])
+    ["organization"], buckets=LATENCY_BUCKETS_S)
+ANSWERS = Counter("parley_answers", "Answers to calls, by organization, call kind and status",
+                  ["organization", "kind", "status"])
+TIMEOUTS = Counter("parley_timeouts", "Calls that did not answer before the deadline",
+                   ["organization"])
+FAILURES = Counter("parley_failures", "Failed calls, by organization and error kind",
+                   ["organization", "kind"])
 TAKEOVERS = Counter("parley_takeovers", "Open turns resumed from a previous holder")
 LEASE_RENEWALS = Counter("parley_lease_renewals", "Room leases renewed")
 LEASE_LOSSES = Counter("parley_lease_losses",
@@ -85,10 +87,10 @@ TOKENS = Counter("parley_tokens", "Tokens of model calls, by organization, model
 COST = Counter("parley_cost_usd", "Cost of model calls in US dollars, by organization and "
                "model", ["organization", "model"])
 
-TOOL_CALLS = Counter("parley_tool_calls", "Tool calls of agents, by tool and status",
-                     ["tool", "status"])
-TOOL_SECONDS = Histogram("parley_tool_seconds", "A tool call's time, by tool", ["tool"],
-                         buckets=LATENCY_BUCKETS_S)
+TOOL_CALLS = Counter("parley_tool_calls", "Tool calls of agents, by organization, tool and "
+                     "status", ["organization", "tool", "status"])
+TOOL_SECONDS = Histogram("parley_tool_seconds", "A tool call's time, by organization and tool",
+                         ["organization", "tool"], buckets=LATENCY_BUCKETS_S)
 
 _models: set[str] = set()
 _models_lock = Lock()
@@ -98,15 +100,16 @@ _organizations: set[str] = set()
 def observe_turn(record: TurnRecord, organization: str = DEFAULT_ORGANIZATION) -> None:
     """Count a committed turn of a room of ``organization``: its duration, added latency
     and every recorded answer."""
-    TURNS.labels(organization=organization).inc()
-    TURN_SECONDS.observe(max(0.0, record.decided_at - record.opened_at))
+    org = organization_label(organization)
+    TURNS.labels(organization=org).inc()
+    TURN_SECONDS.labels(organization=org).observe(max(0.0, record.decided_at - record.opened_at))
     added = added_seconds(record)
     if added is not None:
-        TURN_ADDED_SECONDS.observe(added)
+        TURN_ADDED_SECONDS.labels(organization=org).observe(added)
     for bid in record.bids:
-        count_answer(bid)
+        count_answer(bid, org)
         if bid.status is AnswerStatus.TIMEOUT:
-            TIMEOUTS.inc()
+            TIMEOUTS.labels(organization=org).inc()
 
 
 def observe_message(message: list[CallRequest]) -> None:
@@ -127,18 +130,19 @@ def added_seconds(record: TurnRecord) -> float | None:
     return max(0.0, record.decided_at - record.opened_at - sum(slowest.values()))
 
 
-def count_answer(bid: Answer) -> None:
-    """Count one answer by kind and status, and its failure by kind."""
-    ANSWERS.labels(kind=bid.kind.value, status=bid.status.value).inc()
+def count_answer(bid: Answer, org: str) -> None:
+    """Count one answer of organization label ``org`` by kind and status, and its failure
+    by kind."""
+    ANSWERS.labels(organization=org, kind=bid.kind.value, status=bid.status.value).inc()
     if bid.error_kind is not ErrorKind.NONE:
-        FAILURES.labels(kind=bid.error_kind.value).inc()
+        FAILURES.labels(organization=org, kind=bid.error_kind.value).inc()
 
 
 def observe_answer(bid: Answer, model: str, organization: str = DEFAULT_ORGANIZATION) -> None:
     """Count an answer a worker wrote: the answer, and its tokens and cost by the room's
     organization and the model."""
-    count_answer(bid)
     org, label = organization_label(organization), model_label(model)
+    count_answer(bid, org)
     TOKENS.labels(organization=org, model=label, direction="prompt").inc(bid.prompt_tokens)
     TOKENS.labels(organization=org, model=label, direction="completion").inc(
         bid.completion_tokens)
@@ -167,7 +171,10 @@ def model_label(model: str) -> str:
     return OTHER_MODEL
 
 
-def observe_tool_call(tool: str, status: str, seconds: float) -> None:
-    """Count a tool call that ended (tools are the operator's: their names are bounded)."""
-    TOOL_CALLS.labels(tool=tool, status=status).inc()
-    TOOL_SECONDS.labels(tool=tool).observe(seconds)
+def observe_tool_call(tool: str, status: str, seconds: float,
+                      organization: str = DEFAULT_ORGANIZATION) -> None:
+    """Count a tool call of a room of ``organization`` that ended (tools are the
+    operator's: their names are bounded)."""
+    org = organization_label(organization)
+    TOOL_CALLS.labels(organization=org, tool=tool, status=status).inc()
+    TOOL_SECONDS.labels(organization=org, tool=tool).observe(seconds)

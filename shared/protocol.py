@@ -84,6 +84,8 @@ class ToolRequest(BaseModel):
     room: str
     tool: str
     record: dict[str, JsonValue]
+    # The room's organization, for the tool metrics' label ("default" from older workers).
+    organization: str = "default"
     claim: str
     timeout_s: float
     until: float

@@ -384,8 +384,8 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
         book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
         toolbox = Toolbox([TaskTools(book, req.room), *toolbox.sources])
     return ToolRun(toolbox, journal, partial(await_approval, store, req.room, spec),
-                   partial(send_tool_call, req.prefix, req.room), names,
-                   settings.tool_result_max_bytes)
+                   partial(send_tool_call, req.prefix, req.room, req.organization), names,
+                   settings.tool_result_max_bytes, req.organization)
 
 
 
@@ -420,10 +420,11 @@ def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: Age
     return run
 
 
-def send_tool_call(prefix: str, room: str, tool: ToolDef, record: ToolCallRecord, claim: Claim,
-                   timeout_s: float, until: float) -> None:
+def send_tool_call(prefix: str, room: str, organization: str, tool: ToolDef,
+                   record: ToolCallRecord, claim: Claim, timeout_s: float, until: float
+                   ) -> None:
     """Send a ``queue=`` tool's call to its queue, as its own task (TOOL_TASK)."""
-    request = ToolRequest(prefix=prefix, room=room, tool=tool.name,
+    request = ToolRequest(prefix=prefix, room=room, organization=organization, tool=tool.name,
                           record=record.model_dump(mode="json"), claim=claim.raw,
                           timeout_s=timeout_s, until=until)
     headers: dict[str, Any] = {}
@@ -452,7 +453,7 @@ def run_tool_call(request: dict) -> None:
         status, text = call_tool(build_toolbox(settings), req.tool, record.arguments, left,
                                  settings.tool_result_max_bytes)
     duration_ms = round((time.perf_counter() - started) * 1000, 3)
-    journal.finish(ended(record, status, text, duration_ms), text, claim)
+    journal.finish(ended(record, status, text, duration_ms, req.organization), text, claim)
 
 
 def chunk_writer(store: RoomStore, spec: RoomSpec, req: CallRequest, name: str

@@ -14,15 +14,26 @@ from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
 from parley.shared import metrics
 from parley.shared.keys import Keys
-from parley.shared.models import Answer, AnswerStatus, CallKind, ErrorKind, TurnRecord
+from parley.shared.models import (
+    Answer,
+    AnswerStatus,
+    CallKind,
+    ErrorKind,
+    ToolCallRecord,
+    ToolCallStatus,
+    TurnRecord,
+)
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.workers.tools.loop import ended
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.rooms import rotating_scripts, scripted_spec
 
 ROOM = "room-1"
+# The label of rooms created without an organization.
+ORG = {"organization": "default"}
 
 
 def sample(name: str, **labels: str) -> float:
@@ -68,26 +79,26 @@ def test_a_committed_turn_counts_its_answers_timeouts_and_failures():
     bids = [answer("a", latency_ms=10.0),
             answer("b", status=AnswerStatus.ERROR, error_kind=ErrorKind.RATE_LIMIT),
             answer("c", status=AnswerStatus.TIMEOUT, error_kind=ErrorKind.NO_ANSWER)]
-    delta = Delta(("parley_turns_total", {"organization": "default"}), ("parley_timeouts_total", {}),
-                  ("parley_answers_total", {"kind": "bid", "status": "ok"}),
-                  ("parley_answers_total", {"kind": "bid", "status": "error"}),
-                  ("parley_answers_total", {"kind": "bid", "status": "timeout"}),
-                  ("parley_failures_total", {"kind": "rate_limit"}),
-                  ("parley_failures_total", {"kind": "no_answer"}),
-                  ("parley_turn_seconds_count", {}), ("parley_turn_seconds_sum", {}),
-                  ("parley_turn_added_seconds_count", {}))
+    delta = Delta(("parley_turns_total", ORG), ("parley_timeouts_total", ORG),
+                  ("parley_answers_total", {**ORG, "kind": "bid", "status": "ok"}),
+                  ("parley_answers_total", {**ORG, "kind": "bid", "status": "error"}),
+                  ("parley_answers_total", {**ORG, "kind": "bid", "status": "timeout"}),
+                  ("parley_failures_total", {**ORG, "kind": "rate_limit"}),
+                  ("parley_failures_total", {**ORG, "kind": "no_answer"}),
+                  ("parley_turn_seconds_count", ORG), ("parley_turn_seconds_sum", ORG),
+                  ("parley_turn_added_seconds_count", ORG))
 
     metrics.observe_turn(record(bids, 2.0))
 
     assert delta("parley_turns_total", organization="default") == 1
-    assert delta("parley_turn_seconds_count") == 1
-    assert delta("parley_turn_seconds_sum") == pytest.approx(2.0)
-    assert delta("parley_turn_added_seconds_count") == 0  # it waited for a timeout
-    assert delta("parley_timeouts_total") == 1
+    assert delta("parley_turn_seconds_count", **ORG) == 1
+    assert delta("parley_turn_seconds_sum", **ORG) == pytest.approx(2.0)
+    assert delta("parley_turn_added_seconds_count", **ORG) == 0  # it waited for a timeout
+    assert delta("parley_timeouts_total", **ORG) == 1
     for status in ("ok", "error", "timeout"):
-        assert delta("parley_answers_total", kind="bid", status=status) == 1
-    assert delta("parley_failures_total", kind="rate_limit") == 1
-    assert delta("parley_failures_total", kind="no_answer") == 1
+        assert delta("parley_answers_total", **ORG, kind="bid", status=status) == 1
+    assert delta("parley_failures_total", **ORG, kind="rate_limit") == 1
+    assert delta("parley_failures_total", **ORG, kind="no_answer") == 1
 
 
 def test_a_written_answer_counts_its_tokens_and_cost_by_model():
@@ -96,7 +107,7 @@ def test_a_written_answer_counts_its_tokens_and_cost_by_model():
     delta = Delta(("parley_tokens_total", {**org, "model": model, "direction": "prompt"}),
                   ("parley_tokens_total", {**org, "model": model, "direction": "completion"}),
                   ("parley_cost_usd_total", {**org, "model": model}),
-                  ("parley_answers_total", {"kind": "speak", "status": "ok"}))
+                  ("parley_answers_total", {**org, "kind": "speak", "status": "ok"}))
 
     metrics.observe_answer(answer("a", kind=CallKind.SPEAK, prompt_tokens=120,
                                   completion_tokens=30, cost_usd=0.002), model, "acme")
@@ -104,7 +115,7 @@ def test_a_written_answer_counts_its_tokens_and_cost_by_model():
     assert delta("parley_tokens_total", **org, model=model, direction="prompt") == 120
     assert delta("parley_tokens_total", **org, model=model, direction="completion") == 30
     assert delta("parley_cost_usd_total", **org, model=model) == pytest.approx(0.002)
-    assert delta("parley_answers_total", kind="speak", status="ok") == 1
+    assert delta("parley_answers_total", **org, kind="speak", status="ok") == 1
 
 
 def test_models_past_the_label_limit_are_counted_as_other(monkeypatch):
@@ -120,16 +131,16 @@ def test_a_served_room_counts_each_recorded_turn_and_answer(sync_redis, async_re
     store.create_room(ROOM, scripted_spec(rotating_scripts(3, 4)))
     store.post(ROOM, "User", "go")
     delta = Delta(("parley_turns_total", {"organization": "default"}),
-                  ("parley_answers_total", {"kind": "bid", "status": "ok"}),
-                  ("parley_turn_added_seconds_count", {}))
+                  ("parley_answers_total", {**ORG, "kind": "bid", "status": "ok"}),
+                  ("parley_turn_added_seconds_count", ORG))
 
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
 
     turns = store.read_turns(ROOM)
     statuses = Counter(bid.status for turn in turns for bid in turn.bids)
     assert delta("parley_turns_total", organization="default") == len(turns) == 5
-    assert delta("parley_answers_total", kind="bid", status="ok") == statuses[AnswerStatus.OK]
-    assert delta("parley_turn_added_seconds_count") == len(turns)
+    assert delta("parley_answers_total", **ORG, kind="bid", status="ok") == statuses[AnswerStatus.OK]
+    assert delta("parley_turn_added_seconds_count", **ORG) == len(turns)
 
 
 def test_a_resumed_turn_counts_as_a_takeover(sync_redis, async_redis):
@@ -202,3 +213,28 @@ def test_each_lease_renewed_is_counted(sync_redis, async_redis):
     asyncio.run(hold_and_renew())
 
     assert delta("parley_lease_renewals_total") == 1
+
+
+def test_a_rooms_calls_and_tool_calls_are_counted_under_its_organization():
+    acme = {"organization": "acme"}
+    delta = Delta(("parley_turns_total", acme), ("parley_timeouts_total", acme),
+                  ("parley_answers_total", {**acme, "kind": "bid", "status": "timeout"}),
+                  ("parley_failures_total", {**acme, "kind": "no_answer"}),
+                  ("parley_turn_seconds_count", acme),
+                  ("parley_tool_calls_total", {**acme, "tool": "lookup", "status": "ok"}),
+                  ("parley_tool_seconds_count", {**acme, "tool": "lookup"}),
+                  ("parley_answers_total", {**ORG, "kind": "bid", "status": "timeout"}))
+    timed_out = answer("a", status=AnswerStatus.TIMEOUT, error_kind=ErrorKind.NO_ANSWER)
+
+    metrics.observe_turn(record([timed_out], 2.0), "acme")
+    ended(ToolCallRecord(id="1.0.1.0.0", agent="a", tool="lookup"), ToolCallStatus.OK, "found",
+          12.0, "acme")
+
+    assert delta("parley_turns_total", **acme) == 1
+    assert delta("parley_timeouts_total", **acme) == 1
+    assert delta("parley_answers_total", **acme, kind="bid", status="timeout") == 1
+    assert delta("parley_failures_total", **acme, kind="no_answer") == 1
+    assert delta("parley_turn_seconds_count", **acme) == 1
+    assert delta("parley_tool_calls_total", **acme, tool="lookup", status="ok") == 1
+    assert delta("parley_tool_seconds_count", **acme, tool="lookup") == 1
+    assert delta("parley_answers_total", **ORG, kind="bid", status="timeout") == 0

@@ -37,7 +37,14 @@ from typing import Any
 import orjson
 
 from parley.shared import metrics, tracing
-from parley.shared.models import AgentSpec, JsonValue, PolicyCall, ToolCallRecord, ToolCallStatus
+from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
+    AgentSpec,
+    JsonValue,
+    PolicyCall,
+    ToolCallRecord,
+    ToolCallStatus,
+)
 from parley.shared.records import cap_bytes
 from parley.workers.prompts import (
     NO_POLICY_TOOLS,
@@ -81,6 +88,7 @@ class ToolRun:
     remote: Remote | None = None
     names: list[str] = field(default_factory=list)
     max_result_bytes: int = 16_384
+    organization: str = DEFAULT_ORGANIZATION  # the room's, for the tool metrics' label
 
 
 @dataclass
@@ -335,7 +343,7 @@ class ToolLoop:
     def ended(self, record: ToolCallRecord, status: ToolCallStatus, text: str,
               duration_ms: float) -> ToolCallRecord:
         """The record of a call that ended, counted in the worker's metrics."""
-        return ended(record, status, text, duration_ms)
+        return ended(record, status, text, duration_ms, self.run.organization)
 
 
 def call_tool(toolbox: Toolbox, name: str, arguments: dict[str, JsonValue], timeout_s: float,
@@ -353,11 +361,11 @@ def call_tool(toolbox: Toolbox, name: str, arguments: dict[str, JsonValue], time
     return ToolCallStatus.OK, cap_bytes(text, max_bytes)
 
 
-def ended(record: ToolCallRecord, status: ToolCallStatus, text: str, duration_ms: float
-          ) -> ToolCallRecord:
-    """The record of a tool call that ended (its result's excerpt), counted in the
-    worker's metrics."""
-    metrics.observe_tool_call(record.tool, status.value, duration_ms / 1000)
+def ended(record: ToolCallRecord, status: ToolCallStatus, text: str, duration_ms: float,
+          organization: str = DEFAULT_ORGANIZATION) -> ToolCallRecord:
+    """The record of a tool call of a room of ``organization`` that ended (its result's
+    excerpt), counted in the worker's metrics."""
+    metrics.observe_tool_call(record.tool, status.value, duration_ms / 1000, organization)
     return record.model_copy(update={"status": status, "duration_ms": duration_ms,
                                      "result": cap_bytes(text, EXCERPT_BYTES)})
 
