@@ -20,8 +20,10 @@ demo: setup
 
 # One pytest process per core (pytest-xdist): every test has its own key prefix, queue,
 # tmp dir and ports, and most of an e2e test's time is its processes starting and waiting.
+# Work stealing: with xdist's default scheduling the tests handed out last queue up on one
+# process while the others sit idle.
 test: setup
-	$(BIN)/pytest -q -n auto
+	$(BIN)/pytest -q -n auto --dist worksteal
 
 # The edit loop: the unit and integration layers (pure, fakeredis and the local Redis),
 # in about two minutes; `make test` (what CI runs) adds the processes.
