@@ -5,8 +5,10 @@ Each event is one SSE message: ``id:`` its stream id, ``event:`` its type, ``dat
 JSON of ``parley events --json`` (id, type, fields, ts; ``room`` too on /events). Followers
 of a stream share one Redis reader in the API process (fanout.py), so a follower costs the
 server a connection and no thread, and a thousand followers of one room cost Redis one
-connection. A quiet stream gets a comment line every ``KEEPALIVE_S``, so proxies keep it
-open; a follower that goes away ends its stream.
+connection. A stream opens with a comment line, so a client knows at once that it is
+connected (an EventSource's ``open``) even when nothing has happened yet; a quiet stream
+gets one every ``KEEPALIVE_S``, so proxies keep it open; a follower that goes away ends its
+stream.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from parley.shared.keys import Keys
 router = APIRouter(tags=["events"])
 _STREAM_ID = re.compile(r"(\d{1,20})(?:-(\d{1,20}))?\Z")
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+# The first bytes of every stream: the response's head goes out with them, not with the
+# first event, which may be minutes away.
+OPENED = b": open\n\n"
 
 
 def is_stream_id(value: str) -> bool:
@@ -81,6 +86,7 @@ def event_stream(route: str, events: AsyncIterator[bytes]) -> StreamingResponse:
         gauge = metrics.SSE_STREAMS.labels(route=route)
         gauge.inc()
         try:
+            yield OPENED
             async for chunk in events:
                 if chunk is not KEEPALIVE:
                     metrics.SSE_EVENTS.labels(route=route).inc()

@@ -95,7 +95,8 @@ async function api(path, options = {}) {
     error.status = response.status;
     throw error;
   }
-  setConn(true);
+  // An open event stream says more ("live"): a poll answered meanwhile leaves it so.
+  if (!source || source.readyState !== EventSource.OPEN) setConn(true);
   return data;
 }
 
