@@ -42,10 +42,5 @@ end
 -- Every check is done: from here on, writes only.
 local id = redis.call('XADD', KEYS[3], 'MAXLEN', '~', cap, '*', 'op', op, 'agent', ARGV[2],
   'text', ARGV[3], 'ts', ARGV[4])
-if held[1] ~= 'running' then
-  local run = (tonumber(held[3] or '0') or 0) + 1
-  start_run(KEYS[2])
-  redis.call('HSET', KEYS[2], 'run', run, 'messages_in_run', 0)
-  add_event(KEYS[4], ARGV[6], {'type', 'run_started', 'run', run})
-end
+start_run_if_idle(KEYS[2], held[1], held[3], KEYS[4], ARGV[6])
 return {id, paused}

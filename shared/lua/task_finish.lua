@@ -62,12 +62,7 @@ if relay then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'op', 'instruct', 'agent', agent,
     'text', ARGV[9], 'ts', ARGV[5])
   redis.call('HSET', KEYS[3], id .. ':handed_back', 1)
-  if held[1] ~= 'running' then
-    local run = (tonumber(held[3] or '0') or 0) + 1
-    start_run(KEYS[2])
-    redis.call('HSET', KEYS[2], 'run', run, 'messages_in_run', 0)
-    add_event(KEYS[6], ARGV[10], {'type', 'run_started', 'run', run})
-  end
+  start_run_if_idle(KEYS[2], held[1], held[3], KEYS[6], ARGV[10])
 else
   redis.call('ZADD', KEYS[4], math.floor(tonumber(ARGV[5]) * 1000), id)
 end

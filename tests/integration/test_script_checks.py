@@ -545,3 +545,20 @@ def test_a_failed_take_count_at_the_limit_starts_over(store, scripts, keys):
 def test_the_scripts_limit_is_the_one_python_checks():
     scripts_limit = re.search(r"^local COUNT_LIMIT = (\S+)$", source("acquire"), re.MULTILINE)
     assert scripts_limit is not None and float(scripts_limit[1]) == COUNT_LIMIT
+
+
+def run_started_events(store: RoomStore, keys: Keys) -> list[bytes]:
+    return [fields[b"run"] for _, fields in store.redis.xrange(keys.events(ROOM))
+            if fields[b"type"] == b"run_started"]
+
+
+def test_a_floor_change_in_an_idle_room_starts_the_next_run_once(store, keys):
+    store.redis.hset(keys.state(ROOM), mapping={"status": "done", "run": 2, "policy:x": 1,
+                                                "messages_in_run": 5})
+    before = run_started_events(store, keys)
+    store.floor_op(ROOM, "talk", "A")
+    store.floor_op(ROOM, "listen", "A")  # the run is in progress now: no other starts
+    state = store.redis.hgetall(keys.state(ROOM))
+    assert (state[b"status"], state[b"run"], state[b"messages_in_run"]) == (b"running", b"3", b"0")
+    assert b"policy:x" not in state
+    assert run_started_events(store, keys) == [*before, b"3"]

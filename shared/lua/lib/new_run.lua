@@ -13,3 +13,17 @@ local function start_run(key)
     end
   end
 end
+
+-- Start a run in the state hash `key` when the room has none in progress (`status`, its
+-- state's status, is not running): the next run number after `run`, its messages counted
+-- from 0, and its run_started event in `events` (capped at `cap`). The caller has checked
+-- the run number against its limit (lib/checks.lua, overflow). Needs lib/events.lua.
+local function start_run_if_idle(key, status, run, events, cap)
+  if status == 'running' then
+    return
+  end
+  local next_run = (tonumber(run or '0') or 0) + 1
+  start_run(key)
+  redis.call('HSET', key, 'run', next_run, 'messages_in_run', 0)
+  add_event(events, cap, {'type', 'run_started', 'run', next_run})
+end
