@@ -154,6 +154,7 @@ class RoomRunner:
     workflow: Any = field(init=False, default=None)
     trace_run: int = field(init=False, default=0)  # the run self.trace is of
     organization: str = DEFAULT_ORGANIZATION  # the room's, as its state says
+    tasks_started: int = 0  # the room's background tasks ever started, as its state says
     tasks: TaskKeeper = field(init=False)
     tasks_open: bool = field(init=False, default=False)
 
@@ -176,9 +177,9 @@ class RoomRunner:
         drained: Drained | None = None
         while True:
             state = (drained or await self.drain()).state
-            self.organization = state.organization
+            self.organization, self.tasks_started = state.organization, state.tasks_started
             drained = None
-            if not state.turn_open and state.raw.get("tasks"):
+            if not state.turn_open and state.tasks_started:
                 posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
                 if posted:
                     continue  # drain again: the log moved
@@ -418,6 +419,7 @@ class RoomRunner:
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
             spec_version=self.spec_version, instructions=dict(calls.instructions),
             max_tokens=left.tokens, max_cost_usd=left.cost_usd, organization=self.organization,
+            tasks_started=self.tasks_started,
         )
         # Each request carries its publish span's traceparent: a message the outbox shares
         # between rooms carries several traces, which one header could not.

@@ -1293,3 +1293,7 @@ class CallRequest(BaseModel):
     # The room's organization: its own provider keys, where a worker has them, and its
     # daily totals.
     organization: str = DEFAULT_ORGANIZATION
+    # The room's count of background tasks ever started, as its state had it when the
+    # calls went out: a room that never had one reads no tasks for its notes (None: a
+    # coordinator that does not say, so the worker reads them).
+    tasks_started: int | None = None

@@ -284,6 +284,8 @@ class RoomState:
         self.trace = f.get("trace") or ""
         # Set at create, never changed; rooms of before organizations are the default's.
         self.organization = f.get("organization") or DEFAULT_ORGANIZATION
+        # Background tasks ever started (task_start.lua): none, and there are none to read.
+        self.tasks_started = int(f.get("tasks") or 0)
 
     def agent_totals(self, name: str) -> dict[str, float]:
         """Each agent's running total of ``name`` (``agent:<agent>:<name>`` fields)."""

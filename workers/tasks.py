@@ -337,8 +337,9 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
 
 def task_notes(store: RoomStore, req: CallRequest) -> str:
     """What a posted turn's notes say of the room's tasks (none for other calls), so that an
-    agent asked how a task goes answers from them."""
-    if not CALL_PROMPTS[req.kind].streams:
+    agent asked how a task goes answers from them. A room that never had a task costs no
+    read."""
+    if not CALL_PROMPTS[req.kind].streams or req.tasks_started == 0:
         return ""
     tasks = TaskBook(store.redis, store.keys, settings.events_stream_maxlen).list(req.room)
     return tasks_notes([notes_line(task) for task in reversed(tasks[-NOTES_TASKS:])])

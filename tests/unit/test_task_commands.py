@@ -5,6 +5,7 @@ the hand-back queued as the agent's hand_back says), `parley task` and the HTTP 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -107,6 +108,35 @@ def test_a_posted_turns_notes_list_the_rooms_tasks(client):
     assert "count the tickets [queued]" in notes and "of lead (by researcher)" in notes
     bid = request.model_copy(update={"kind": CallKind.BID})
     assert task_notes(client.store, bid) == ""
+
+
+class CountingRedis:
+    """A Redis client that records the keys of every command it is given."""
+
+    def __init__(self, client) -> None:
+        self.client, self.keys_read = client, []
+
+    def __getattr__(self, name):
+        command = getattr(self.client, name)
+
+        def counted(*args, **kwargs):
+            self.keys_read.append((name, args[:1]))
+            return command(*args, **kwargs)
+        return counted
+
+
+def test_a_room_that_never_had_a_task_reads_none_for_its_notes_and_one_that_had_lists_it(client):
+    client.create_room(room_spec(), "r1")
+    spy = SimpleNamespace(redis=CountingRedis(client.redis), keys=client.store.keys)
+    request = CallRequest(prefix=client.store.keys.prefix, room="r1", turn=1, attempt=1,
+                          agents=["lead"], kind=CallKind.DISCUSS, snapshot_seq=0,
+                          deadline=0, spec_version=0, tasks_started=0)
+    assert task_notes(spy, request) == "" and spy.redis.keys_read == []
+    client.start_task("r1", "lead", "count the tickets")
+    had_one = request.model_copy(update={"tasks_started": client.state("r1").tasks_started})
+    assert had_one.tasks_started == 1
+    assert "count the tickets [queued]" in task_notes(spy, had_one)
+    assert ("hgetall", (client.store.keys.tasks("r1"),)) in spy.redis.keys_read
 
 
 def test_the_dashboard_shows_each_agents_running_tasks_and_a_finished_result(api):

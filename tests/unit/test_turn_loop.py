@@ -61,6 +61,22 @@ def test_a_turn_is_sent_in_chunks_of_agents_per_task(sync_redis, async_redis, ke
     assert first_turn == [["agent0", "agent1"], ["agent2", "agent3"], ["agent4"]]
 
 
+def test_each_request_carries_the_rooms_count_of_tasks_as_its_state_has_it(
+        sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    store.post(ROOM, "User", "go")
+    transport = LocalWorkerTransport(sync_redis, keys)
+    asyncio.run(serve_once(async_redis, keys, transport))
+    assert {r.tasks_started for _, r in transport.sent} == {0}
+
+    sync_redis.hset(keys.state(ROOM), "tasks", 2)  # as two task_start calls leave it
+    transport.sent.clear()
+    store.post(ROOM, "User", "again")
+    asyncio.run(serve_once(async_redis, keys, transport))
+    assert transport.sent and {r.tasks_started for _, r in transport.sent} == {2}
+
+
 def test_a_resumed_turn_reuses_arrived_bids_and_asks_only_the_missing(sync_redis, async_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, scripted_spec(rotating_scripts(3, 1)))
