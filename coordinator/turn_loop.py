@@ -274,14 +274,18 @@ class RoomRunner:
     async def take_turn(self, state: RoomState, turn: OpenTurn) -> Drained | None:
         """The turn played in its span, under the run's; a run that stopped ends the run's."""
         trace = self.run_trace(state)
-        with tracing.span("turn", {"parley.room": self.lease.room, "parley.run": state.run,
-                                   "parley.turn": turn.number,
-                                   "parley.resumed": turn.resumed}, parent=trace) as current:
+        # Attributes only while tracing: off, every turn would build them for nothing.
+        attributes = None
+        if tracing.on():
+            attributes = {"parley.room": self.lease.room, "parley.run": state.run,
+                          "parley.turn": turn.number, "parley.resumed": turn.resumed}
+        with tracing.span("turn", attributes, parent=trace) as current:
             drained, decision = await self.play_turn(state, turn)
-            tracing.annotate(current, {"parley.winner": decision.winner,
-                                       "parley.stop_reason": decision.stop and
-                                       decision.stop.value, "parley.decision":
-                                       "stop" if decision.stop else "post"})
+            if current is not None:
+                tracing.annotate(current, {"parley.winner": decision.winner,
+                                           "parley.stop_reason": decision.stop and
+                                           decision.stop.value, "parley.decision":
+                                           "stop" if decision.stop else "post"})
         if decision.stop is not None:
             self.end_workflow()
         return drained
@@ -423,13 +427,16 @@ class RoomRunner:
         )
         # Each request carries its publish span's traceparent: a message the outbox shares
         # between rooms carries several traces, which one header could not.
-        with tracing.span(f"publish {CALL_TASK}", {
-                "messaging.system": "celery", "messaging.operation.type": "send",
-                "parley.call.kind": calls.kind.value, "parley.phase": phase,
-                "parley.agents": list(agents)}, kind="producer") as publish:
+        attributes = None
+        if tracing.on():
+            attributes = {"messaging.system": "celery", "messaging.operation.type": "send",
+                          "parley.call.kind": calls.kind.value, "parley.phase": phase,
+                          "parley.agents": list(agents)}
+        with tracing.span(f"publish {CALL_TASK}", attributes, kind="producer") as publish:
             template = template.model_copy(update={"traceparent": tracing.traceparent()})
             requests = chunk_requests(by_queue, self.options.agents_per_task, template, numbers)
-            tracing.annotate(publish, {"parley.messages": len(requests)})
+            if publish is not None:
+                tracing.annotate(publish, {"parley.messages": len(requests)})
             await self.transport.send(requests)
 
     async def spending_bounds(self) -> tuple[Limit, ...]:
@@ -451,7 +458,7 @@ class RoomRunner:
         returns what the commit saw for the next turn."""
         record = turn_record(state, turn, view, inbox.answers, decision, self.lease.epoch,
                              inbox.late, tracing.trace_id_of(self.trace))
-        with tracing.span("commit", {"parley.turn": record.turn}):
+        with tracing.span("commit", {"parley.turn": record.turn} if tracing.on() else None):
             seq, drained = await self.io.commit(self.lease, record, decision,
                                                 self.options.turns_maxlen, self.policy.watched,
                                                 self.spec.tool_results == "shared")

@@ -304,15 +304,19 @@ def await_chunks(chunks: list[Chunk]) -> None:
 
 def traced_call(req: CallRequest, agent: AgentSpec, *args: Any, **kwargs: Any) -> Answer:
     """answer_call in the call's ``invoke_agent <name>`` span."""
-    attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name,
-                  "gen_ai.conversation.id": req.room, "parley.call.kind": req.kind.value,
-                  "parley.turn": req.turn, "parley.phase": req.phase}
+    # Attributes only while tracing: off, every call would build them for nothing.
+    attributes = None
+    if tracing.on():
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name,
+                      "gen_ai.conversation.id": req.room, "parley.call.kind": req.kind.value,
+                      "parley.turn": req.turn, "parley.phase": req.phase}
     with tracing.span(f"invoke_agent {agent.name}", attributes) as current:
         answer = answer_call(agent, *args, **kwargs)
-        tracing.annotate(current, {"parley.answer.status": answer.status.value,
-                                   "parley.answer.error_kind": answer.error_kind.value,
-                                   "gen_ai.usage.input_tokens": answer.prompt_tokens,
-                                   "gen_ai.usage.output_tokens": answer.completion_tokens})
+        if current is not None:
+            tracing.annotate(current, {"parley.answer.status": answer.status.value,
+                                       "parley.answer.error_kind": answer.error_kind.value,
+                                       "gen_ai.usage.input_tokens": answer.prompt_tokens,
+                                       "gen_ai.usage.output_tokens": answer.completion_tokens})
         return answer
 
 
@@ -325,9 +329,11 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     answers = [started_work(store, req, answer) for answer in answers]
     # Under the request's own trace: the answers of a shared message are written from the
     # task's thread, outside any one call's span.
-    with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
-                                        "parley.answers": len(answers)},
-                      parent=req.traceparent):
+    attributes = None
+    if tracing.on():
+        attributes = {"parley.room": req.room, "parley.turn": req.turn,
+                      "parley.answers": len(answers)}
+    with tracing.span("write_answers", attributes, parent=req.traceparent):
         written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
     if written == len(answers):
         add_usage(store.redis, store.keys, req.organization, answers)
@@ -450,7 +456,8 @@ def run_tool_call(request: dict) -> None:
     started = time.perf_counter()
     with tracing.continued(getattr(run_tool_call.request, tracing.TRACEPARENT, None)), \
             tracing.span(f"run_tool {req.tool}", {"gen_ai.tool.name": req.tool,
-                                                  "gen_ai.tool.call.id": record.id}):
+                                                  "gen_ai.tool.call.id": record.id}
+                         if tracing.on() else None):
         status, text = call_tool(build_toolbox(settings), req.tool, record.arguments, left,
                                  settings.tool_result_max_bytes)
     duration_ms = round((time.perf_counter() - started) * 1000, 3)

@@ -24,7 +24,7 @@ from parley.shared.store import RoomStore
 from parley.workers.calls import Call, answer_call
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
-from tests.support.rooms import scripted_spec
+from tests.support.rooms import rotating_scripts, scripted_spec
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 ROOM = "room-1"
@@ -234,6 +234,35 @@ def test_off_the_helpers_make_nothing_and_keep_nothing():
     headers: dict[str, str] = {}
     tracing.inject(headers)
     assert headers == {}
+
+
+def test_off_a_run_and_a_tool_call_build_no_span_attributes(sync_redis, async_redis, keys,
+                                                             monkeypatch):
+    from parley.workers.tools.loop import ToolRun
+    from parley.workers.tools.python_tools import load_python_tools
+    from parley.workers.tools.toolbox import Toolbox
+
+    given: list[object] = []
+    off_span = tracing.span
+
+    def span(name, attributes=None, **kwargs):
+        given.append(attributes)
+        return off_span(name, attributes, **kwargs)
+    monkeypatch.setattr(tracing, "span", span)
+    monkeypatch.setattr(tracing, "annotate", lambda *args: given.append(args))
+
+    store = run_room(sync_redis, async_redis, keys, scripted_spec(rotating_scripts(2, 2)))
+    agent = AgentSpec.model_validate({
+        "name": "Ann", "model": "scripted", "tools": ["shout"],
+        "script": [{"tool_calls": [{"name": "shout", "arguments": {"text": "hey"}}]},
+                   {"content": "Done."}]})
+    run = ToolRun(Toolbox([load_python_tools(["tests.support.tool_modules.sample"])]),
+                  names=["Ann"], max_result_bytes=300)
+    answer = answer_call(agent, [agent], Call(turn=1, attempt=0, kind=CallKind.SPEAK, number=1),
+                         lambda: [], time.time() + 10, settings=Settings(), tools=run)
+
+    assert len(store.read_messages(ROOM)) > 1 and answer.message == "Done."
+    assert len(given) > 5 and set(map(id, given)) == {id(None)}
 
 
 def test_off_no_process_imports_the_tracing_sdk():

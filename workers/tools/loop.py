@@ -217,15 +217,18 @@ class ToolLoop:
     def run_call(self, round_: int, index: int, call: AskedCall
                  ) -> tuple[ToolCallRecord, str, float]:
         """One tool call, in its ``execute_tool <name>`` span."""
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
-                      "gen_ai.tool.call.id": f"{self.call_key}.{round_}.{index}",
-                      "gen_ai.agent.name": self.agent.name}
-        if tracing.records_content():
-            attributes["gen_ai.tool.call.arguments"] = call.arguments
+        attributes = None
+        if tracing.on():  # off, the attributes would be built for nothing
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name,
+                          "gen_ai.tool.call.id": f"{self.call_key}.{round_}.{index}",
+                          "gen_ai.agent.name": self.agent.name}
+            if tracing.records_content():
+                attributes["gen_ai.tool.call.arguments"] = call.arguments
         with tracing.span(f"execute_tool {call.name}", attributes) as current:
             record, text, held = self.journaled_call(round_, index, call)
-            tracing.annotate(current, {"parley.tool.status": record.status.value,
-                                       "parley.tool.replayed": record.replayed})
+            if current is not None:
+                tracing.annotate(current, {"parley.tool.status": record.status.value,
+                                           "parley.tool.replayed": record.replayed})
             return record, text, held
 
     def journaled_call(self, round_: int, index: int, call: AskedCall
