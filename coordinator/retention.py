@@ -19,6 +19,7 @@ import structlog
 from redis.exceptions import ResponseError
 
 from parley.shared.keys import Keys
+from parley.shared.models import DEFAULT_ORGANIZATION
 from parley.shared.records import decode
 from parley.shared.refusals import NOT_IDLE, refused_with
 from parley.shared.scripts import Scripts
@@ -65,7 +66,8 @@ class IdleRooms:
         """Delete the room if it is still idle since before ``cutoff`` (ms)."""
         # The state first, then the activity time: a change after the state was read
         # fails the delete's check, one before it shows in the activity time.
-        values = await self.redis.hmget(self.keys.state(room), *ARCHIVE_GUARD_FIELDS)
+        *values, organization = await self.redis.hmget(self.keys.state(room),
+                                                       *ARCHIVE_GUARD_FIELDS, "organization")
         expect = {name: decode(value) if value is not None else ""
                   for name, value in zip(ARCHIVE_GUARD_FIELDS, values, strict=True)}
         active = await self.redis.zscore(self.keys.rooms, room)
@@ -83,6 +85,9 @@ class IdleRooms:
         pipe.zrem(self.keys.runnable, room)
         await pipe.execute()
         if deleted:
+            # Its organization's place is free again.
+            await self.redis.srem(self.keys.org_rooms(
+                decode(organization or b"") or DEFAULT_ORGANIZATION), room)
             log.info("room_expired", room=room, idle_s=round((now_ms() - active) / 1000, 1),
                      keys_deleted=int(deleted))
         return bool(deleted)

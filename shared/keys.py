@@ -153,6 +153,11 @@ key                       type    holds                                       wr
                                   organization, value JSON (max_live_rooms,     its tokens file) /
                                   max_tokens_per_day, max_cost_usd_per_day);    client, coordinator
                                   written whole when the tokens file loads
+``{org:<O>}:rooms``       set     organization O's live rooms (ids), the ones   client (create,
+                                  its max_live_rooms counts: added before a     delete), coordinator
+                                  room's create (claim_org_room.lua), taken     (expiry) / client
+                                  out when it is deleted; a background task's
+                                  own room is not counted
 ``{org:<O>}:day:<D>``     hash    organization O's totals on UTC day D          workers / coordinator
                                   (YYYY-MM-DD): prompt_tokens,                  API
                                   completion_tokens, cost_usd of every answer
@@ -332,6 +337,10 @@ class Keys:
     def org_limits(self) -> str:
         """Every organization's daily limits, as the API last loaded them."""
         return f"{self.prefix}:org_limits"
+
+    def org_rooms(self, organization: str) -> str:
+        """The ids of an organization's live rooms, those its max_live_rooms counts."""
+        return f"{self.prefix}:{{org:{organization}}}:rooms"
 
     def org_day(self, organization: str, day: str) -> str:
         """An organization's totals of one UTC day (``YYYY-MM-DD``)."""

@@ -47,18 +47,6 @@ class RoomLimitReached(ValueError):
     """A room refused at create: its organization has max_live_rooms rooms already."""
 
 
-def check_room_limit(redis: Any, keys: Keys, organization: str, count_rooms: Any) -> None:
-    """Raise RoomLimitReached when the organization may have no more rooms;
-    ``count_rooms(organization)`` counts them (only asked when there is a limit)."""
-    most = read_limits(redis, keys, organization).max_live_rooms
-    if most is None:
-        return
-    count = count_rooms(organization)
-    if count >= most:
-        raise RoomLimitReached(f"organization {organization} has {count} rooms, its "
-                               f"max_live_rooms is {most}: delete or archive one first")
-
-
 def check_organization(name: str) -> str:
     """Return ``name`` if it can name an organization, else raise ValueError saying why."""
     if not _ORGANIZATION.fullmatch(name):

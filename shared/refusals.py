@@ -24,6 +24,7 @@ code             the script refused because
 ``NOAPPROVAL``   the room has no approval of that id
 ``NOTAPPROVER``  the person answering an approval is not on the spec's ``approvers``
                  (the detail: the roster)
+``LIMIT``        the organization has its max_live_rooms (the detail: how many it has)
 ===============  ===================================================================
 """
 
@@ -55,6 +56,7 @@ class Refusal(StrEnum):
     OVERFLOW = "OVERFLOW"
     NO_APPROVAL = "NOAPPROVAL"
     NOT_APPROVER = "NOTAPPROVER"
+    LIMIT = "LIMIT"
 
 
 # Refusals of a fenced write that mean its coordinator no longer serves the room.

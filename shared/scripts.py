@@ -11,7 +11,7 @@ SCRIPT_NAMES = (
     "acquire", "acquire_many", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
     "cancel", "delete", "floor_op", "write_chunk", "tool_journal", "request_approval",
-    "answer_approval", "task_start", "task_claim", "task_beat", "task_finish", "post_handback",
+    "answer_approval", "task_start", "task_claim", "task_beat", "task_finish", "post_handback", "claim_org_room",
 )
 
 
@@ -67,3 +67,4 @@ class Scripts:
     task_beat: Any
     task_finish: Any
     post_handback: Any
+    claim_org_room: Any

@@ -39,7 +39,7 @@ from parley.shared.models import (
     check_person_name,
     name_key,
 )
-from parley.shared.organizations import check_organization
+from parley.shared.organizations import RoomLimitReached, check_organization, read_limits
 from parley.shared.records import (
     ZERO_TOTALS,
     RoomState,
@@ -183,13 +183,20 @@ class RoomStore:
         self.approvals = ApprovalBook(client, keys, self.scripts, events_maxlen)
 
     def create_room(self, room: str, spec: RoomSpec,
-                    organization: str = DEFAULT_ORGANIZATION) -> None:
+                    organization: str = DEFAULT_ORGANIZATION, counted: bool = True) -> None:
         """Store a new room of ``organization``: its spec and idle state (its totals at 0),
         in one script; raise RoomExists if the id is taken, TooManyAgents if the spec has
-        more agents than a new room may have."""
+        more agents than a new room may have, RoomLimitReached if the organization has its
+        max_live_rooms. ``counted``: whether the room counts there (a background task's own
+        room does not)."""
         check_room_id(room)
         check_organization(organization)
         check_agent_count(len(spec.agents), self.max_agents)
+        if counted:
+            most = read_limits(self.redis, self.keys, organization).max_live_rooms
+            claimed = self.claim_org_room(organization, room, most)
+        else:
+            claimed = False
         # The version is when the spec was stored (µs), not 1: a room deleted and created
         # again under the same id must not match a worker's cached spec of the old one.
         version = str(time.time_ns() // 1000)
@@ -197,8 +204,35 @@ class RoomStore:
                        "json": spec.model_dump_json(exclude_defaults=False)}
         state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version,
                  "organization": organization, **ZERO_TOTALS}
-        self._create(room, "new", spec_fields, state)
+        try:
+            self._create(room, "new", spec_fields, state)
+        except BaseException:
+            # The place was taken for this create: give it back, unless the id is a room
+            # of the organization already (a create of the same id at once).
+            if claimed and self.organization_of(room) != organization:
+                self.redis.srem(self.keys.org_rooms(organization), room)
+            raise
         self.redis.zadd(self.keys.rooms, {room: now_ms()})
+
+    def claim_org_room(self, organization: str, room: str, most: int | None) -> bool:
+        """Count the room among the organization's live rooms (claim_org_room.lua); True
+        when counted now. Raise RoomLimitReached when it has ``most`` (None: no limit)."""
+        try:
+            return bool(self.scripts.claim_org_room(
+                keys=[self.keys.org_rooms(organization)],
+                args=[room, "" if most is None else most]))
+        except redis.ResponseError as error:
+            refused = refusal_of(error)
+            if refused and refused.code is Refusal.LIMIT:
+                raise RoomLimitReached(
+                    f"organization {organization} has {refused.detail} rooms, its "
+                    f"max_live_rooms is {most}: delete or archive one first") from error
+            raise
+
+    def forget_org_room(self, room: str, organization: str | None) -> None:
+        """Take a deleted room out of its organization's live rooms (None: unknown)."""
+        if organization is not None:
+            self.redis.srem(self.keys.org_rooms(organization), room)
 
     def _create(self, room: str, mode: str, spec: dict[Any, Any], state: dict[Any, Any]) -> None:
         pairs = [*_pairs(spec), *_pairs(state)]
@@ -503,21 +537,6 @@ class RoomStore:
                                                 "organization")
         return None if status is None else decode(organization or b"") or DEFAULT_ORGANIZATION
 
-    def count_rooms(self, organization: str) -> int:
-        """How many rooms ``organization`` has (one pipelined read per page of rooms)."""
-        count = 0
-        for start in range(0, ORG_SCAN_MAX, ORG_SCAN_PAGE):
-            rooms = self.redis.zrange(self.keys.rooms, start, start + ORG_SCAN_PAGE - 1)
-            pipe = self.redis.pipeline(transaction=False)
-            for room in rooms:
-                pipe.hget(self.keys.state(decode(room)), "organization")
-            orgs = pipe.execute() if rooms else []
-            count += sum(1 for org in orgs if org is not None
-                         and (decode(org) or DEFAULT_ORGANIZATION) == organization)
-            if len(rooms) < ORG_SCAN_PAGE:
-                break
-        return count
-
     def touch(self, room: str) -> None:
         """Mark the room active now (only if it is listed: a room that is gone stays gone)."""
         self.redis.zadd(self.keys.rooms, {room: now_ms()}, xx=True)
@@ -570,6 +589,7 @@ class RoomStore:
         """Remove every key of the room; returns how many. Refused (RoomHeld) while a
         coordinator holds it unless ``force``, which fences the holder out first; refused
         (RoomChanged) when ``expect``'s state fields or ``inbox_newest`` moved on."""
+        organization = self.organization_of(room)  # set at create, never changed
         try:
             deleted = int(self.scripts.delete(
                 keys=self.keys.room_keys(room),
@@ -578,6 +598,7 @@ class RoomStore:
             raise script_error(error, room) from error
         if not deleted:
             raise RoomNotFound(f"no room {room!r}")
+        self.forget_org_room(room, organization)
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(self.keys.rooms, room)
         pipe.zrem(self.keys.runnable, room)
@@ -632,8 +653,16 @@ class RoomStore:
     def finish_import(self, room: str, spec: dict[Any, Any], state: dict[Any, Any]) -> None:
         """Complete a reserved room with its spec and state (one script; its log must end
         at the state's last_seq), list it and, when it has work, make it due."""
-        self._create(room, "import", spec, state)
         restored = RoomState(state)
+        # An imported room is live again and counts, but is not refused: its place was
+        # given back when it was archived, and an import half done would be left behind.
+        claimed = self.claim_org_room(restored.organization, room, None)
+        try:
+            self._create(room, "import", spec, state)
+        except BaseException:
+            if claimed:
+                self.redis.srem(self.keys.org_rooms(restored.organization), room)
+            raise
         pipe = self.redis.pipeline(transaction=False)
         pipe.zadd(self.keys.rooms, {room: now_ms()})
         if not restored.paused and (restored.status is RoomStatus.RUNNING

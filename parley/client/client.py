@@ -20,7 +20,7 @@ from parley.shared.connections import cluster_client, redis_kwargs
 from parley.shared.events import Event, MessageChunk, RunEnded
 from parley.shared.keys import Keys
 from parley.shared.models import DEFAULT_ORGANIZATION, SEED_SENDER, Message, RoomSpec, TurnRecord
-from parley.shared.organizations import check_organization, check_room_limit
+from parley.shared.organizations import check_organization
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings, get_settings, redact_url
 from parley.shared.store import CancelResult, RoomStore, RoomSummary
@@ -90,7 +90,6 @@ class Client:
             check_offered(spec, self.tool_catalog())
         if any(agent.is_acp for agent in spec.callers):
             check_profiles(spec, self.acp_profiles())
-        check_room_limit(self.redis, self.store.keys, organization, self.store.count_rooms)
         self.store.create_room(room, spec, organization)
         return room
 

@@ -221,6 +221,8 @@ def test_a_room_idle_past_the_expiry_is_deleted(store, sync_redis, async_redis, 
     assert sync_redis.zscore(keys.rooms, ROOM) is None
     assert store.read_state("fresh")
     assert [e["room"] for e in logs if e["event"] == "room_expired"] == [ROOM]
+    # Its place among its organization's live rooms is free again.
+    assert sync_redis.smembers(keys.org_rooms("default")) == {b"fresh"}
 
 
 def test_a_paused_idle_room_expires_like_any_idle_room(store, sync_redis, async_redis, keys):
