@@ -410,9 +410,10 @@ def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: Age
         return None
 
     def run(call: Call, transcript: Callable[[], list[Message]], deadline: float,
-            on_text: Callable[[str], None] | None) -> tuple[str, list[ToolCallRecord]]:
+            stream: ChunkWriter | None) -> tuple[str, list[ToolCallRecord]]:
         turn = AcpTurn(agent.name, f"{call.turn}.{call.phase}.{call.number or call.turn}",
-                       deadline, on_text, partial(await_approval, store, req.room, spec))
+                       deadline, stream, partial(await_approval, store, req.room, spec),
+                       call.kind)
         return run_turn_once_more(acp_sessions(), store, req.prefix, req.room, spec, agent,
                                   turn, transcript(), call.instruction,
                                   settings.acp_history_messages)

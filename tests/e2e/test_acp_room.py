@@ -17,7 +17,7 @@ import pytest
 
 from parley.client import Client
 from parley.processes import ProcessGroup
-from parley.shared.models import RoomSpec, ToolCallStatus
+from parley.shared.models import AnswerStatus, CallKind, RoomSpec, StopReason, ToolCallStatus
 from parley.shared.settings import Settings
 from parley.shared.tool_catalog import ToolsRefused
 from tests.conftest import REDIS_URL
@@ -183,19 +183,30 @@ def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):
         deployment.client.create_room(RoomSpec.model_validate(spec))
 
 
-def test_a_selector_room_gives_its_acp_participant_a_turn(deployment):
+def test_a_selector_room_gives_its_acp_participant_its_turns_from_one_session(deployment):
     client = deployment.client
     spec = RoomSpec.model_validate({
-        "name": "selector", "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 60,
+        "name": "selector", "policy": {"kind": "selector", "max_turns": 4, "call_timeout_s": 60,
                                        "selector": {"model": "scripted", "queue": deployment.queue,
-                                                    "script": [{"content": "dev"},
-                                                               {"content": "TERMINATE"}]}},
-        "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue, "script": []},
+                                                    "script": [{"content": pick} for pick in
+                                                               ("dev", "lead", "dev", "TERMINATE")]}},
+        "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue,
+                    "script": [{"content": "lead: ship the fix"}]},
                    {"name": "dev", "model": f"acp/{PROFILE}"}]})
     room = client.create_room(spec)
+
     result = client.wait(room, client.post(room, "What is wrong with checkout?"), timeout_s=60)
-    (answer,) = [m.content for m in result.messages if m.sender == "dev"]
-    assert SESSION.match(answer) and answer.endswith("done.")
+
+    assert [m.sender for m in result.messages] == ["User", "dev", "lead", "dev"]
+    assert result.stop_reason is StopReason.TERMINATE
+    first, second = [session_of(m.content) for m in result.messages if m.sender == "dev"]
+    assert second == (first[0], first[1] + 1)
+    prompts = deployment.prompts().split(f"--- session {first[0]}\n")[1:]
+    assert all("a selector picks who speaks next" in p and "asks that one to speak next" not in p
+               for p in prompts)
+    assert prompts[1].rstrip().endswith("The message you answer:\n[3] lead: lead: ship the fix")
+    answers = [(a.agent, a.kind, a.status) for record in client.turns(room) for a in record.bids]
+    assert answers.count(("dev", CallKind.SPEAK, AnswerStatus.OK)) == 2
 
 
 @pytest.mark.parametrize("dev, said", [
@@ -211,3 +222,31 @@ def test_a_refused_spec_is_one_line(deployment, tmp_path, dev, said):
     created = run_parley(deployment.processes.env, "rooms", "create", str(path))
     assert created.returncode == 2
     assert said in created.stderr and created.stderr.count("\n") == 1, created.stderr
+
+
+def test_a_roundtable_room_gives_its_acp_panelist_both_rounds_from_one_session(deployment):
+    client = deployment.client
+    spec = RoomSpec.model_validate({
+        "name": "table", "policy": {"kind": "roundtable", "moderator": "Moderator", "rounds": 2,
+                                    "call_timeout_s": 60},
+        "agents": [{"name": "value", "role": "value for money", "model": "scripted",
+                    "queue": deployment.queue, "script": [{"content": "v1"}, {"content": "v2"}]},
+                   {"name": "dev", "model": f"acp/{PROFILE}", "role": "build quality"},
+                   {"name": "Moderator", "model": "scripted", "queue": deployment.queue,
+                    "script": [{"content": "Verdict: buy."}]}]})
+    room = client.create_room(spec)
+
+    result = client.wait(room, client.post(room, "Is it worth it?"), timeout_s=90)
+
+    assert [m.sender for m in result.messages] == ["User", "value", "dev", "value", "dev",
+                                                   "Moderator"]
+    assert result.stop_reason is StopReason.VERDICT
+    first, second = [session_of(m.content) for m in result.messages if m.sender == "dev"]
+    assert second == (first[0], first[1] + 1)
+    prompts = deployment.prompts().split(f"--- session {first[0]}\n")[1:]
+    assert "This is a round-table debating the run's question; you are a panelist " \
+           "(build quality), round 1 of 2." in prompts[0]
+    assert "round 2 of 2" in prompts[1] and "[4] value: v2" in prompts[1]
+    assert "asks that one to speak next" not in prompts[0]
+    panels = [a for record in client.turns(room) for a in record.bids if a.agent == "dev"]
+    assert [(a.kind, a.status) for a in panels] == [(CallKind.PANEL, AnswerStatus.OK)] * 2
