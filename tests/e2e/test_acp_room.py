@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from parley.client import Client
+from parley.console.room_view import RoomView
 from parley.processes import ProcessGroup
+from parley.shared.events import MessageChunk
 from parley.shared.models import AnswerStatus, CallKind, RoomSpec, StopReason, ToolCallStatus
 from parley.shared.settings import Settings
 from parley.shared.tool_catalog import ToolsRefused
@@ -173,6 +175,24 @@ def test_a_restarted_worker_starts_a_new_session_with_the_history(deployment):
     assert "What was said in the room since you last read it:" in newest
     assert "remember the tax engine" in newest
     assert newest.count("Your instructions for this room:") == 1
+
+
+def test_a_turn_asked_again_after_its_agent_died_midway_streams_its_text_anew(deployment):
+    client = deployment.client
+    room = client.create_room(discussion(deployment.queue))
+
+    answer = ask(client, room, "@dev please die")
+
+    chunks = [e for e in client.store.read_events(room)
+              if isinstance(e, MessageChunk) and e.agent == "dev"]
+    failed = chunks[:[c.index for c in chunks].index(0, 1)]
+    assert (deployment.workdir / "died").exists() and failed and answer.endswith("done.")
+    assert session_of(failed[0].text)[0] != session_of(answer)[0]
+    # What a follower shows is the answer, nothing of the failed attempt glued before it.
+    view = RoomView(room, discussion(deployment.queue), "alice")
+    for chunk in chunks:
+        view.see_event(chunk)
+    assert view.writing_lines() == [f"dev writing…: {answer}"]
 
 
 def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):
