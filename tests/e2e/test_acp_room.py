@@ -80,11 +80,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         yield deployment
 
 
-def discussion(queue: str) -> RoomSpec:
+def discussion(queue: str, call_timeout_s: float = 60) -> RoomSpec:
     """A mention room: a scripted lead nobody asks, and dev, the test agent."""
     return RoomSpec.model_validate({
         "name": "incident", "approvers": ["alice"], "approval_timeout_s": 30,
-        "policy": {"kind": "mention", "call_timeout_s": 60},
+        "policy": {"kind": "mention", "call_timeout_s": call_timeout_s},
         "agents": [{"name": "lead", "model": "scripted", "queue": queue, "script": []},
                    {"name": "dev", "model": f"acp/{PROFILE}", "role": "developer",
                     "description": "reads the source code",
@@ -193,6 +193,24 @@ def test_a_turn_asked_again_after_its_agent_died_midway_streams_its_text_anew(de
     for chunk in chunks:
         view.see_event(chunk)
     assert view.writing_lines() == [f"dev writing…: {answer}"]
+
+
+def test_a_turn_past_its_deadline_is_asked_again_with_nothing_of_the_first_attempt(deployment):
+    client = deployment.client
+    # Long enough for a new session to start on a loaded machine: its start counts.
+    room = client.create_room(discussion(deployment.queue, call_timeout_s=8))
+
+    answer = ask(client, room, "@dev please stall")
+
+    session, number = session_of(answer)
+    # The first attempt ran past its deadline: what it wrote on its way out is not the
+    # second attempt's.
+    assert (deployment.workdir / "stalled").exists() and answer == \
+        f"session {session} prompt {number}: done."
+    chunks = [e for e in client.store.read_events(room)
+              if isinstance(e, MessageChunk) and e.agent == "dev"]
+    assert not [c for c in chunks if "wrapping up" in c.text]
+    assert [c.index for c in chunks].count(0) == 2 and "working" in chunks[1].text
 
 
 def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):

@@ -43,6 +43,8 @@ T = TypeVar("T")
 START_TIMEOUT_S = 30.0
 # How often idle sessions and deleted rooms are looked for.
 REAP_INTERVAL_S = 2.0
+# How long a prompt cancelled at its deadline may take to end before its process is ended.
+CANCEL_WAIT_S = 5.0
 # An agent's stdout line may be this long (a big diff in one message).
 LINE_LIMIT_BYTES = 16 * 1024 * 1024
 ALLOW_KINDS = ("allow_once", "allow_always")
@@ -234,11 +236,7 @@ class AcpSessions:
         future = self.run(session.conn.prompt(session_id=session.session_id,
                                               prompt=[text_block(text)]), None, wait=False)
         try:
-            while True:
-                left = deadline() - time.time()
-                if left <= 0:
-                    self.cancel(session)
-                    raise TimeoutError("the ACP agent did not end its turn by the deadline")
+            while (left := deadline() - time.time()) > 0:
                 with contextlib.suppress(TimeoutError):
                     return str(future.result(min(left, 0.5)).stop_reason)
         except Exception as error:
@@ -250,6 +248,21 @@ class AcpSessions:
             raise
         finally:
             session.client.handlers = None
+        self.end_cancelled(session, future)
+        raise TimeoutError("the ACP agent did not end its turn by the deadline")
+
+    def end_cancelled(self, session: AcpSession, future: Any) -> None:
+        """Cancel a prompt past its deadline and wait for the agent to end it, what it
+        writes meanwhile dropped: given back earlier, the session would hand the next
+        attempt's turn this prompt's last words. One that does not end within
+        ``CANCEL_WAIT_S`` is closed with its process (the next turn starts a new one)."""
+        self.cancel(session)
+        try:
+            future.result(CANCEL_WAIT_S)
+        except Exception:  # noqa: BLE001 - ended, however: the session is free again
+            if not future.done():
+                log.warning("acp_prompt_not_ended", room=session.key[1], agent=session.key[2])
+                self.close(session.key)
 
     def cancel(self, session: AcpSession) -> None:
         """Ask the agent to stop its prompt (ACP ``session/cancel``)."""
