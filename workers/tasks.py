@@ -325,10 +325,17 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     answers = [started_work(store, req, answer) for answer in answers]
     # Under the request's own trace: the answers of a shared message are written from the
     # task's thread, outside any one call's span.
-    with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
-                                        "parley.answers": len(answers)},
-                      parent=req.traceparent):
-        written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    try:
+        with tracing.span("write_answers", {"parley.room": req.room, "parley.turn": req.turn,
+                                            "parley.answers": len(answers)},
+                          parent=req.traceparent):
+            written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    finally:
+        # A failed ACP turn's session waits for its answer, written or not: the turn asked
+        # again starts after it (workers.acp.sessions, AcpSession.unanswered).
+        for answer in answers:
+            if callers[answer.agent].is_acp:
+                acp_sessions().answered((req.prefix, req.room, answer.agent))
     if written == len(answers):
         add_usage(store.redis, store.keys, req.organization, answers)
     for answer in answers:

@@ -18,7 +18,7 @@ import pytest
 from parley.client import Client
 from parley.console.room_view import RoomView
 from parley.processes import ProcessGroup
-from parley.shared.events import MessageChunk
+from parley.shared.events import MessageChunk, MessageCommitted
 from parley.shared.models import AnswerStatus, CallKind, RoomSpec, StopReason, ToolCallStatus
 from parley.shared.settings import Settings
 from parley.shared.tool_catalog import ToolsRefused
@@ -201,6 +201,7 @@ def test_a_turn_past_its_deadline_is_asked_again_with_nothing_of_the_first_attem
     room = client.create_room(discussion(deployment.queue, call_timeout_s=8))
 
     answer = ask(client, room, "@dev please stall")
+    asked_seq = len(client.messages(room)) - 1
 
     session, number = session_of(answer)
     # The first attempt ran past its deadline: what it wrote on its way out is not the
@@ -211,6 +212,13 @@ def test_a_turn_past_its_deadline_is_asked_again_with_nothing_of_the_first_attem
               if isinstance(e, MessageChunk) and e.agent == "dev"]
     assert not [c for c in chunks if "wrapping up" in c.text]
     assert [c.index for c in chunks].count(0) == 2 and "working" in chunks[1].text
+    # The first attempt's failure is read before the second's text: a follower shows that.
+    view = RoomView(room, discussion(deployment.queue), "alice")
+    for event in client.store.read_events(room):
+        if isinstance(event, MessageCommitted) and event.seq > asked_seq:
+            break
+        view.see_event(event)
+    assert view.writing_lines() == [f"dev writing…: {answer}"]
 
 
 def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):

@@ -126,6 +126,9 @@ class AcpSession:
     read_seq: int = 0  # the room's messages up to this seq are in its session
     used_at: float = field(default_factory=time.monotonic)
     busy: bool = False
+    # Its last turn failed and the worker has not written that answer yet: the turn asked
+    # again waits for it, so that followers read the failure before the new text.
+    unanswered: bool = False
 
     @property
     def alive(self) -> bool:
@@ -168,7 +171,7 @@ class AcpSessions:
         """The key's live session, marked busy, started if there is none (or it died)."""
         with self.lock:
             session = self.sessions.get(key)
-            while session is not None and session.busy:
+            while session is not None and (session.busy or session.unanswered):
                 if not self.lock.wait(max(0.0, deadline - time.time())):
                     raise AcpSessionError(f"{key[2]}'s session in room {key[1]} is in a turn")
                 session = self.sessions.get(key)
@@ -185,12 +188,22 @@ class AcpSessions:
             self.sessions[key] = session
         return session
 
-    def give_back(self, session: AcpSession) -> None:
-        """The turn is over: the session waits for the next."""
+    def give_back(self, session: AcpSession, failed: bool = False) -> None:
+        """The turn is over: the session waits for the next (a failed turn's, for its
+        answer to be written first: ``answered``)."""
         with self.lock:
             session.used_at = time.monotonic()
             session.busy = False
+            session.unanswered = failed
             self.lock.notify_all()
+
+    def answered(self, key: SessionKey) -> None:
+        """The worker wrote the answer of the key's last turn."""
+        with self.lock:
+            session = self.sessions.get(key)
+            if session is not None and session.unanswered:
+                session.unanswered = False
+                self.lock.notify_all()
 
     def make_room_for(self, profile: str) -> None:
         """Close the least recently used idle session of the profile when it holds its

@@ -256,6 +256,7 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
         cancelled.set()
         sessions.cancel(session)
 
+    failed = True
     try:
         prompt = turn_prompt(session, agent, spec, transcript, instruction, history, turn.kind)
         watch_listening(store, room, agent.name, cancel, done)
@@ -266,9 +267,10 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
             raise DeadlinePassed(str(error)) from None
         if transcript:
             session.read_seq = transcript[-1].seq
+        failed = False
     finally:
         done.set()
-        sessions.give_back(session)
+        sessions.give_back(session, failed)
     if cancelled.is_set() or stop == "cancelled":
         # The coordinator cuts the turn itself: this answer must come after its cut (the
         # session is free meanwhile, for the next turn).
