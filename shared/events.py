@@ -88,7 +88,8 @@ whose answer is posted (an intent-mode winner's ``reply``, a selector room's ``s
 first at once, then at most one every 100 ms: workers/streaming.py) so that one message
 costs the capped stream a few dozen entries, not one per token. A call's chunks, by
 ``index`` from 0, concatenate to the reply it answers with; ``index`` 0 starts a call's
-text over (the same call made again after a takeover). They come before that call's
+text over (the same call made again after a takeover, or an ACP agent's turn asked once
+more after its process died midway: workers.acp.turns). They come before that call's
 ``answer_arrived``, and the committed message is the whole reply (as the policy posts it:
 cut where it starts speaking for another participant). A follower knows the chunks of
 (turn, phase, agent) were abandoned, nothing of them to be posted, when that call's

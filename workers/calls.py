@@ -65,9 +65,9 @@ class Call:
     organization: str = DEFAULT_ORGANIZATION
 
 
-# An external agent's turn (workers.acp): the call, its transcript, deadline and text sink
+# An external agent's turn (workers.acp): the call, its transcript, deadline and text stream
 # to its answer's text and the tool calls it reported.
-ExternalTurn = Callable[[Call, Transcript, float, Callable[[str], None] | None],
+ExternalTurn = Callable[[Call, Transcript, float, ChunkWriter | None],
                         tuple[str, list[ToolCallRecord]]]
 
 
@@ -110,7 +110,7 @@ def answer_call(agent: AgentSpec, room_agents: list[AgentSpec], call: Call,
             if external is None or not CALL_PROMPTS[call.kind].streams:
                 raise NoExternalTurn(f"an ACP agent answers only turns whose answer is "
                                      f"posted, not a {call.kind.value} call")
-            raw, reported = external(call, transcript, deadline, on_text)
+            raw, reported = external(call, transcript, deadline, stream)
             usage = {}
         elif uses_tools(agent, call.kind, policy_tools):
             run = tools or ToolRun(Toolbox())

@@ -58,6 +58,11 @@ class ChunkWriter:
         if not self.held():
             self._write()
 
+    def restart(self) -> None:
+        """Drop what was received: the call's text starts over, its next chunk written at
+        once as chunk 0 (a follower drops what chunk 0 follows)."""
+        self.text, self.sent, self.index = "", 0, 0
+
     def finish(self) -> None:
         """Write the rest once the reply is whole: all of it, unless it is the held text."""
         if not (self.hold and is_silent(self.text, self.hold)):

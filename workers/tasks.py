@@ -333,8 +333,15 @@ def write_answers(store: RoomStore, req: CallRequest, answers: list[Answer],
     if tracing.on():
         attributes = {"parley.room": req.room, "parley.turn": req.turn,
                       "parley.answers": len(answers)}
-    with tracing.span("write_answers", attributes, parent=req.traceparent):
-        written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    try:
+        with tracing.span("write_answers", attributes, parent=req.traceparent):
+            written = store.write_answers(req.room, answers, settings.bids_stream_maxlen)
+    finally:
+        # A failed ACP turn's session waits for its answer, written or not: the turn asked
+        # again starts after it (workers.acp.sessions, AcpSession.unanswered).
+        for answer in answers:
+            if callers[answer.agent].is_acp:
+                acp_sessions().answered((req.prefix, req.room, answer.agent))
     if written == len(answers):
         add_usage(store.redis, store.keys, req.organization, answers)
     for answer in answers:
@@ -417,9 +424,10 @@ def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: Age
         return None
 
     def run(call: Call, transcript: Callable[[], list[Message]], deadline: float,
-            on_text: Callable[[str], None] | None) -> tuple[str, list[ToolCallRecord]]:
+            stream: ChunkWriter | None) -> tuple[str, list[ToolCallRecord]]:
         turn = AcpTurn(agent.name, f"{call.turn}.{call.phase}.{call.number or call.turn}",
-                       deadline, on_text, partial(await_approval, store, req.room, spec))
+                       deadline, stream, partial(await_approval, store, req.room, spec),
+                       call.kind)
         return run_turn_once_more(acp_sessions(), store, req.prefix, req.room, spec, agent,
                                   turn, transcript(), call.instruction,
                                   settings.acp_history_messages)

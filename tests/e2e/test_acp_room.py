@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from parley.client import Client
+from parley.console.room_view import RoomView
 from parley.processes import ProcessGroup
-from parley.shared.models import RoomSpec, ToolCallStatus
+from parley.shared.events import MessageChunk, MessageCommitted
+from parley.shared.models import AnswerStatus, CallKind, RoomSpec, StopReason, ToolCallStatus
 from parley.shared.settings import Settings
 from parley.shared.tool_catalog import ToolsRefused
 from tests.conftest import REDIS_URL
@@ -78,11 +80,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         yield deployment
 
 
-def discussion(queue: str) -> RoomSpec:
+def discussion(queue: str, call_timeout_s: float = 60) -> RoomSpec:
     """A mention room: a scripted lead nobody asks, and dev, the test agent."""
     return RoomSpec.model_validate({
         "name": "incident", "approvers": ["alice"], "approval_timeout_s": 30,
-        "policy": {"kind": "mention", "call_timeout_s": 60},
+        "policy": {"kind": "mention", "call_timeout_s": call_timeout_s},
         "agents": [{"name": "lead", "model": "scripted", "queue": queue, "script": []},
                    {"name": "dev", "model": f"acp/{PROFILE}", "role": "developer",
                     "description": "reads the source code",
@@ -175,6 +177,50 @@ def test_a_restarted_worker_starts_a_new_session_with_the_history(deployment):
     assert newest.count("Your instructions for this room:") == 1
 
 
+def test_a_turn_asked_again_after_its_agent_died_midway_streams_its_text_anew(deployment):
+    client = deployment.client
+    room = client.create_room(discussion(deployment.queue))
+
+    answer = ask(client, room, "@dev please die")
+
+    chunks = [e for e in client.store.read_events(room)
+              if isinstance(e, MessageChunk) and e.agent == "dev"]
+    failed = chunks[:[c.index for c in chunks].index(0, 1)]
+    assert (deployment.workdir / "died").exists() and failed and answer.endswith("done.")
+    assert session_of(failed[0].text)[0] != session_of(answer)[0]
+    # What a follower shows is the answer, nothing of the failed attempt glued before it.
+    view = RoomView(room, discussion(deployment.queue), "alice")
+    for chunk in chunks:
+        view.see_event(chunk)
+    assert view.writing_lines() == [f"dev writing…: {answer}"]
+
+
+def test_a_turn_past_its_deadline_is_asked_again_with_nothing_of_the_first_attempt(deployment):
+    client = deployment.client
+    # Long enough for a new session to start on a loaded machine: its start counts.
+    room = client.create_room(discussion(deployment.queue, call_timeout_s=8))
+
+    answer = ask(client, room, "@dev please stall")
+    asked_seq = len(client.messages(room)) - 1
+
+    session, number = session_of(answer)
+    # The first attempt ran past its deadline: what it wrote on its way out is not the
+    # second attempt's.
+    assert (deployment.workdir / "stalled").exists() and answer == \
+        f"session {session} prompt {number}: done."
+    chunks = [e for e in client.store.read_events(room)
+              if isinstance(e, MessageChunk) and e.agent == "dev"]
+    assert not [c for c in chunks if "wrapping up" in c.text]
+    assert [c.index for c in chunks].count(0) == 2 and "working" in chunks[1].text
+    # The first attempt's failure is read before the second's text: a follower shows that.
+    view = RoomView(room, discussion(deployment.queue), "alice")
+    for event in client.store.read_events(room):
+        if isinstance(event, MessageCommitted) and event.seq > asked_seq:
+            break
+        view.see_event(event)
+    assert view.writing_lines() == [f"dev writing…: {answer}"]
+
+
 def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):
     spec = discussion(deployment.queue).model_dump()
     spec["agents"][1]["model"] = "acp/nobody"
@@ -183,19 +229,30 @@ def test_a_spec_naming_a_profile_no_worker_runs_is_refused(deployment):
         deployment.client.create_room(RoomSpec.model_validate(spec))
 
 
-def test_a_selector_room_gives_its_acp_participant_a_turn(deployment):
+def test_a_selector_room_gives_its_acp_participant_its_turns_from_one_session(deployment):
     client = deployment.client
     spec = RoomSpec.model_validate({
-        "name": "selector", "policy": {"kind": "selector", "max_turns": 2, "call_timeout_s": 60,
+        "name": "selector", "policy": {"kind": "selector", "max_turns": 4, "call_timeout_s": 60,
                                        "selector": {"model": "scripted", "queue": deployment.queue,
-                                                    "script": [{"content": "dev"},
-                                                               {"content": "TERMINATE"}]}},
-        "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue, "script": []},
+                                                    "script": [{"content": pick} for pick in
+                                                               ("dev", "lead", "dev", "TERMINATE")]}},
+        "agents": [{"name": "lead", "model": "scripted", "queue": deployment.queue,
+                    "script": [{"content": "lead: ship the fix"}]},
                    {"name": "dev", "model": f"acp/{PROFILE}"}]})
     room = client.create_room(spec)
+
     result = client.wait(room, client.post(room, "What is wrong with checkout?"), timeout_s=60)
-    (answer,) = [m.content for m in result.messages if m.sender == "dev"]
-    assert SESSION.match(answer) and answer.endswith("done.")
+
+    assert [m.sender for m in result.messages] == ["User", "dev", "lead", "dev"]
+    assert result.stop_reason is StopReason.TERMINATE
+    first, second = [session_of(m.content) for m in result.messages if m.sender == "dev"]
+    assert second == (first[0], first[1] + 1)
+    prompts = deployment.prompts().split(f"--- session {first[0]}\n")[1:]
+    assert all("a selector picks who speaks next" in p and "asks that one to speak next" not in p
+               for p in prompts)
+    assert prompts[1].rstrip().endswith("The message you answer:\n[3] lead: lead: ship the fix")
+    answers = [(a.agent, a.kind, a.status) for record in client.turns(room) for a in record.bids]
+    assert answers.count(("dev", CallKind.SPEAK, AnswerStatus.OK)) == 2
 
 
 @pytest.mark.parametrize("dev, said", [
@@ -211,3 +268,31 @@ def test_a_refused_spec_is_one_line(deployment, tmp_path, dev, said):
     created = run_parley(deployment.processes.env, "rooms", "create", str(path))
     assert created.returncode == 2
     assert said in created.stderr and created.stderr.count("\n") == 1, created.stderr
+
+
+def test_a_roundtable_room_gives_its_acp_panelist_both_rounds_from_one_session(deployment):
+    client = deployment.client
+    spec = RoomSpec.model_validate({
+        "name": "table", "policy": {"kind": "roundtable", "moderator": "Moderator", "rounds": 2,
+                                    "call_timeout_s": 60},
+        "agents": [{"name": "value", "role": "value for money", "model": "scripted",
+                    "queue": deployment.queue, "script": [{"content": "v1"}, {"content": "v2"}]},
+                   {"name": "dev", "model": f"acp/{PROFILE}", "role": "build quality"},
+                   {"name": "Moderator", "model": "scripted", "queue": deployment.queue,
+                    "script": [{"content": "Verdict: buy."}]}]})
+    room = client.create_room(spec)
+
+    result = client.wait(room, client.post(room, "Is it worth it?"), timeout_s=90)
+
+    assert [m.sender for m in result.messages] == ["User", "value", "dev", "value", "dev",
+                                                   "Moderator"]
+    assert result.stop_reason is StopReason.VERDICT
+    first, second = [session_of(m.content) for m in result.messages if m.sender == "dev"]
+    assert second == (first[0], first[1] + 1)
+    prompts = deployment.prompts().split(f"--- session {first[0]}\n")[1:]
+    assert "This is a round-table debating the run's question; you are a panelist " \
+           "(build quality), round 1 of 2." in prompts[0]
+    assert "round 2 of 2" in prompts[1] and "[4] value: v2" in prompts[1]
+    assert "asks that one to speak next" not in prompts[0]
+    panels = [a for record in client.turns(room) for a in record.bids if a.agent == "dev"]
+    assert [(a.kind, a.status) for a in panels] == [(CallKind.PANEL, AnswerStatus.OK)] * 2

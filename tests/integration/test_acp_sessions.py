@@ -94,3 +94,34 @@ def test_a_turn_whose_process_died_midway_is_asked_once_more_of_a_new_session(
     # The new session read the room's history first.
     last = (tmp_path / "prompts.log").read_text().rsplit("--- session", 1)[1]
     assert "[1] alice: hello" in last
+
+
+def test_a_prompt_past_its_deadline_ends_before_its_session_takes_the_next(sessions):
+    key = ("p", "r6", "dev")
+    session = sessions.take(key, "dev", time.time() + 20)
+    written: list[str] = []
+    handlers = TurnHandlers(written.append, lambda u: None, lambda t: False)
+    deadline = time.time() + 1.0
+    with pytest.raises(TimeoutError):
+        sessions.prompt(session, "The message you answer: stall", handlers, lambda: deadline)
+    sessions.give_back(session)
+    first, written[:] = "".join(written), []
+
+    again = sessions.take(key, "dev", time.time() + 20)
+    sessions.prompt(again, "The message you answer: stall", handlers, lambda: time.time() + 20)
+    sessions.give_back(again)
+
+    # What the agent wrote while it stopped reached neither turn.
+    assert again is session and "working" in first and "wrapping up" not in first
+    assert "".join(written).endswith("prompt 2: done.") and "wrapping up" not in "".join(written)
+
+
+def test_a_failed_turns_session_waits_for_its_answer_to_be_written(sessions):
+    key = ("p", "r7", "dev")
+    session = sessions.take(key, "dev", time.time() + 20)
+    sessions.give_back(session, failed=True)
+    with pytest.raises(AcpSessionError, match="is in a turn"):
+        sessions.take(key, "dev", time.time() + 0.2)
+    sessions.answered(key)
+    assert sessions.take(key, "dev", time.time() + 20) is session
+    sessions.give_back(session)

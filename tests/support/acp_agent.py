@@ -5,6 +5,9 @@ from a profile, it answers the message it is asked about by what that message sa
 - ``tool`` in the message: it reports a tool call (``grep``), started then completed;
 - ``permission`` in the message: it asks to write a file, and says what it was told;
 - ``slow`` in the message: it writes a chunk every 0.1 s until cancelled (``session/cancel``);
+- ``stall`` in the message: its first prompt to read one writes a chunk every 0.1 s until
+  cancelled, then goes on writing ``wrapping up`` for 0.5 s before it ends (``stalled``
+  marks it); later ones take 0.3 s to answer;
 - ``env`` in the message: it lists the environment variables it was started with;
 - ``die`` in the message: its first process to read one exits at once (``died`` marks it);
 - every prompt it reads is appended to ``prompts.log`` in its working directory.
@@ -71,6 +74,18 @@ class TestAgent:
         if "die" in asked and not Path("died").exists():
             Path("died").touch()
             os._exit(1)
+        if "stall" in asked and not Path("stalled").exists():
+            Path("stalled").touch()
+            while session_id not in self.cancelled:
+                await self.say(session_id, " working")
+                await asyncio.sleep(0.1)
+            for _ in range(5):  # an agent that takes a moment to stop
+                await self.say(session_id, " wrapping up")
+                await asyncio.sleep(0.1)
+            self.cancelled.discard(session_id)
+            return PromptResponse(stop_reason="cancelled")
+        if "stall" in asked:
+            await asyncio.sleep(0.3)
         if "slow" in asked:
             while session_id not in self.cancelled:
                 await self.say(session_id, " working")

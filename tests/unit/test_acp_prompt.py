@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 from acp.schema import PermissionOption
 
-from parley.shared.models import Message, RoomSpec
+from parley.shared.models import CallKind, Message, RoomSpec
 from parley.workers.acp.sessions import chosen_outcome
-from parley.workers.acp.turns import HEADER, HEADER_COPY, turn_prompt
+from parley.workers.acp.turns import HEADER, HEADER_COPY, turn_notes, turn_prompt
 
 SPEC = RoomSpec.model_validate({
     "name": "incident", "policy": {"kind": "mention"},
@@ -49,3 +49,28 @@ def test_a_permission_is_answered_with_the_agents_own_option():
     assert chosen_outcome(options, True).outcome.option_id == "y"
     assert chosen_outcome(options, False).outcome.option_id == "n"
     assert chosen_outcome(options[:1], False).outcome.outcome == "cancelled"
+
+
+def test_a_panelist_is_told_its_round_and_to_leave_the_verdict_to_the_moderator():
+    spec = RoomSpec.model_validate({
+        "name": "table", "policy": {"kind": "roundtable", "moderator": "mod", "rounds": 2},
+        "agents": [{"name": "value", "model": "scripted", "script": []},
+                   {"name": "dev", "model": "acp/dev", "role": "build quality"},
+                   {"name": "mod", "model": "scripted", "script": []}]})
+    transcript = [message(1, "User", "worth it?"), message(2, "value", "v1"),
+                  message(3, "dev", "d1"), message(4, "value", "v2")]
+    notes = turn_notes(spec, spec.agent("dev"), transcript, "", CallKind.PANEL)
+    assert "you are a panelist (build quality), round 2 of 2." in notes
+    assert "leave the verdict to @mod." in notes and "speak next" not in notes
+    assert "the verdict that ends the debate" in turn_notes(spec, spec.agent("mod"), transcript,
+                                                           "", CallKind.MODERATE)
+
+
+def test_a_selector_participant_is_told_the_selector_picks_and_how_to_end():
+    spec = RoomSpec.model_validate({
+        "name": "sel", "policy": {"kind": "selector",
+                                  "selector": {"model": "scripted", "script": []}},
+        "agents": [{"name": "lead", "model": "scripted", "script": []},
+                   {"name": "dev", "model": "acp/dev"}]})
+    notes = turn_notes(spec, spec.agent("dev"), [message(1, "User", "go")], "", CallKind.SPEAK)
+    assert "a selector picks who speaks next" in notes and "end with TERMINATE" in notes

@@ -50,6 +50,18 @@ def test_the_first_delta_goes_out_at_once_then_deltas_are_coalesced():
     assert "".join(text for _, text in written) == "Hello, world!"
 
 
+def test_a_text_started_over_goes_out_again_from_chunk_0_without_the_failed_attempts():
+    chunks, written, clock = writer()
+    chunks.write("session a prompt 1:")
+    chunks.write(" half")
+    chunks.restart()
+    chunks.write("session b prompt 1:")
+    clock.now += CHUNK_S
+    chunks.write(" done.")
+    chunks.finish()
+    assert written == [(0, "session a prompt 1:"), (0, "session b prompt 1:"), (1, " done.")]
+
+
 @pytest.mark.parametrize("token_s", [0.001, 0.02, 0.2])
 def test_a_reply_costs_at_most_ten_events_a_second_however_fast_it_comes(token_s):
     chunks, written, clock = writer()

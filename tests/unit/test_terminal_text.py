@@ -124,6 +124,18 @@ def test_a_message_being_written_is_shown_escaped(monkeypatch):
         f"... Skeptic: Fine{terminal_text(CLIPBOARD)}.", f"{CONTINUATION}Optimist: yes"]
 
 
+def test_a_text_started_over_is_shown_on_a_line_of_its_own(monkeypatch):
+    piped = io.StringIO()
+    monkeypatch.setattr(cli.common, "console", output.make_console(piped))
+    writing = follow.LiveText()
+    for index, text in ((0, "session a:"), (0, "session b:"), (1, " done.")):
+        writing.show(MessageChunk(id=f"1-{index}", type="message_chunk", ts=1.0, turn=1, run=1,
+                                  agent="dev", index=index, text=text))
+    writing.end()
+    # The failed attempt's line stays unfinished; the next attempt's text is not glued to it.
+    assert piped.getvalue().splitlines() == ["... dev: session a:", "... dev: session b: done."]
+
+
 def test_a_runs_end_and_an_events_line_show_a_stop_detail_escaped():
     piped = io.StringIO()
     console = output.make_console(piped)

@@ -43,6 +43,8 @@ T = TypeVar("T")
 START_TIMEOUT_S = 30.0
 # How often idle sessions and deleted rooms are looked for.
 REAP_INTERVAL_S = 2.0
+# How long a prompt cancelled at its deadline may take to end before its process is ended.
+CANCEL_WAIT_S = 5.0
 # An agent's stdout line may be this long (a big diff in one message).
 LINE_LIMIT_BYTES = 16 * 1024 * 1024
 ALLOW_KINDS = ("allow_once", "allow_always")
@@ -124,6 +126,9 @@ class AcpSession:
     read_seq: int = 0  # the room's messages up to this seq are in its session
     used_at: float = field(default_factory=time.monotonic)
     busy: bool = False
+    # Its last turn failed and the worker has not written that answer yet: the turn asked
+    # again waits for it, so that followers read the failure before the new text.
+    unanswered: bool = False
 
     @property
     def alive(self) -> bool:
@@ -166,7 +171,7 @@ class AcpSessions:
         """The key's live session, marked busy, started if there is none (or it died)."""
         with self.lock:
             session = self.sessions.get(key)
-            while session is not None and session.busy:
+            while session is not None and (session.busy or session.unanswered):
                 if not self.lock.wait(max(0.0, deadline - time.time())):
                     raise AcpSessionError(f"{key[2]}'s session in room {key[1]} is in a turn")
                 session = self.sessions.get(key)
@@ -183,12 +188,22 @@ class AcpSessions:
             self.sessions[key] = session
         return session
 
-    def give_back(self, session: AcpSession) -> None:
-        """The turn is over: the session waits for the next."""
+    def give_back(self, session: AcpSession, failed: bool = False) -> None:
+        """The turn is over: the session waits for the next (a failed turn's, for its
+        answer to be written first: ``answered``)."""
         with self.lock:
             session.used_at = time.monotonic()
             session.busy = False
+            session.unanswered = failed
             self.lock.notify_all()
+
+    def answered(self, key: SessionKey) -> None:
+        """The worker wrote the answer of the key's last turn."""
+        with self.lock:
+            session = self.sessions.get(key)
+            if session is not None and session.unanswered:
+                session.unanswered = False
+                self.lock.notify_all()
 
     def make_room_for(self, profile: str) -> None:
         """Close the least recently used idle session of the profile when it holds its
@@ -234,11 +249,7 @@ class AcpSessions:
         future = self.run(session.conn.prompt(session_id=session.session_id,
                                               prompt=[text_block(text)]), None, wait=False)
         try:
-            while True:
-                left = deadline() - time.time()
-                if left <= 0:
-                    self.cancel(session)
-                    raise TimeoutError("the ACP agent did not end its turn by the deadline")
+            while (left := deadline() - time.time()) > 0:
                 with contextlib.suppress(TimeoutError):
                     return str(future.result(min(left, 0.5)).stop_reason)
         except Exception as error:
@@ -250,6 +261,21 @@ class AcpSessions:
             raise
         finally:
             session.client.handlers = None
+        self.end_cancelled(session, future)
+        raise TimeoutError("the ACP agent did not end its turn by the deadline")
+
+    def end_cancelled(self, session: AcpSession, future: Any) -> None:
+        """Cancel a prompt past its deadline and wait for the agent to end it, what it
+        writes meanwhile dropped: given back earlier, the session would hand the next
+        attempt's turn this prompt's last words. One that does not end within
+        ``CANCEL_WAIT_S`` is closed with its process (the next turn starts a new one)."""
+        self.cancel(session)
+        try:
+            future.result(CANCEL_WAIT_S)
+        except Exception:  # noqa: BLE001 - ended, however: the session is free again
+            if not future.done():
+                log.warning("acp_prompt_not_ended", room=session.key[1], agent=session.key[2])
+                self.close(session.key)
 
     def cancel(self, session: AcpSession) -> None:
         """Ask the agent to stop its prompt (ACP ``session/cancel``)."""

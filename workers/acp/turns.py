@@ -17,16 +17,19 @@ from acp.schema import ToolCallProgress, ToolCallStart, ToolCallUpdate
 
 from parley.shared.models import (
     AgentSpec,
+    CallKind,
     JsonValue,
     MentionPolicy,
     Message,
     RoomSpec,
+    RoundtablePolicy,
     ToolCallRecord,
     ToolCallStatus,
 )
 from parley.shared.store import RoomStore
 from parley.workers.acp.sessions import AcpProcessEnded, AcpSession, AcpSessions, TurnHandlers
 from parley.workers.deadlines import DeadlinePassed
+from parley.workers.streaming import ChunkWriter
 from parley.workers.prompts import describe_agent, discussion_notes, participant_names
 
 log = structlog.get_logger("parley.acp")
@@ -59,9 +62,9 @@ def message_lines(messages: Sequence[Message], reader: str) -> str:
 
 
 def turn_notes(spec: RoomSpec, agent: AgentSpec, transcript: Sequence[Message],
-               instruction: str) -> str:
+               instruction: str, kind: CallKind = CallKind.DISCUSS) -> str:
     """Who is in the room, whom the agent may address, who asked for this turn, and how
-    the room works: parley's header."""
+    the room works for a turn of ``kind``: parley's header."""
     names = participant_names(spec.agent_names, transcript)
     people = [name for name in names[len(spec.agent_names):]]
     others = [describe_agent(a) for a in spec.agents if a.name != agent.name]
@@ -70,9 +73,8 @@ def turn_notes(spec: RoomSpec, agent: AgentSpec, transcript: Sequence[Message],
              "Agents in the room: " + (", ".join(others) or "none") + ".",
              "People in the room: " + (", ".join(people) or "none") + ".",
              "You may address: " + ", ".join(f"@{n}" for n in names if n != agent.name) + ".",
-             f"Asked for this turn by: {asker or 'nobody'}.",
-             "Your answer is posted in the room as your message; an @name in it asks that "
-             "one to speak next."]
+             f"Asked for this turn by: {asker or 'nobody'}.", how_the_room_works(spec, agent,
+                                                                                 transcript, kind)]
     if isinstance(spec.policy, MentionPolicy):
         lines.append(discussion_notes(spec.policy.people or [], spec.policy.silent_token,
                                       instruction))
@@ -81,15 +83,42 @@ def turn_notes(spec: RoomSpec, agent: AgentSpec, transcript: Sequence[Message],
     return "\n".join([*lines, HEADER_END])
 
 
+def how_the_room_works(spec: RoomSpec, agent: AgentSpec, transcript: Sequence[Message],
+                       kind: CallKind) -> str:
+    """What becomes of the answer, as the room's policy gives the floor (the same rules
+    the policy's prompt templates tell a model)."""
+    policy = spec.policy
+    if kind is CallKind.PANEL and isinstance(policy, RoundtablePolicy):
+        panel = [name for name in spec.agent_names if name != policy.moderator]
+        run = transcript[-1].run if transcript else 0
+        done = sum(1 for m in transcript if m.run == run and m.sender in panel)
+        return (f"This is a round-table debating the run's question; you are a panelist "
+                f"({agent.role or 'your own perspective'}), round {done // len(panel) + 1} "
+                f"of {policy.rounds}. Your answer is posted as your turn in the debate: hold "
+                f"your perspective, answer the others by name, speak only for yourself and "
+                f"leave the verdict to @{policy.moderator}.")
+    if kind is CallKind.MODERATE:
+        return ("This is a round-table and you are its moderator: your answer is posted as "
+                "the verdict that ends the debate. Weigh the panelists' turns into one "
+                "verdict, with its reasons.")
+    if kind is CallKind.SPEAK:
+        return ("Your answer is posted in the room as your message; a selector picks who "
+                "speaks next. If the task is complete and nothing is left for anyone to do, "
+                "end with TERMINATE.")
+    return ("Your answer is posted in the room as your message; an @name in it asks that "
+            "one to speak next.")
+
+
 def turn_prompt(session: AcpSession, agent: AgentSpec, spec: RoomSpec,
-                transcript: Sequence[Message], instruction: str, history: int) -> str:
+                transcript: Sequence[Message], instruction: str, history: int,
+                kind: CallKind = CallKind.DISCUSS) -> str:
     """The turn's prompt: the instructions once per session, what the agent has not read
     (a new session: the room's last ``history`` messages), then the message it answers."""
     new = session.read_seq == 0
     unread = [m for m in transcript if m.seq > session.read_seq and (new or m.sender != agent.name)]
     unread = unread[-history:]
     answered, earlier = (unread[-1:], unread[:-1]) if unread else ([], [])
-    parts = [turn_notes(spec, agent, transcript, instruction)]
+    parts = [turn_notes(spec, agent, transcript, instruction, kind)]
     if new and agent.instructions:
         parts.append("Your instructions for this room:\n" + agent.instructions)
     if earlier:
@@ -108,8 +137,9 @@ class AcpTurn:
     agent: str
     call_id: str
     deadline: float
-    on_text: Callable[[str], None] | None
+    stream: ChunkWriter | None
     permit_with: Callable[[ToolCallRecord], Any]
+    kind: CallKind = CallKind.DISCUSS
     text: list[str] = field(default_factory=list)
     tools: dict[str, ToolCallRecord] = field(default_factory=dict)
     asked: int = 0
@@ -117,8 +147,17 @@ class AcpTurn:
     def write(self, text: str) -> None:
         """Keep the text and stream it to the room."""
         self.text.append(text)
-        if self.on_text is not None:
-            self.on_text(text)
+        if self.stream is not None:
+            self.stream.write(text)
+
+    def start_over(self) -> None:
+        """Forget what an attempt that failed midway wrote: the next attempt's text streams
+        from chunk 0 again, which tells followers to drop the draft (as a call made again
+        after a takeover does: shared/events.py)."""
+        self.text.clear()
+        self.tools.clear()
+        if self.stream is not None:
+            self.stream.restart()
 
     def report(self, update: ToolCallStart | ToolCallProgress) -> None:
         """A tool call the agent started or moved on, as the turn record shows it."""
@@ -200,8 +239,7 @@ def run_turn_once_more(sessions: AcpSessions, store: RoomStore, prefix: str, roo
         return run_turn(*args, turn, transcript, instruction, history)
     except AcpProcessEnded as error:
         log.warning("acp_turn_asked_again", room=room, agent=agent.name, error=str(error))
-        turn.text.clear()
-        turn.tools.clear()
+        turn.start_over()
         return run_turn(*args, turn, transcript, instruction, history)
 
 
@@ -218,8 +256,9 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
         cancelled.set()
         sessions.cancel(session)
 
+    failed = True
     try:
-        prompt = turn_prompt(session, agent, spec, transcript, instruction, history)
+        prompt = turn_prompt(session, agent, spec, transcript, instruction, history, turn.kind)
         watch_listening(store, room, agent.name, cancel, done)
         handlers = TurnHandlers(turn.write, turn.report, turn.permit)
         try:
@@ -228,9 +267,10 @@ def run_turn(sessions: AcpSessions, store: RoomStore, prefix: str, room: str, sp
             raise DeadlinePassed(str(error)) from None
         if transcript:
             session.read_seq = transcript[-1].seq
+        failed = False
     finally:
         done.set()
-        sessions.give_back(session)
+        sessions.give_back(session, failed)
     if cancelled.is_set() or stop == "cancelled":
         # The coordinator cuts the turn itself: this answer must come after its cut (the
         # session is free meanwhile, for the next turn).
