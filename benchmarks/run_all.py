@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "RESULTS.md").write_text(report.render(results))
-    print(f"wrote {args.out / 'RESULTS.md'} in {results['wall_s']:.0f} s", flush=True)
+    print(f"wrote {args.out / 'RESULTS.md'} in {run['wall_s']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
