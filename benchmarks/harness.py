@@ -75,6 +75,15 @@ def cpu_s(pid: int) -> float:
     return total_ns / 1e9
 
 
+def children(pid: int) -> list[int]:
+    """The PIDs of a process's children (a coordinator's lease keeper), from /proc."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
 def turn_times_ms(timestamps: list[float]) -> list[float]:
     """Per-turn times from the commit stamps of a room's messages, the seed's first."""
     return [(later - earlier) * 1000 for earlier, later in zip(timestamps, timestamps[1:],

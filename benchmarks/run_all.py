@@ -14,12 +14,22 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks import anchor, intent, llm_cost, many_rooms, report, turns, worker_calls
+from benchmarks import (
+    anchor,
+    held_rooms,
+    intent,
+    llm_cost,
+    many_rooms,
+    report,
+    turns,
+    worker_calls,
+)
 
 HERE = Path(__file__).parent
 TAKEOVER_TIMEOUT_S = 300
@@ -61,40 +71,85 @@ def takeover() -> str | None:
                           if done.returncode else "")
 
 
-def run_all(quick: bool) -> dict[str, Any]:
-    """Every benchmark, in a fixed order; ``quick`` shrinks each workload to a smoke test."""
-    workload = ({"sizes": [2, 4], "turns": 6, "sleeps": [0.0, 0.05], "history_agents": 4,
-                 "history_turns": 60} if quick else
-                {"sizes": [2, 4, 8, 16, 32, 40], "turns": 41, "sleeps": [0.0, 0.05],
-                 "history_agents": 16, "history_turns": 1000})
-    rooms = 20 if quick else 1000
-    window_s = 3.0 if quick else 20.0
-    results: dict[str, Any] = {}
-    print("swarms anchor", flush=True)
-    results["anchor"] = anchor.run(**workload)
-    print("parley turns", flush=True)
-    results["turns"] = turns.run(**workload)
-    results["redis_options"] = results["turns"]["redis_options"]
-    print("many rooms", flush=True)
-    results["many_rooms"] = [many_rooms.run(rooms, coordinators, 2, 128, 5.0, window_s, env)
-                             for coordinators, env in MANY_ROOMS_CONFIGURATIONS]
-    held = 50 if quick else TEN_THOUSAND_ROOMS
-    print(f"{held:,} rooms on one coordinator", flush=True)
+def workloads(quick: bool) -> dict[str, Any]:
+    """The size of every part; ``quick`` shrinks each to a smoke test."""
+    turns = ({"sizes": [2, 4], "turns": 6, "sleeps": [0.0, 0.05], "history_agents": 4,
+              "history_turns": 60} if quick else
+             {"sizes": [2, 4, 8, 16, 32, 40], "turns": 41, "sleeps": [0.0, 0.05],
+              "history_agents": 16, "history_turns": 1000})
+    return {"turns": turns, "rooms": 20 if quick else 1000,
+            "window_s": 3.0 if quick else 20.0,
+            "held": {"rooms": 50, "minutes": 0.1, "gc_every_s": 2.0} if quick else
+            {"rooms": TEN_THOUSAND_ROOMS, "minutes": 10.0, "gc_every_s": 60.0},
+            "takeover_rooms": 40 if quick else 1000}
+
+
+def part_runners(quick: bool) -> dict[str, Callable[[], Any]]:
+    """Each part of the suite by name, in the order a whole run takes them."""
+    work = workloads(quick)
+
+    def many() -> list[dict]:
+        return [many_rooms.run(work["rooms"], coordinators, 2, 128, 5.0, work["window_s"], env)
+                for coordinators, env in MANY_ROOMS_CONFIGURATIONS]
+
+    def held() -> dict:
+        try:
+            return held_rooms.run(**work["held"])
+        except TimeoutError as error:  # reported as missed, with what did not happen
+            return {"rooms": work["held"]["rooms"], "minutes": work["held"]["minutes"],
+                    "error": str(error)}
+
+    return {
+        "anchor": lambda: anchor.run(**work["turns"]),
+        "turns": lambda: turns.run(**work["turns"]),
+        "many_rooms": many,
+        "ten_thousand_rooms": held,
+        "llm_cost": lambda: llm_cost.run(20 if quick else 200),
+        "worker_calls": lambda: worker_calls.run(20 if quick else 200, 50 if quick else 2000),
+        "intent": lambda: intent.run([4, 8] if quick else [4, 8, 16], 3 if quick else 6),
+        "takeover": takeover,
+        "takeover_at_scale": lambda: takeover_at_scale(work["takeover_rooms"]),
+    }
+
+
+PARTS = tuple(part_runners(True))
+
+
+def takeover_at_scale(rooms: int) -> dict[str, Any]:
+    """kill -9 of a coordinator holding ``rooms`` active rooms, a standby running."""
+    from benchmarks import takeover as bench
+
     try:
-        results["ten_thousand_rooms"] = many_rooms.run(
-            held, 1, 2, 128, 5.0, window_s / 2, {"PARLEY_COORDINATOR_CAPACITY": str(held)},
-            workers_first=True)
-    except TimeoutError as error:  # reported as missed, with what did not happen
-        results["ten_thousand_rooms"] = {"rooms": held, "error": str(error)}
-    print("LLM client cost", flush=True)
-    results["llm_cost"] = llm_cost.run(20 if quick else 200)
-    print("one worker holding many calls", flush=True)
-    results["worker_calls"] = worker_calls.run(20 if quick else 200, 50 if quick else 2000)
-    print("intent bidding and streaming", flush=True)
-    results["intent"] = intent.run([4, 8] if quick else [4, 8, 16], 3 if quick else 6)
-    print("takeover", flush=True)
-    results["takeover"] = takeover()
+        return bench.run_at_scale(rooms, None, seed=1)
+    except TimeoutError as error:
+        return {"rooms": rooms, "error": str(error)}
+
+
+def run_all(quick: bool, only: list[str] | None = None) -> dict[str, Any]:
+    """The parts named in ``only`` (every part when None), in the suite's order."""
+    results: dict[str, Any] = {}
+    for name, runner in part_runners(quick).items():
+        if only is None or name in only:
+            print(name.replace("_", " "), flush=True)
+            results[name] = runner()
+    if "turns" in results:
+        results["redis_options"] = results["turns"]["redis_options"]
     return results
+
+
+def parts(text: str) -> list[str]:
+    """``--only``'s comma-separated names, each checked against the suite's parts."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PARTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown part {', '.join(unknown) or '(none given)'}: choose from {', '.join(PARTS)}")
+    return names
+
+
+def now() -> str:
+    """The time a run ends, as RESULTS.md gives it."""
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,19 +157,30 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny workloads, a smoke test")
     parser.add_argument("--out", type=Path, default=HERE, help="where RESULTS.md goes")
+    parser.add_argument("--only", type=parts, metavar="NAME[,NAME]",
+                        help="run only these parts and merge them into the results.json "
+                        "already in --out: " + ", ".join(PARTS))
     args = parser.parse_args(argv)
     started = time.perf_counter()
     before = quietness()
-    results = run_all(args.quick)
-    results.update(
-        command="make bench" if not args.quick else "python -m benchmarks.run_all --quick",
-        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), machine=machine(),
-        quiet={"before": before, "after": quietness()},
-        wall_s=time.perf_counter() - started)
+    results = run_all(args.quick, args.only)
+    command = ("python -m benchmarks.run_all" + " --quick" * args.quick
+               + (f" --only {','.join(args.only)}" if args.only else "")
+               if args.quick or args.only else "make bench")
+    run = {"command": command, "date": now(), "quiet": {"before": before, "after": quietness()},
+           "wall_s": time.perf_counter() - started}
+    previous = args.out / "results.json"
+    if args.only and previous.exists():
+        # A partial run refreshes only its parts; the rest, and the header, stay the
+        # whole run's, and each refreshed part names the run that measured it.
+        results = {**json.loads(previous.read_text()), **results}
+        results.setdefault("parts", {}).update({name: run for name in args.only})
+    else:
+        results.update(run, machine=machine(), parts={})
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "RESULTS.md").write_text(report.render(results))
-    print(f"wrote {args.out / 'RESULTS.md'} in {results['wall_s']:.0f} s", flush=True)
+    print(f"wrote {args.out / 'RESULTS.md'} in {run['wall_s']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

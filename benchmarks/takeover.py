@@ -9,6 +9,13 @@ period, kills the coordinator holding the most rooms with SIGKILL, starts a repl
 and for every room the victim held takes the time from the kill to the room's next message
 (its commit stamp, written by the new holder). "Failover and durability" (docs/operations) states
 the bound these are compared with: lease ttl + scan interval + the resumed turn.
+
+    .venv/bin/python -m benchmarks.takeover --active 1000 [--json FILE]
+
+At scale (``--active``): one coordinator holds that many active rooms with a standby
+running (and two workers); one ``kill -9`` of the holder at a random point of its renewal
+period; per room the time from the kill to its next committed message, and every room's
+log checked afterwards for a (run, turn) committed twice.
 """
 
 from __future__ import annotations
@@ -132,6 +139,92 @@ def run(kills: int, rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any
     }
 
 
+SCALE_WORKERS = 2
+SCALE_WORKER_CONCURRENCY = "128"
+# How long a room's script lasts at scale: leasing every room, the wait before the kill,
+# the takeover and the check, at the pace a loaded machine gives 1,000 rooms.
+SCALE_TURNS = 150
+
+
+def run_at_scale(rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
+    """One coordinator holding ``rooms`` active rooms, a standby, one kill -9 of the holder."""
+    rng = random.Random(seed)
+    overrides = {} if ttl_s is None else {"lease_ttl_s": ttl_s}
+    settings = Settings(**overrides)
+    with tempfile.TemporaryDirectory(prefix="parley-takeover-") as directory, \
+            PrivateRedis(Path(directory)) as server, \
+            ProcessGroup(Path(directory), {**parley_env(server.url, "takeover", **overrides),
+                                           "PARLEY_COORDINATOR_CAPACITY": str(rooms)}) as group:
+        client = Client(settings.model_copy(update={"redis_url": server.url,
+                                                    "key_prefix": "takeover"}))
+        cluster = Cluster(group, client, settings)
+        for _ in range(SCALE_WORKERS):
+            group.worker("-Q", QUEUE, "-c", SCALE_WORKER_CONCURRENCY)
+        for _ in range(rooms):
+            spec = scripted_spec(random_scripts(rng, 3, SCALE_TURNS, all_keen=True,
+                                                sleep_s=BID_SLEEP_S),
+                                 queue=QUEUE, max_messages=SCALE_TURNS + 10, bid_timeout_s=30)
+            cluster.rooms.append(client.create_room(spec))
+            client.post(cluster.rooms[-1], "Keep talking.")
+        cluster.start_coordinator()
+        (holder,) = cluster.coordinators
+        wait_until(lambda: len(holders(client, cluster.rooms)) == rooms, 120 + rooms / 20,
+                   f"one coordinator to hold all {rooms} rooms")
+        cluster.start_coordinator()  # the standby: nothing is left for it to take
+        wait_until(lambda: len(client.store.redis.zrange(client.store.keys.coordinators, 0, -1))
+                   >= 2, 60, "the standby up")
+        time.sleep(rng.uniform(0, settings.lease_renew_every_s))  # a random point of the cycle
+        killed_at = time.time()
+        group.kill(cluster.coordinators.pop(holder), signal.SIGKILL)
+        gaps = next_commits(client, cluster.rooms, killed_at, 3 * settings.lease_ttl_s + 60)
+        (standby,) = cluster.coordinators
+        standby_holds = sum(1 for owner in holders(client, cluster.rooms).values()
+                            if owner == standby)
+        duplicates = committed_twice(client, cluster.rooms)
+    latencies = sorted(gaps.values())
+    return {
+        "command": f"python -m benchmarks.takeover --active {rooms}",
+        "lease_ttl_s": settings.lease_ttl_s, "rooms": rooms,
+        "committed_again": len(gaps),
+        "median_s": round(statistics.median(latencies), 3) if latencies else None,
+        "p95_s": round(latencies[max(0, -(-95 * len(latencies) // 100) - 1)], 3)
+        if latencies else None,
+        "max_s": round(max(latencies), 3) if latencies else None,
+        "min_s": round(min(latencies), 3) if latencies else None,
+        "duplicates": duplicates, "standby_holds": standby_holds,
+    }
+
+
+def next_commits(client: Client, rooms: list[str], killed_at: float,
+                 timeout_s: float) -> dict[str, float]:
+    """Per room, the seconds from the kill to its first message committed after it (by
+    its commit stamp), polling every room's log tail until each has one or time is up."""
+    found: dict[str, float] = {}
+    deadline = time.monotonic() + timeout_s
+    redis, keys = client.store.redis, client.store.keys
+    while len(found) < len(rooms) and time.monotonic() < deadline:
+        waiting = [room for room in rooms if room not in found]
+        pipe = redis.pipeline(transaction=False)
+        for room in waiting:
+            pipe.xrevrange(keys.log(room), count=8)
+        for room, entries in zip(waiting, pipe.execute(), strict=True):
+            later = [float(fields[b"ts"]) for _, fields in entries
+                     if float(fields[b"ts"]) >= killed_at]
+            if later:
+                found[room] = min(later) - killed_at
+        time.sleep(0.05)  # the poll's pace
+    return found
+
+
+def committed_twice(client: Client, rooms: list[str]) -> int:
+    """Agent messages whose (room, run, turn) another message of the log already has."""
+    duplicates = 0
+    for room in rooms:
+        turns = [(m.run, m.turn) for m in client.messages(room) if m.turn is not None]
+        duplicates += len(turns) - len(set(turns))
+    return duplicates
+
+
 def main() -> None:
     """Run the benchmark and print (and optionally write) its summary."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -140,7 +233,15 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, default=None, help="lease ttl (default: the default)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--active", type=int, metavar="ROOMS",
+                        help="at scale: one coordinator holding ROOMS active rooms, one kill")
     args = parser.parse_args()
+    if args.active:
+        result = run_at_scale(args.active, args.ttl, args.seed)
+        print(json.dumps(result, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(result, indent=2) + "\n")
+        return
     result = run(args.kills, args.rooms, args.ttl, args.seed)
     print(f"takeover after kill -9 (ttl {result['lease_ttl_s']:g}s, renew every "
           f"{result['lease_renew_s']:g}s, scan {result['scan_interval_s']:g}s; "

@@ -19,6 +19,7 @@ from typing import Any
 from benchmarks.harness import (
     Deployment,
     RoomRun,
+    children,
     cpu_s,
     expect_rotation,
     p95,
@@ -58,10 +59,11 @@ def grid(deployment: Deployment, sizes: list[int], turns: int, sleep_s: float) -
 
 
 def process_ids(deployment: Deployment) -> dict[str, int]:
-    """The PIDs whose CPU a turn is charged to."""
+    """The PIDs whose CPU a turn is charged to: the coordinator's lease keeper too."""
     worker, coordinator = deployment.group.processes[:2]
-    return {"coordinator": coordinator.pid, "worker": worker.pid,
-            "redis": deployment.redis_process.pid}
+    keepers = children(coordinator.pid)
+    return {"coordinator": coordinator.pid, **({"keeper": keepers[0]} if keepers else {}),
+            "worker": worker.pid, "redis": deployment.redis_process.pid}
 
 
 def spans(client: Client, run: RoomRun) -> dict[str, float]:

@@ -6,7 +6,8 @@ after 10 s: how many calls litellm's own CPU lets a process start within 2 s is 
 bound); the stub (in this process, so its threads are not the worker's memory) counts how many it held
 at once. Every call at once in the stub means no call waited for a free slot. The child
 reports its peak RSS and its CPU per call, for each pool model it can run (threads;
-gevent when installed).
+gevent when installed; asyncio: every call a coroutine on one event loop, through
+``litellm.acompletion`` with the worker's own prompt, request and parsing code around it).
 
 Own CPU per call: the worker's bid code against the stub over HTTP, less what
 ``litellm.completion`` alone costs for the very request the worker sent (same stub, same
@@ -32,7 +33,7 @@ from benchmarks.llm_cost import KEY_VARIABLE, call_cost, transcript
 from parley.shared.models import AgentSpec
 
 ANSWER_AFTER_S = (2.0, 10.0)
-MODELS = ("threads", "gevent")
+MODELS = ("threads", "gevent", "asyncio")
 
 
 def served_agent(url: str) -> AgentSpec:
@@ -80,6 +81,8 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
         from gevent import monkey
 
         monkey.patch_all()  # before anything below opens a socket
+    if model == "asyncio":
+        return hold_async(calls, url)
     from parley.shared.settings import get_settings
     from parley.workers.calls import Call, answer_call
 
@@ -110,6 +113,77 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
             "wall_s": round(time.perf_counter() - started, 2),
             "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
                 cpu_s * 1000 / calls, 2)}
+
+
+def hold_async(calls: int, url: str) -> dict[str, Any]:
+    """In the child: ``calls`` bids at once as coroutines on one event loop; its RSS and CPU."""
+    import asyncio
+
+    import httpx
+    import litellm
+
+    from parley.shared.settings import get_settings
+    from parley.workers import llm
+
+    # As the worker does for its threads (llm.unpooled_http_client): no connection cap.
+    litellm.aclient_session = httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        timeout=httpx.Timeout(600.0, connect=5.0))
+    agent = served_agent(url)
+    settings = get_settings()
+    room = [agent, AgentSpec(name="Other", model="scripted", script=[])]
+    history = transcript(40)
+    answers: list[str] = []
+    errors: list[str] = []
+
+    async def bid(turn: int) -> None:
+        try:
+            answer = await async_bid(llm, agent, room, history, settings)
+            answers.append(answer)
+        except Exception as error:  # noqa: BLE001 - counted, as the worker's silence would be
+            answers.append("error")
+            errors.append(f"{type(error).__name__}: {error}"[:200])
+
+    async def warm_then_all_at_once() -> tuple[Any, Any, float]:
+        # One loop for the warm-up and the calls: litellm's async client is bound to it.
+        await bid(0)  # imports and warms up
+        answers.clear()
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        await asyncio.gather(*(bid(turn) for turn in range(1, calls + 1)))
+        return before, resource.getrusage(resource.RUSAGE_SELF), started
+
+    before, after, started = asyncio.run(warm_then_all_at_once())
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"model": "asyncio", "calls": calls, "statuses": dict(Counter(answers)),
+            "errors": sorted(set(errors))[:3],
+            "wall_s": round(time.perf_counter() - started, 2),
+            "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
+                cpu_s * 1000 / calls, 2)}
+
+
+async def async_bid(llm: Any, agent: AgentSpec, room: list[AgentSpec], history: list,
+                    settings: Any) -> str:
+    """One bid as workers.llm.call_model builds it (credential, prompt, request), sent with
+    ``litellm.acompletion``, and read as the worker reads it (usage, parse_respond)."""
+    import litellm
+
+    from parley.shared.models import DEFAULT_ORGANIZATION, CallKind
+    from parley.workers.parsing import parse_respond
+    from parley.workers.prompts import CALL_PROMPTS, input_budget
+
+    credential = llm.credential_for(agent, settings, DEFAULT_ORGANIZATION)
+    llm.map_model(agent.model, agent.api_base, None)
+    call = CALL_PROMPTS[CallKind.BID]
+    prompt = call.prompt(agent, room, history, input_budget(llm.context_window(agent),
+                                                            agent.max_tokens),
+                         llm.token_counter(agent.model, True), "")
+    request = llm.request_kwargs(agent, prompt.messages, credential.api_key, True, call.forces,
+                                 llm.output_cap(agent, None, None))
+    response = await litellm.acompletion(**request, timeout=60)
+    llm.response_usage(agent, response)
+    parsed = parse_respond(response)
+    return "unparsed" if parsed.error else "ok"
 
 
 def run_at_once(model: str, bid: Any, calls: int) -> None:
