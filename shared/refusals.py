@@ -24,6 +24,8 @@ code             the script refused because
 ``NOAPPROVAL``   the room has no approval of that id
 ``NOTAPPROVER``  the person answering an approval is not on the spec's ``approvers``
                  (the detail: the roster)
+``TASKROOM``     the room is a background task's own: it takes no posts and starts no
+                 task (the detail: its parent room)
 ===============  ===================================================================
 """
 
@@ -55,6 +57,7 @@ class Refusal(StrEnum):
     OVERFLOW = "OVERFLOW"
     NO_APPROVAL = "NOAPPROVAL"
     NOT_APPROVER = "NOTAPPROVER"
+    TASK_ROOM = "TASKROOM"
 
 
 # Refusals of a fenced write that mean its coordinator no longer serves the room.

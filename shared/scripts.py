@@ -12,6 +12,7 @@ SCRIPT_NAMES = (
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
     "cancel", "delete", "floor_op", "write_chunk", "tool_journal", "request_approval",
     "answer_approval", "task_start", "task_claim", "task_beat", "task_finish", "post_handback",
+    "task_room_log",
 )
 
 
@@ -67,3 +68,4 @@ class Scripts:
     task_beat: Any
     task_finish: Any
     post_handback: Any
+    task_room_log: Any
