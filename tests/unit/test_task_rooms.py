@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -113,7 +114,7 @@ def test_archiving_the_parent_archives_its_task_rooms_beside_it(client, store, t
     client.task_book.close_room(task, "42 tickets", (1, 1, 0.0))
     result = client.archive("r1", tmp_path / "r1.jsonl")
     assert result.children == [str(tmp_path / f"r1.task-{task.short_id}.jsonl")]
-    lines = [json.loads(line) for line in open(result.children[0], encoding="utf-8")]
+    lines = [json.loads(line) for line in Path(result.children[0]).read_text().splitlines()]
     assert lines[0]["room"] == child
     assert [line["fields"]["content"] for line in lines if line["kind"] == "log"] == [
         "how do refunds go?", "count the tickets", "42 tickets"]
