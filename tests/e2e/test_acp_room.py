@@ -211,3 +211,27 @@ def test_a_refused_spec_is_one_line(deployment, tmp_path, dev, said):
     created = run_parley(deployment.processes.env, "rooms", "create", str(path))
     assert created.returncode == 2
     assert said in created.stderr and created.stderr.count("\n") == 1, created.stderr
+
+
+def test_a_task_of_the_acp_agent_runs_in_a_session_of_its_own(deployment):
+    client = deployment.client
+    room = client.create_room(discussion(deployment.queue))
+    parents, _ = session_of(ask(client, room, "@dev what is the tax engine?"))
+
+    started = run_parley(deployment.processes.env, "task", "start", room, "dev",
+                         "Read the tax engine: why do Canadian checkouts fail?",
+                         "--hand-back", "post", "--json")
+    assert started.returncode == 0, started.stderr
+    task = json.loads(started.stdout)
+    wait_until(lambda: client.tasks(room)[0].status == "done", 60, "the task's result")
+
+    result = client.tasks(room)[0].result
+    own, number = session_of(result)
+    assert own != parents and number == 1 and result.endswith("done.")
+    asked = deployment.prompts().split(f"--- session {own}\n", 1)[1]
+    assert "why do Canadian checkouts fail?" in asked and "what is the tax engine?" in asked
+    child = f"{room}.task-{task['id'][:6]}"
+    assert [m.content for m in client.messages(child)][-1] == result
+    wait_until(lambda: client.messages(room)[-1].content == result, 30, "the posted result")
+    # The parent's session goes on where it was: the task took no prompt of it.
+    assert session_of(ask(client, room, "@dev and now?")) == (parents, 2)
