@@ -631,6 +631,7 @@ class RoomStore:
         tasks' rooms go right after it, each in a script of its own (another Redis Cluster
         slot, maybe); one left by a client that died between is expired as an orphan."""
         children = self.children(room)
+        parent = self.redis.hget(self.keys.state(room), "parent")
         try:
             deleted = int(self.scripts.delete(
                 keys=self.keys.room_keys(room),
@@ -642,6 +643,8 @@ class RoomStore:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(self.keys.rooms, room)
         pipe.zrem(self.keys.runnable, room)
+        if parent is not None:  # a task's room deleted on its own leaves its parent's list
+            pipe.srem(self.keys.children(decode(parent)), room)
         pipe.execute()
         for child in children:
             deleted += self.delete_child(child)

@@ -98,6 +98,12 @@ def test_deleting_the_parent_deletes_its_task_rooms(client, store):
     assert store.list_rooms() == []
 
 
+def test_a_task_room_deleted_on_its_own_leaves_its_parents_list(client, store):
+    _, child = taken(client)
+    client.delete(child)
+    assert store.children("r1") == [] and client.show("r1").children == []
+
+
 def test_a_task_room_expires_with_its_parent_and_never_alone(client, store, async_redis):
     _, child = taken(client)
     sweeper = IdleRooms(async_redis, store.keys, Scripts(async_redis), 60.0)
