@@ -528,17 +528,31 @@ class RoomStore:
             pipe.hgetall(self.keys.state(room))
             pipe.hmget(self.keys.spec(room), "name", "policy")
             pipe.get(self.keys.lease(room))
-            pipe.smembers(self.keys.children(room))
         replies = pipe.execute()
+        states = [replies[3 * index] for index in range(len(active))]
+        children = self._children_of([decode(member) for member, _ in active], states)
         summaries = []
         for index, (member, score) in enumerate(active):
-            state, (name, policy), lease, children = replies[4 * index: 4 * index + 4]
+            state, (name, policy), lease = replies[3 * index: 3 * index + 3]
             if state and name is not None:
                 summaries.append(_summary(decode(member), RoomState(state), decode(name),
                                           decode(policy or b""), score / 1000,
                                           decode(lease) if lease else None, idle_expiry_s,
-                                          children))
+                                          children.get(decode(member), ())))
         return summaries
+
+    def _children_of(self, rooms: list[str], states: list[dict[bytes, bytes]]
+                     ) -> dict[str, Any]:
+        """The task rooms of those of ``rooms`` whose state counts tasks started: one more
+        round trip only when a listed room has had any."""
+        with_tasks = [room for room, state in zip(rooms, states, strict=True)
+                      if state and state.get(b"tasks")]
+        if not with_tasks:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for room in with_tasks:
+            pipe.smembers(self.keys.children(room))
+        return dict(zip(with_tasks, pipe.execute(), strict=True))
 
     def summary(self, room: str, idle_expiry_s: float = 0.0) -> RoomSummary:
         """One room's summary."""
