@@ -9,12 +9,15 @@ import asyncio
 import json
 from pathlib import Path
 
+import fakeredis
 import pytest
 
 from parley.coordinator.retention import IdleRooms
+from parley.shared.keys import Keys
 from parley.shared.scripts import Scripts
-from parley.shared.store import RoomNotFound, TaskRoomRefused, now_ms
-from parley.shared.tasks import TaskRefused
+from parley.shared.store import RoomNotFound, RoomStore, TaskRoomRefused, now_ms
+from parley.shared.tasks import TaskBook, TaskRefused
+from tests.support.api import PREFIX
 from tests.unit.test_task_commands import room_spec
 
 
@@ -125,3 +128,21 @@ def test_archiving_the_parent_archives_its_task_rooms_beside_it(client, store, t
     assert [line["fields"]["content"] for line in lines if line["kind"] == "log"] == [
         "how do refunds go?", "count the tickets", "42 tickets"]
     assert store.list_rooms() == []
+
+
+def test_the_http_api_lists_task_rooms_with_their_parent_and_refuses_posts(api, server):
+    room = api.post("/rooms", json=room_spec().model_dump(mode="json")).json()["room"]
+    task_id = api.post(f"/rooms/{room}/tasks", json={"agent": "lead", "what": "read"}).json()["id"]
+    store = RoomStore(fakeredis.FakeRedis(server=server), Keys(PREFIX))
+    book = TaskBook(store.redis, store.keys, 100)
+    task = book.get(room, task_id)
+    book.open_room(task, store.read_spec(room)[1], "default", [])
+    listed = {r["room"]: r for r in api.get("/rooms").json()["rooms"]}
+    assert listed[task.room_id]["parent"] == room and listed[room]["children"] == [task.room_id]
+    assert api.get(f"/rooms/{room}").json()["children"] == [task.room_id]
+    refused = api.post(f"/rooms/{task.room_id}/messages", json={"content": "hi"})
+    assert refused.status_code == 400 and f"post into {room}" in refused.text
+    assert api.post(f"/rooms/{task.room_id}/tasks",
+                    json={"agent": "lead", "what": "y"}).status_code == 400
+    assert api.delete(f"/rooms/{room}").status_code == 200
+    assert task.room_id not in {r["room"] for r in api.get("/rooms").json()["rooms"]}
