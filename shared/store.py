@@ -576,15 +576,16 @@ class RoomStore:
         return None if status is None else decode(organization or b"") or DEFAULT_ORGANIZATION
 
     def count_rooms(self, organization: str) -> int:
-        """How many rooms ``organization`` has (one pipelined read per page of rooms)."""
+        """How many rooms ``organization`` has (one pipelined read per page of rooms); a
+        task's room is its parent's, not one more."""
         count = 0
         for start in range(0, ORG_SCAN_MAX, ORG_SCAN_PAGE):
             rooms = self.redis.zrange(self.keys.rooms, start, start + ORG_SCAN_PAGE - 1)
             pipe = self.redis.pipeline(transaction=False)
             for room in rooms:
-                pipe.hget(self.keys.state(decode(room)), "organization")
-            orgs = pipe.execute() if rooms else []
-            count += sum(1 for org in orgs if org is not None
+                pipe.hmget(self.keys.state(decode(room)), "organization", "parent")
+            found = pipe.execute() if rooms else []
+            count += sum(1 for org, parent in found if org is not None and parent is None
                          and (decode(org) or DEFAULT_ORGANIZATION) == organization)
             if len(rooms) < ORG_SCAN_PAGE:
                 break

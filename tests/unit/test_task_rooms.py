@@ -65,6 +65,11 @@ def test_the_answer_and_its_cost_are_the_task_rooms_own(client):
     assert state.agent_totals("prompt_tokens")["researcher"] == 100
 
 
+def test_a_task_room_is_not_one_more_room_of_its_organization(client, store):
+    taken(client)
+    assert store.count_rooms("default") == 1
+
+
 def test_a_post_into_a_task_room_is_refused_naming_its_parent(client):
     _, child = taken(client)
     with pytest.raises(TaskRoomRefused, match=f"room {child} is a background task's room "
