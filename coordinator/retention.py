@@ -7,6 +7,11 @@ the delete), and its state is the one the sweep read before it looked at the roo
 activity. Every lifecycle change marks the room active before it changes its state, so a
 room that just moved on is never taken for an idle one. Coordinators may sweep at the same
 time: the second delete finds no room.
+
+A background task's room goes with its parent: it never expires on its own while its
+parent is there, and when its parent expires it is deleted right after (in its own script:
+another Redis Cluster slot, maybe). One whose parent is gone (a delete that stopped
+between the two) expires as any room.
 """
 
 from __future__ import annotations
@@ -66,10 +71,13 @@ class IdleRooms:
         """Delete the room if it is still idle since before ``cutoff`` (ms)."""
         # The state first, then the activity time: a change after the state was read
         # fails the delete's check, one before it shows in the activity time.
-        *values, organization = await self.redis.hmget(self.keys.state(room),
-                                                       *ARCHIVE_GUARD_FIELDS, "organization")
+        *values, organization, parent = await self.redis.hmget(
+            self.keys.state(room), *ARCHIVE_GUARD_FIELDS, "organization", "parent")
+        if parent is not None and await self.redis.exists(self.keys.state(decode(parent))):
+            return False
         expect = {name: decode(value) if value is not None else ""
                   for name, value in zip(ARCHIVE_GUARD_FIELDS, values, strict=True)}
+        children = await self.redis.smembers(self.keys.children(room))
         active = await self.redis.zscore(self.keys.rooms, room)
         if active is None or active > cutoff:
             return False
@@ -80,10 +88,10 @@ class IdleRooms:
             if refused_with(error, NOT_IDLE):  # the room is left alone
                 return False
             raise
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrem(self.keys.rooms, room)
-        pipe.zrem(self.keys.runnable, room)
-        await pipe.execute()
+        await self.unlist(room)
+        for child in map(decode, children):
+            await self.scripts.delete(keys=self.keys.room_keys(child), args=["1", "0", "{}", ""])
+            await self.unlist(child)
         if deleted:
             # Its organization's place is free again.
             await self.redis.srem(self.keys.org_rooms(
@@ -91,3 +99,10 @@ class IdleRooms:
             log.info("room_expired", room=room, idle_s=round((now_ms() - active) / 1000, 1),
                      keys_deleted=int(deleted))
         return bool(deleted)
+
+    async def unlist(self, room: str) -> None:
+        """Take a deleted room off the rooms and runnable sets."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(self.keys.rooms, room)
+        pipe.zrem(self.keys.runnable, room)
+        await pipe.execute()

@@ -65,7 +65,7 @@ class TaskKeeper:
     async def send(self, lease: Lease, spec: RoomSpec, task: Task) -> None:
         """Send the task to its worker's queue and mark it sent (sent twice after a takeover,
         its worker takes it once: task_claim.lua)."""
-        queue = spec.agent(task.worker).queue
+        queue = spec.agent(task.worker).call_queue  # an ACP agent's: its profile's queue
         payload = {"prefix": self.prefix, "room": task.room, "task": task.id}
         await asyncio.to_thread(self.transport.send_background, queue, payload, task.deadline)
         await self.io.redis.hset(self.io.keys.tasks(task.room), f"{task.id}:sent", 1)

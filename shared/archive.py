@@ -92,6 +92,7 @@ class ArchiveResult:
     path: str
     counts: dict[str, int]
     removed: bool
+    children: list[str] = field(default_factory=list)  # its task rooms' archives
 
 
 @dataclass
@@ -191,25 +192,48 @@ def archive_room(store: RoomStore, room: str, path: str | Path, keep: bool = Fal
     if head.holder and not keep:
         raise RoomHeld(f"room {room} is held by coordinator {head.holder} (a run is going "
                        "on): pause or cancel it first, or archive it with --keep")
+    # Its tasks' rooms are archived with it, each to a file beside it named after the
+    # task's room: the parent's archive stays one room's, importable as it is.
+    children = [(child, child_archive(target, room, child)) for child in store.children(room)]
+    counts = write_whole(target, lambda out: write_archive(store, room, out, head))
+    for child, path in children:
+        write_whole(path, lambda out, child=child: write_archive(store, child, out))
+    paths = [str(path) for _, path in children]
+    if keep:
+        return ArchiveResult(room, str(target), counts, removed=False, children=paths)
+    expect, inbox_newest = head.guard()
+    try:
+        store.delete(room, expect=expect, inbox_newest=inbox_newest)
+    except (RoomHeld, RoomChanged) as error:
+        for path in [target, *(path for _, path in children)]:
+            path.unlink()
+        raise type(error)(f"{error}; no archive was written: try again") from error
+    return ArchiveResult(room, str(target), counts, removed=True, children=paths)
+
+
+def child_archive(target: Path, room: str, child: str) -> Path:
+    """Where a task's room is archived beside its parent's ``target``: ``<stem>.task-<id>``
+    and the same suffix. Refused when that file exists (archives are never overwritten)."""
+    path = target.with_name(f"{target.stem}{child[len(room):]}{target.suffix}")
+    if path.exists():
+        raise FileExistsError(f"{path} exists: archives are never overwritten; choose "
+                              "another file")
+    return path
+
+
+def write_whole(target: Path, write: Any) -> dict[str, int]:
+    """Run ``write`` on a new file that appears at ``target`` whole or not at all."""
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         with partial.open("w", encoding="utf-8", newline="\n") as out:
-            counts = write_archive(store, room, out, head)
+            counts = write(out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(partial, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
-    if keep:
-        return ArchiveResult(room, str(target), counts, removed=False)
-    expect, inbox_newest = head.guard()
-    try:
-        store.delete(room, expect=expect, inbox_newest=inbox_newest)
-    except (RoomHeld, RoomChanged) as error:
-        target.unlink()
-        raise type(error)(f"{error}; no archive was written: try again") from error
-    return ArchiveResult(room, str(target), counts, removed=True)
+    return counts
 
 
 def read_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -40,6 +40,9 @@ key                       type    holds                                       wr
                                   OpenTelemetry trace, drain and open_turn);
                                   organization (set at create, never
                                   changed; absent: ``default``);
+                                  parent and task (a task's room only: the
+                                  room and the task it works; set at create,
+                                  never changed);
                                   only ``importing`` while an import is
                                   restoring the room (it has no spec yet)
 ``{R}:log``               stream  the conversation; entry id ``<seq>-0``,       coordinator (Lua) /
@@ -138,6 +141,11 @@ key                       type    holds                                       wr
 ``{R}:task_ids``          zset    the tasks' ids by when started (ms)         client, Lua
 ``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
                                   posted as the agent's message (ms)
+``{R}:children``          set     the rooms of the room's background tasks    workers / client,
+                                  (``<R>.task-<short id>``, each a room of      coordinator
+                                  its own whose state names ``parent`` and
+                                  ``task``): listed with it, deleted and
+                                  archived with it
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,
@@ -304,6 +312,10 @@ class Keys:
         when each finished."""
         return self._room(room, "handbacks")
 
+    def children(self, room: str) -> str:
+        """The ids of the rooms of the room's background tasks."""
+        return self._room(room, "children")
+
     def room_keys(self, room: str) -> list[str]:
         """Every key of the room: lease, state and inbox first (delete.lua's order), then
         the rest. Deleting, archiving and expiring a room go by this list."""
@@ -312,7 +324,8 @@ class Keys:
                 self.floor_ops(room), self.events(room), self.answer_ids(room),
                 self.tools(room), self.tool_ids(room),
                 self.approvals(room), self.approvals_open(room), self.approvals_done(room),
-                self.tasks(room), self.task_ids(room), self.handbacks(room)]
+                self.tasks(room), self.task_ids(room), self.handbacks(room),
+                self.children(room)]
 
     @property
     def rooms(self) -> str:

@@ -25,6 +25,8 @@ code             the script refused because
 ``NOTAPPROVER``  the person answering an approval is not on the spec's ``approvers``
                  (the detail: the roster)
 ``LIMIT``        the organization has its max_live_rooms (the detail: how many it has)
+``TASKROOM``     the room is a background task's own: it takes no posts and starts no
+                 task (the detail: its parent room)
 ===============  ===================================================================
 """
 
@@ -57,6 +59,7 @@ class Refusal(StrEnum):
     NO_APPROVAL = "NOAPPROVAL"
     NOT_APPROVER = "NOTAPPROVER"
     LIMIT = "LIMIT"
+    TASK_ROOM = "TASKROOM"
 
 
 # Refusals of a fenced write that mean its coordinator no longer serves the room.

@@ -11,7 +11,8 @@ SCRIPT_NAMES = (
     "acquire", "acquire_many", "renew", "release", "drain", "open_turn", "commit", "end_run", "unschedule",
     "count_failed_take", "create", "reserve", "post", "write_answers", "pause", "resume",
     "cancel", "delete", "floor_op", "write_chunk", "tool_journal", "request_approval",
-    "answer_approval", "task_start", "task_claim", "task_beat", "task_finish", "post_handback", "claim_org_room",
+    "answer_approval", "task_start", "task_claim", "task_beat", "task_finish", "post_handback",
+    "claim_org_room", "task_room_log",
 )
 
 
@@ -68,3 +69,4 @@ class Scripts:
     task_finish: Any
     post_handback: Any
     claim_org_room: Any
+    task_room_log: Any

@@ -84,6 +84,11 @@ class RoomHeld(ValueError):
     """A coordinator holds the room (a run is going on): the operation needs it let go."""
 
 
+class TaskRoomRefused(ValueError):
+    """The room is a background task's own: it runs no turns, so it takes no posts and
+    starts no task."""
+
+
 class RoomChanged(ValueError):
     """The room moved on (a post, a turn) between reading it and the change that relied on
     the read: nothing was changed."""
@@ -107,6 +112,9 @@ def script_error(error: redis.ResponseError, room: str) -> Exception:
                         "going on): pause or cancel it first, or use --force")
     if code is Refusal.CHANGED:
         return RoomChanged(f"room {room} changed meanwhile ({detail}): nothing was removed")
+    if code is Refusal.TASK_ROOM:
+        return TaskRoomRefused(f"room {room} is a background task's room of room {detail}: "
+                               f"it takes no posts; post into {detail}")
     return error
 
 
@@ -126,6 +134,8 @@ class RoomSummary(BaseModel):
     last_activity: float | None  # unix s
     holder: str | None  # the coordinator serving it
     expires_at: float | None  # unix s, when idle rooms expire and this one would
+    parent: str | None = None  # a task's room: the room whose task it works
+    children: list[str] = []  # the rooms of its background tasks
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,19 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+
+def new_room_fields(spec: RoomSpec, organization: str, **state: str
+                    ) -> tuple[dict[str, str], dict[str, str]]:
+    """A new room's spec and idle state fields (its totals at 0), ``state`` added."""
+    # The version is when the spec was stored (µs), not 1: a room deleted and created
+    # again under the same id must not match a worker's cached spec of the old one.
+    version = str(time.time_ns() // 1000)
+    spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
+                   "json": spec.model_dump_json(exclude_defaults=False)}
+    return spec_fields, {"status": "idle", "last_seq": "0", "epoch": "0",
+                         "spec_version": version, "organization": organization,
+                         **ZERO_TOTALS, **state}
+
 class RoomStore:
     """Rooms in one Redis under one key prefix."""
 
@@ -183,29 +206,19 @@ class RoomStore:
         self.approvals = ApprovalBook(client, keys, self.scripts, events_maxlen)
 
     def create_room(self, room: str, spec: RoomSpec,
-                    organization: str = DEFAULT_ORGANIZATION, counted: bool = True) -> None:
+                    organization: str = DEFAULT_ORGANIZATION) -> None:
         """Store a new room of ``organization``: its spec and idle state (its totals at 0),
         in one script; raise RoomExists if the id is taken, TooManyAgents if the spec has
         more agents than a new room may have, RoomLimitReached if the organization has its
-        max_live_rooms. ``counted``: whether the room counts there (a background task's own
-        room does not)."""
+        max_live_rooms (a background task's own room is made by create_task_room and does
+        not count there)."""
         check_room_id(room)
         check_organization(organization)
         check_agent_count(len(spec.agents), self.max_agents)
-        if counted:
-            most = read_limits(self.redis, self.keys, organization).max_live_rooms
-            claimed = self.claim_org_room(organization, room, most)
-        else:
-            claimed = False
-        # The version is when the spec was stored (µs), not 1: a room deleted and created
-        # again under the same id must not match a worker's cached spec of the old one.
-        version = str(time.time_ns() // 1000)
-        spec_fields = {"version": version, "name": spec.name, "policy": spec.policy.kind,
-                       "json": spec.model_dump_json(exclude_defaults=False)}
-        state = {"status": "idle", "last_seq": "0", "epoch": "0", "spec_version": version,
-                 "organization": organization, **ZERO_TOTALS}
+        most = read_limits(self.redis, self.keys, organization).max_live_rooms
+        claimed = self.claim_org_room(organization, room, most)
         try:
-            self._create(room, "new", spec_fields, state)
+            self._create(room, "new", *new_room_fields(spec, organization))
         except BaseException:
             # The place was taken for this create: give it back, unless the id is a room
             # of the organization already (a create of the same id at once).
@@ -233,6 +246,45 @@ class RoomStore:
         """Take a deleted room out of its organization's live rooms (None: unknown)."""
         if organization is not None:
             self.redis.srem(self.keys.org_rooms(organization), room)
+    def create_task_room(self, room: str, spec: RoomSpec, parent: str, task_id: str,
+                         organization: str = DEFAULT_ORGANIZATION) -> bool:
+        """Store the room of ``parent``'s task ``task_id`` and link the two (the child's
+        state names its parent and task, the parent's children set holds it); False when
+        it existed (a task delivered again): then only the link is made again. Two
+        scripts' worth of writes: the rooms may sit in different Redis Cluster slots."""
+        check_room_id(room)
+        try:
+            self._create(room, "new", *new_room_fields(spec, organization, parent=parent,
+                                                       task=task_id))
+            created = True
+        except RoomExists:
+            created = False
+        # Never runnable: no coordinator takes a task's room; listed beside its parent.
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.sadd(self.keys.children(parent), room)
+        pipe.zadd(self.keys.rooms, {room: now_ms()})
+        pipe.execute()
+        return created
+
+    def write_task_log(self, room: str, expected_seq: int, worker: str,
+                       messages: list[tuple[str, str]],
+                       usage: tuple[int, int, float] = (0, 0, 0.0)) -> int:
+        """Append ``messages`` (sender, content) to a task's room after ``expected_seq``
+        and add ``usage`` to its totals; 0 when its log had moved past it (written
+        before)."""
+        prompt, completion, cost = usage
+        try:
+            return int(self.scripts.task_room_log(
+                keys=[self.keys.state(room), self.keys.log(room)],
+                args=[expected_seq, f"{time.time():.6f}", worker, int(prompt),
+                      int(completion), repr(float(cost)),
+                      *[item for message in messages for item in message]]))
+        except redis.ResponseError as error:
+            raise script_error(error, room) from error
+
+    def children(self, room: str) -> list[str]:
+        """The rooms of the room's background tasks, sorted."""
+        return sorted(decode(child) for child in self.redis.smembers(self.keys.children(room)))
 
     def _create(self, room: str, mode: str, spec: dict[Any, Any], state: dict[Any, Any]) -> None:
         pairs = [*_pairs(spec), *_pairs(state)]
@@ -508,14 +560,30 @@ class RoomStore:
             pipe.hmget(self.keys.spec(room), "name", "policy")
             pipe.get(self.keys.lease(room))
         replies = pipe.execute()
+        states = [replies[3 * index] for index in range(len(active))]
+        children = self._children_of([decode(member) for member, _ in active], states)
         summaries = []
         for index, (member, score) in enumerate(active):
             state, (name, policy), lease = replies[3 * index: 3 * index + 3]
             if state and name is not None:
                 summaries.append(_summary(decode(member), RoomState(state), decode(name),
                                           decode(policy or b""), score / 1000,
-                                          decode(lease) if lease else None, idle_expiry_s))
+                                          decode(lease) if lease else None, idle_expiry_s,
+                                          children.get(decode(member), ())))
         return summaries
+
+    def _children_of(self, rooms: list[str], states: list[dict[bytes, bytes]]
+                     ) -> dict[str, Any]:
+        """The task rooms of those of ``rooms`` whose state counts tasks started: one more
+        round trip only when a listed room has had any."""
+        with_tasks = [room for room, state in zip(rooms, states, strict=True)
+                      if state and state.get(b"tasks")]
+        if not with_tasks:
+            return {}
+        pipe = self.redis.pipeline(transaction=False)
+        for room in with_tasks:
+            pipe.smembers(self.keys.children(room))
+        return dict(zip(with_tasks, pipe.execute(), strict=True))
 
     def summary(self, room: str, idle_expiry_s: float = 0.0) -> RoomSummary:
         """One room's summary."""
@@ -524,12 +592,13 @@ class RoomStore:
         pipe.hmget(self.keys.spec(room), "name", "policy")
         pipe.get(self.keys.lease(room))
         pipe.zscore(self.keys.rooms, room)
-        state, (name, policy), lease, score = pipe.execute()
+        pipe.smembers(self.keys.children(room))
+        state, (name, policy), lease, score, children = pipe.execute()
         if not state or name is None:
             raise RoomNotFound(f"no room {room!r}")
         return _summary(room, RoomState(state), decode(name), decode(policy or b""),
                         score / 1000 if score is not None else None,
-                        decode(lease) if lease else None, idle_expiry_s)
+                        decode(lease) if lease else None, idle_expiry_s, children)
 
     def organization_of(self, room: str) -> str | None:
         """The room's organization, None when there is no such room."""
@@ -588,8 +657,12 @@ class RoomStore:
                inbox_newest: str = "") -> int:
         """Remove every key of the room; returns how many. Refused (RoomHeld) while a
         coordinator holds it unless ``force``, which fences the holder out first; refused
-        (RoomChanged) when ``expect``'s state fields or ``inbox_newest`` moved on."""
+        (RoomChanged) when ``expect``'s state fields or ``inbox_newest`` moved on. Its
+        tasks' rooms go right after it, each in a script of its own (another Redis Cluster
+        slot, maybe); one left by a client that died between is expired as an orphan."""
         organization = self.organization_of(room)  # set at create, never changed
+        children = self.children(room)
+        parent = self.redis.hget(self.keys.state(room), "parent")
         try:
             deleted = int(self.scripts.delete(
                 keys=self.keys.room_keys(room),
@@ -599,6 +672,21 @@ class RoomStore:
         if not deleted:
             raise RoomNotFound(f"no room {room!r}")
         self.forget_org_room(room, organization)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrem(self.keys.rooms, room)
+        pipe.zrem(self.keys.runnable, room)
+        if parent is not None:  # a task's room deleted on its own leaves its parent's list
+            pipe.srem(self.keys.children(decode(parent)), room)
+        pipe.execute()
+        for child in children:
+            deleted += self.delete_child(child)
+        return deleted
+
+    def delete_child(self, room: str) -> int:
+        """Remove a task's room as its parent goes (it runs no turns: nothing holds it);
+        returns how many keys."""
+        deleted = int(self.scripts.delete(keys=self.keys.room_keys(room),
+                                          args=["1", "0", "{}", ""]))
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrem(self.keys.rooms, room)
         pipe.zrem(self.keys.runnable, room)
@@ -710,9 +798,11 @@ def _pairs(fields: dict[Any, Any]) -> list[Any]:
 
 
 def _summary(room: str, state: RoomState, name: str, policy: str, last_activity: float | None,
-             lease: str | None, idle_expiry_s: float) -> RoomSummary:
+             lease: str | None, idle_expiry_s: float, children: Any = ()) -> RoomSummary:
     expires_at = None
-    if (idle_expiry_s and last_activity is not None and lease is None
+    parent = state.raw.get("parent") or None
+    # A task's room expires with its parent, not on its own.
+    if (idle_expiry_s and last_activity is not None and lease is None and parent is None
             and state.status is not RoomStatus.RUNNING and not state.turn_open):
         expires_at = last_activity + idle_expiry_s
     return RoomSummary(
@@ -720,4 +810,5 @@ def _summary(room: str, state: RoomState, name: str, policy: str, last_activity:
         status=state.status, paused=state.paused,
         run=state.run, messages=state.last_seq, stop_reason=state.stop_reason,
         cost_usd=float(state.raw.get("cost_usd") or 0), last_activity=last_activity,
-        holder=holder_of(lease), expires_at=expires_at)
+        holder=holder_of(lease), expires_at=expires_at, parent=parent,
+        children=sorted(decode(child) for child in children))

@@ -6,6 +6,11 @@ A task is recorded in its room (``Keys.tasks``, flat fields ``<id>:<field>``) an
 Each step is one Lua script; finishing (task_finish.lua) happens exactly once and queues
 the hand-back in the same write, whoever finishes (the worker, the coordinator's sweep of
 lapsed heartbeats, a cancel of a queued task).
+
+A task works in a room of its own, ``<room>.task-<short id>``, created when its worker
+takes it: a real room, linked to its parent both ways, listed with it and deleted and
+archived with it. It runs no turns: its conversation is the messages its task was handed,
+the instruction and the worker's answer, and its totals are the task's.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from parley.shared.keys import Keys
 from parley.shared.models import MentionPolicy, RoomSpec
 from parley.shared.records import decode
 from parley.shared.scripts import Scripts
+from parley.shared.refusals import Refusal, refusal_of
+from parley.shared.store import RoomStore
 
 TaskStatus = Literal["queued", "running", "done", "failed", "cancelled", "timed_out"]
 OPEN_STATUSES = ("queued", "running")
@@ -74,6 +81,20 @@ class Task(BaseModel):
     def is_open(self) -> bool:
         """True while the task may still run."""
         return self.status in OPEN_STATUSES
+
+    @property
+    def room_id(self) -> str:
+        """The task's own room: its parent's id, then ``.task-`` and its short id."""
+        return f"{self.room}.task-{self.short_id}"
+
+
+def task_room_spec(spec: RoomSpec, task: Task) -> RoomSpec:
+    """The spec of a task's room: its parent's, under a name of its own, with no agent set
+    up for background work (a task starts no task). The worker agent is in it, its tools,
+    model and profile as they are."""
+    agents = [agent.model_copy(update={"background": None}) for agent in spec.agents]
+    return spec.model_copy(update={"name": f"{spec.name} (task {task.short_id})",
+                                   "agents": agents})
 
 
 def new_task_id() -> str:
@@ -185,13 +206,44 @@ class TaskBook:
         hand_back = hand_back or (background.hand_back if background else "relay")
         max_s = background.max_s if background else 3600.0
         task_id = task_id or new_task_id()
+        try:
+            self._start(room, task_id, agent, worker, hand_back, instruction, by, max_s,
+                        relay_as(spec, hand_back))
+        except redis.ResponseError as error:
+            refused = refusal_of(error)
+            if refused is not None and refused.code is Refusal.TASK_ROOM:
+                raise TaskRefused(f"room {room} is a background task's own room (of room "
+                                  f"{refused.detail}): a task starts no task of its own"
+                                  ) from None
+            raise
+        self.redis.zadd(self.keys.runnable, {room: int(time.time() * 1000)}, lt=True)
+        return self.get(room, task_id)
+
+    def _start(self, room: str, task_id: str, agent: str, worker: str, hand_back: str,
+               instruction: str, by: str, max_s: float, relay: str) -> None:
         self.scripts.task_start(
             keys=[self.keys.spec(room), self.keys.state(room), self.keys.tasks(room),
                   self.keys.task_ids(room), self.keys.events(room)],
             args=[task_id, agent, worker, hand_back, instruction, by, f"{time.time():.6f}",
-                  max_s, self.events_maxlen, relay_as(spec, hand_back)])
-        self.redis.zadd(self.keys.runnable, {room: int(time.time() * 1000)}, lt=True)
-        return self.get(room, task_id)
+                  max_s, self.events_maxlen, relay])
+
+    def open_room(self, task: Task, spec: RoomSpec, organization: str,
+                  handed: list[tuple[str, str]]) -> None:
+        """Create the task's room (once: a task delivered again makes none) holding the
+        messages it was handed and its instruction."""
+        store = RoomStore(self.redis, self.keys)
+        store.create_task_room(task.room_id, task_room_spec(spec, task), task.room, task.id,
+                               organization)
+        store.write_task_log(task.room_id, 0, task.worker,
+                             [*handed, (task.by or task.agent, task.instruction)])
+
+    def close_room(self, task: Task, answer: str, usage: tuple[int, int, float]) -> None:
+        """Write the worker's answer (when it gave one) and what the task cost into the
+        task's room."""
+        store = RoomStore(self.redis, self.keys)
+        seq = store.read_state(task.room_id).last_seq
+        store.write_task_log(task.room_id, seq, task.worker,
+                             [(task.worker, answer)] if answer else [], usage)
 
     def list(self, room: str) -> list[Task]:
         """The room's tasks, oldest first."""

@@ -2,9 +2,11 @@
 "Talking and working: tasks").
 
 The worker agent answers one call over the parent room's last messages and the task's
-instruction, with its tools, until it answers or the task's max_s passes. Meanwhile this
-loop beats the task's heartbeat and looks for a cancel; the result is handed back by
-task_finish.lua, exactly once.
+instruction, with its tools, until it answers or the task's max_s passes. The call runs in
+the task's own room (created as the task is taken): its tool journal, an ACP agent's
+session, its conversation and totals are that room's. Meanwhile this loop beats the task's
+heartbeat and looks for a cancel; the result is handed back by task_finish.lua, exactly
+once.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from functools import cache
 import structlog
 
 from parley.shared.keys import Keys
-from parley.shared.models import AnswerStatus, CallKind, CallRequest
+from parley.shared.models import AnswerStatus, CallKind, CallRequest, Message, RoomSpec
 from parley.shared.protocol import BACKGROUND_TASK
-from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes
+from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes, task_room_spec
 from parley.workers.app import app, settings
 from parley.workers.calls import Call, answer_call
 from parley.workers.prompts import task_caller
-from parley.workers.tasks import _redis, store_for, tool_run
+from parley.workers.tasks import _redis, external_turn, store_for, tool_run
 
 log = structlog.get_logger("parley.worker")
 
@@ -47,19 +49,27 @@ def work_task(request: dict) -> None:
         log.info("task_not_taken", room=room, task=task_id)
         return
     task = book.get(room, task_id)
+    store = store_for(prefix)
+    _, spec = store.read_spec(room)
+    organization = store.organization_of(room) or ""
+    messages = store.read_messages(room)[-HISTORY_MESSAGES:]
     with structlog.contextvars.bound_contextvars(room=room, task=task_id):
-        log.info("task_running", agent=task.agent, worker=task.worker)
-        status, result, error, usage = watch(book, task, prefix)
-        book.finish(room, task, status, cut_bytes(result, settings.task_result_max_bytes),
-                    error, usage)
+        book.open_room(task, spec, organization, [(m.sender, m.content) for m in messages])
+        log.info("task_running", agent=task.agent, worker=task.worker, task_room=task.room_id)
+        status, result, error, usage = watch(book, task, prefix, spec, messages,
+                                             organization)
+        result = cut_bytes(result, settings.task_result_max_bytes)
+        book.close_room(task, result, usage)
+        book.finish(room, task, status, result, error, usage)
         log.info("task_finished", status=status)
 
 
-def watch(book: TaskBook, task: Task, prefix: str
-          ) -> tuple[str, str, str, tuple[int, int, float]]:
+def watch(book: TaskBook, task: Task, prefix: str, spec: RoomSpec, messages: list[Message],
+          organization: str) -> tuple[str, str, str, tuple[int, int, float]]:
     """Run the task's call on its own thread and beat until it answers, is cancelled or
     passes its deadline: (status, result, error, usage)."""
-    future = _tasks.submit(contextvars.copy_context().run, work, task, prefix)
+    future = _tasks.submit(contextvars.copy_context().run, work, task, prefix,
+                           task_room_spec(spec, task), messages, organization)
     while True:
         try:
             return future.result(timeout=settings.task_heartbeat_s)
@@ -73,22 +83,25 @@ def watch(book: TaskBook, task: Task, prefix: str
             return "timed_out", "", f"ran past its max_s ({max_s} s)", (0, 0, 0.0)
 
 
-def work(task: Task, prefix: str) -> tuple[str, str, str, tuple[int, int, float]]:
-    """The worker agent's one call for the task, with its tools: its answer is the result."""
+def work(task: Task, prefix: str, spec: RoomSpec, messages: list[Message], organization: str
+         ) -> tuple[str, str, str, tuple[int, int, float]]:
+    """The worker agent's one call for the task, in the task's room (``spec`` is that
+    room's), with its tools: its answer is the result."""
     store = store_for(prefix)
-    _, spec = store.read_spec(task.room)
-    messages = store.read_messages(task.room)[-HISTORY_MESSAGES:]
     agent = task_caller(spec.agent(task.worker), task.instruction)
-    # The call is numbered by the task (a scripted worker's k-th task replays entry k), and
-    # its tool journal is the task's child room's, apart from the parent's turns.
-    request = CallRequest(prefix=prefix, room=child_room(task), turn=task.number, attempt=1,
+    # The call is numbered by the task (a scripted worker's k-th task replays entry k); its
+    # tool journal and an ACP agent's session are the task's room's, apart from the
+    # parent's turns.
+    request = CallRequest(prefix=prefix, room=task.room_id, turn=task.number, attempt=1,
                           agents=[task.worker], kind=CallKind.SPEAK, phase=0,
-                          snapshot_seq=0, deadline=task.deadline, spec_version=0)
+                          snapshot_seq=0, deadline=task.deadline, spec_version=0,
+                          **({"organization": organization} if organization else {}))
     call = Call(turn=task.number, attempt=1, kind=CallKind.SPEAK, number=task.number,
                 instruction=task.instruction)
     answer = answer_call(agent, spec.agents, call, lambda: messages, task.deadline,
                          settings=settings,
-                         tools=tool_run(store, spec, request, agent, lambda: messages))
+                         tools=tool_run(store, spec, request, agent, lambda: messages),
+                         external=external_turn(store, spec, request, agent))
     usage = (answer.prompt_tokens or 0, answer.completion_tokens or 0, answer.cost_usd or 0.0)
     if answer.status is AnswerStatus.OK and answer.message:
         return "done", answer.message, "", usage
@@ -96,7 +109,3 @@ def work(task: Task, prefix: str) -> tuple[str, str, str, tuple[int, int, float]
         return "timed_out", "", answer.error or "ran past its max_s", usage
     return "failed", "", answer.error or "the worker gave no result", usage
 
-
-def child_room(task: Task) -> str:
-    """The task's own room id: its parent's, then ``.task-`` and its short id."""
-    return f"{task.room}.task-{task.short_id}"

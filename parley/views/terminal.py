@@ -79,7 +79,10 @@ def room_list_table(rooms: list[RoomSummary]) -> Table:
     table = Table(Column("room", overflow="fold"), "status", "policy", "last activity",
                   Column("holder", overflow="fold"), "messages", "cost")
     for room in rooms:
-        table.add_row(Text(room.room), status_text(room.status, room.paused), room.policy,
+        # A task's room names the room whose task it works.
+        name = f"{room.room} (task of {room.parent})" if room.parent else room.room
+        table.add_row(Text(terminal_text(name)), status_text(room.status, room.paused),
+                      room.policy,
                       ago(room.last_activity), Text(terminal_text(room.holder or "-")),
                       str(room.messages), f"${room.cost_usd:.4f}")
     return table
@@ -127,6 +130,10 @@ def print_room(console: Console, room: RoomDetails) -> None:
         "streams": ", ".join(f"{name} {s.length}/{s.max_length or '-'}"
                              for name, s in room.streams.items()),
     }
+    if room.parent:
+        lines["task of"] = room.parent
+    if room.children:
+        lines["task rooms"] = ", ".join(room.children)
     if room.last_error:
         lines["last error"] = room.last_error
     for name, value in lines.items():

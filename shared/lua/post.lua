@@ -6,9 +6,14 @@
 -- continues its trace)
 -- Returns {inbox id, 1 when the room is paused (no coordinator needs to wake) else 0}.
 -- Fails, writing nothing, with NOROOM (never created, deleted, expired, or still being
--- imported): a post never brings back a key of a room that is gone.
+-- imported): a post never brings back a key of a room that is gone; TASKROOM <parent> (a
+-- task's room runs no turns: its conversation is its task's).
 if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
   return redis.error_reply('NOROOM no such room')
+end
+local parent = redis.call('HGET', KEYS[2], 'parent')
+if parent then
+  return redis.error_reply('TASKROOM ' .. parent)
 end
 local paused = 0
 if redis.call('HGET', KEYS[2], 'paused') == '1' then

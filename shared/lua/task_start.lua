@@ -9,11 +9,16 @@
 -- result is relayed as an instruction to the agent (a room that takes them), else 'post'
 -- (posted as the agent's message once the turn under way ends)
 -- Returns 1 when started, 0 when the id was started before.
--- Fails, writing nothing, with NOROOM (no such room) or BADARG.
+-- Fails, writing nothing, with NOROOM (no such room), TASKROOM <parent> (the room is a
+-- task's own: a worker starts no task of its own) or BADARG.
 -- @include checks
 -- @include events
 if redis.call('EXISTS', KEYS[1]) == 0 or not redis.call('HGET', KEYS[2], 'status') then
   return redis.error_reply('NOROOM no such room')
+end
+local parent = redis.call('HGET', KEYS[2], 'parent')
+if parent then
+  return redis.error_reply('TASKROOM ' .. parent)
 end
 local id = ARGV[1]
 if not string.match(id, '^%x+$') then

@@ -296,3 +296,25 @@ def test_a_roundtable_room_gives_its_acp_panelist_both_rounds_from_one_session(d
     assert "asks that one to speak next" not in prompts[0]
     panels = [a for record in client.turns(room) for a in record.bids if a.agent == "dev"]
     assert [(a.kind, a.status) for a in panels] == [(CallKind.PANEL, AnswerStatus.OK)] * 2
+def test_a_task_of_the_acp_agent_runs_in_a_session_of_its_own(deployment):
+    client = deployment.client
+    room = client.create_room(discussion(deployment.queue))
+    parents, _ = session_of(ask(client, room, "@dev what is the tax engine?"))
+
+    started = run_parley(deployment.processes.env, "task", "start", room, "dev",
+                         "Read the tax engine: why do Canadian checkouts fail?",
+                         "--hand-back", "post", "--json")
+    assert started.returncode == 0, started.stderr
+    task = json.loads(started.stdout)
+    wait_until(lambda: client.tasks(room)[0].status == "done", 60, "the task's result")
+
+    result = client.tasks(room)[0].result
+    own, number = session_of(result)
+    assert own != parents and number == 1 and result.endswith("done.")
+    asked = deployment.prompts().split(f"--- session {own}\n", 1)[1]
+    assert "why do Canadian checkouts fail?" in asked and "what is the tax engine?" in asked
+    child = f"{room}.task-{task['id'][:6]}"
+    assert [m.content for m in client.messages(child)][-1] == result
+    wait_until(lambda: client.messages(room)[-1].content == result, 30, "the posted result")
+    # The parent's session goes on where it was: the task took no prompt of it.
+    assert session_of(ask(client, room, "@dev and now?")) == (parents, 2)

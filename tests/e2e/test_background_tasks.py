@@ -12,11 +12,15 @@ import yaml
 
 from parley.client import Client
 from parley.shared.models import RoomSpec
+from parley.shared.store import RoomNotFound, TaskRoomRefused
+from parley.shared.tasks import TaskRefused
+from tests.support.commands import run_parley
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "background.yaml"
+SAMPLE = "tests.support.tool_modules.sample"
 
 
 def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict]) -> RoomSpec:
@@ -170,3 +174,65 @@ def test_the_background_example_room_answers_billing_before_the_relay(processes,
                                                              "support"]
     assert said(client, room)[3][1].startswith("Done with today's tickets")
     assert [task.worker for task in client.tasks(room)] == ["ticket-reader"]
+
+
+def test_a_task_works_a_journalled_tool_in_its_own_room_listed_and_deleted_with_its_parent(
+        processes, settings, queue, tmp_path):
+    runs = tmp_path / "runs"
+    processes.worker("-Q", queue, "-c", "4",
+                     env={"PARLEY_WORKER_TOOLS": SAMPLE, "PARLEY_TEST_TOOL_RUNS": str(runs)})
+    processes.coordinator()
+    client = Client(settings)
+    wait_until(lambda: "counted" in client.tool_catalog(), 60, "the offer of counted")
+    spec = room_spec(queue, "post", [
+        {"tool_calls": [{"name": "counted", "arguments": {"label": "tickets"}}]},
+        {"content": "Counted the tickets: 42."}], [])
+    spec = spec.model_copy(update={"agents": [
+        agent.model_copy(update={"tools": ["counted"]}) if agent.name == "researcher" else agent
+        for agent in spec.agents]})
+    room = client.create_room(spec)
+    task = client.start_task(room, "lead", "Count the tickets")
+    wait_until(lambda: said(client, room), 30, "the posted result")
+    assert said(client, room) == [("lead", "Counted the tickets: 42.")]
+    assert runs.read_text() == "counted\n"
+    child = f"{room}.task-{task.short_id}"
+    # The task's room: its conversation is the instruction and the answer, its tool calls
+    # journalled there and not in the parent.
+    assert [(m.sender, m.content) for m in client.messages(child)] == [
+        ("User", "Count the tickets"), ("researcher", "Counted the tickets: 42.")]
+    journal = client.store.redis.hgetall(client.store.keys.tools(child))
+    assert any(b"counted tickets" in value for value in journal.values())
+    assert not client.store.redis.exists(client.store.keys.tools(room))
+    # Listed with its parent, by the Client and by `parley rooms`.
+    by_room = {summary.room: summary for summary in client.rooms()}
+    assert by_room[child].parent == room and by_room[room].children == [child]
+    shown = run_parley(processes.env, "rooms", "show", room)
+    assert f"task rooms: {child}" in shown.stdout, shown.stderr
+    listed = run_parley(processes.env, "rooms", "list")
+    assert f"(task of {room})" in listed.stdout.replace("\n", ""), listed.stderr
+    # It runs no turns: a post is refused, naming the parent; no coordinator ever took it.
+    with pytest.raises(TaskRoomRefused, match=f"post into {room}"):
+        client.post(child, "hello")
+    assert client.store.lease_holder(child) is None and client.state(child).run == 0
+    posted = run_parley(processes.env, "post", child, "hello")
+    assert posted.returncode != 0 and f"post into {room}" in posted.stderr
+    # Deleted with its parent.
+    client.delete(room)
+    with pytest.raises(RoomNotFound):
+        client.state(child)
+    assert child not in {summary.room for summary in client.rooms()}
+
+
+def test_a_task_room_starts_no_task_of_its_own(processes, settings, queue):
+    processes.worker("-Q", queue, "-c", "4")
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(queue, "post", [{"content": "done"}], []))
+    task = client.start_task(room, "lead", "Do it")
+    wait_until(lambda: said(client, room), 30, "the posted result")
+    child = f"{room}.task-{task.short_id}"
+    with pytest.raises(TaskRefused, match="a task starts no task of its own"):
+        client.start_task(child, "researcher", "and more")
+    started = run_parley(processes.env, "task", "start", child, "researcher", "and more")
+    assert started.returncode != 0 and "starts no task of its own" in started.stderr
+    assert client.tasks(child) == []

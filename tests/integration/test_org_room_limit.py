@@ -63,12 +63,12 @@ def test_a_delete_frees_a_place_and_the_next_create_takes_it(real_redis, keys):
     assert real_redis.smembers(keys.org_rooms("acme")) == {b"b", b"c"}
 
 
-def test_a_room_that_does_not_count_is_created_past_the_limit(real_redis, keys):
+def test_a_task_room_is_created_past_the_limit(real_redis, keys):
     store = at_limit(real_redis, keys, 1)
     store.create_room("top", SPEC, "acme")
-    store.create_room("child", SPEC, "acme", counted=False)  # a background task's own room
+    assert store.create_task_room("top.task-abc123", SPEC, "top", "abc123", "acme")
     assert real_redis.smembers(keys.org_rooms("acme")) == {b"top"}
-    store.delete("child")
+    store.delete("top.task-abc123")
     assert real_redis.smembers(keys.org_rooms("acme")) == {b"top"}
 
 
