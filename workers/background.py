@@ -10,14 +10,17 @@ task_finish.lua, exactly once.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, TimeoutError
 from functools import cache
 
+import redis
 import structlog
 
 from parley.shared.keys import Keys
-from parley.shared.models import AnswerStatus, CallKind, CallRequest
+from parley.shared.models import AnswerStatus, CallKind, CallRequest, ToolCallRecord
 from parley.shared.protocol import BACKGROUND_TASK
 from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes
 from parley.workers.app import app, settings
@@ -35,7 +38,8 @@ _tasks = ThreadPoolExecutor(max_workers=256, thread_name_prefix="background-task
 @cache
 def book_for(prefix: str) -> TaskBook:
     """The task book under the request's key prefix."""
-    return TaskBook(_redis(), Keys(prefix), settings.events_stream_maxlen)
+    return TaskBook(_redis(), Keys(prefix), settings.events_stream_maxlen,
+                    settings.task_finished_max)
 
 
 @app.task(name=BACKGROUND_TASK)
@@ -86,15 +90,30 @@ def work(task: Task, prefix: str) -> tuple[str, str, str, tuple[int, int, float]
                           snapshot_seq=0, deadline=task.deadline, spec_version=0)
     call = Call(turn=task.number, attempt=1, kind=CallKind.SPEAK, number=task.number,
                 instruction=task.instruction)
+    tools = tool_run(store, spec, request, agent, lambda: messages)
+    if tools is not None:
+        tools.on_ended = progress_of(book_for(prefix), task)
     answer = answer_call(agent, spec.agents, call, lambda: messages, task.deadline,
-                         settings=settings,
-                         tools=tool_run(store, spec, request, agent, lambda: messages))
+                         settings=settings, tools=tools)
     usage = (answer.prompt_tokens or 0, answer.completion_tokens or 0, answer.cost_usd or 0.0)
     if answer.status is AnswerStatus.OK and answer.message:
         return "done", answer.message, "", usage
     if answer.status is AnswerStatus.TIMEOUT:
         return "timed_out", "", answer.error or "ran past its max_s", usage
     return "failed", "", answer.error or "the worker gave no result", usage
+
+
+def progress_of(book: TaskBook, task: Task) -> Callable[[ToolCallRecord], None]:
+    """What tells the task's progress after each of its tool calls, through its heartbeat
+    (a task_progress event each time it changes)."""
+    calls = itertools.count(1)
+
+    def report(record: ToolCallRecord) -> None:
+        try:
+            book.beat(task.room, task.id, f"ran {record.tool} (tool call {next(calls)})")
+        except redis.RedisError as error:  # progress is optional: the work goes on
+            log.warning("task_progress_not_told", error=str(error))
+    return report
 
 
 def child_room(task: Task) -> str:
