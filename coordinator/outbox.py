@@ -67,6 +67,11 @@ class Outbox:
                 if not sent.done():  # a room cancelled meanwhile no longer waits
                     sent.set_result(None)
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """A background task goes out alone and at once: one per task, seldom."""
-        self.transport.send_background(queue, request, until)
+        self.transport.send_background(queue, request, until, task_id)
+
+    def revoke_background(self, task_id: str) -> None:
+        """A cancelled task's revoke, alone and at once too."""
+        self.transport.revoke_background(task_id)

@@ -96,7 +96,8 @@ class Coordinator:
                              margin_s=1.5 * self.renew_every_s,
                              events_maxlen=settings.events_stream_maxlen)
         self.options = TurnOptions(settings.key_prefix, settings.agents_per_task,
-                                   settings.turns_stream_maxlen, settings.task_heartbeat_s)
+                                   settings.turns_stream_maxlen, settings.task_heartbeat_s,
+                                   settings.task_finished_max)
         self.idle_rooms = IdleRooms(self.control, self.keys, Scripts(self.control),
                                     settings.room_idle_expiry_s)
         self.rooms: ServedRooms = {}

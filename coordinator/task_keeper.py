@@ -20,6 +20,7 @@ from parley.shared.models import RoomSpec
 from parley.shared.tasks import (
     LAPSED_BEATS,
     Task,
+    celery_task_id,
     finish_args,
     finish_keys,
     lapsed,
@@ -35,11 +36,13 @@ LAPSED_ERROR = "its worker stopped answering (its heartbeat lapsed)"
 class TaskKeeper:
     """One room's tasks, served under its lease."""
 
-    def __init__(self, io: RoomIO, transport: Transport, prefix: str, heartbeat_s: float) -> None:
+    def __init__(self, io: RoomIO, transport: Transport, prefix: str, heartbeat_s: float,
+                 finished_max: int) -> None:
         self.io = io
         self.transport = transport
         self.prefix = prefix
         self.heartbeat_s = heartbeat_s
+        self.finished_max = finished_max
 
     async def tasks(self, room: str) -> list[Task]:
         """The room's tasks, oldest first."""
@@ -53,6 +56,8 @@ class TaskKeeper:
         for task in tasks:
             if task.status == "queued" and not task.sent and not task.cancel:
                 await self.send(lease, spec, task)
+            if task.cancel and task.sent and not task.revoked:
+                await self.revoke(task)
             ended = lapsed(task, time.time(), self.heartbeat_s)
             if ended is not None:
                 await self.finish(task, ended)
@@ -67,9 +72,18 @@ class TaskKeeper:
         its worker takes it once: task_claim.lua)."""
         queue = spec.agent(task.worker).call_queue  # an ACP agent's: its profile's queue
         payload = {"prefix": self.prefix, "room": task.room, "task": task.id}
-        await asyncio.to_thread(self.transport.send_background, queue, payload, task.deadline)
+        await asyncio.to_thread(self.transport.send_background, queue, payload, task.deadline,
+                                celery_task_id(task))
         await self.io.redis.hset(self.io.keys.tasks(task.room), f"{task.id}:sent", 1)
         log.info("task_sent", room=task.room, task=task.id, worker=task.worker, queue=queue)
+
+    async def revoke(self, task: Task) -> None:
+        """Revoke a cancelled task's message, once: a worker holding it or given it later
+        drops it unstarted (a worker started after the revoke does not hear of it, and its
+        claim finds the cancel flag instead: task_claim.lua)."""
+        await asyncio.to_thread(self.transport.revoke_background, celery_task_id(task))
+        await self.io.redis.hset(self.io.keys.tasks(task.room), f"{task.id}:revoked", 1)
+        log.info("task_revoked", room=task.room, task=task.id)
 
     async def finish(self, task: Task, status: str) -> None:
         """End a task its worker no longer speaks for."""
@@ -77,7 +91,8 @@ class TaskKeeper:
             "cancelled" if status == "cancelled" else "ran past its max_s")
         finished = await self.io.scripts.task_finish(
             keys=finish_keys(self.io.keys, task.room),
-            args=finish_args(task, status, "", error, (0, 0, 0.0), self.io.events_maxlen))
+            args=finish_args(task, status, "", error, (0, 0, 0.0), self.io.events_maxlen,
+                             self.finished_max))
         if finished:
             log.warning("task_swept", room=task.room, task=task.id, status=status)
 

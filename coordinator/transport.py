@@ -30,8 +30,13 @@ class Transport(Protocol):
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request)."""
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
-        """Send a background task (BACKGROUND_TASK) to its worker's queue."""
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
+        """Send a background task (BACKGROUND_TASK) to its worker's queue, as Celery task
+        ``task_id``."""
+
+    def revoke_background(self, task_id: str) -> None:
+        """Revoke the background task sent as ``task_id``: no worker starts it."""
 
 
 class Sender(Protocol):
@@ -40,8 +45,12 @@ class Sender(Protocol):
     async def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Send each (queue, request); return once they are published."""
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """Send one background task (blocking: callers run it in a thread)."""
+
+    def revoke_background(self, task_id: str) -> None:
+        """Revoke one background task (blocking: callers run it in a thread)."""
 
 
 class CeleryTransport:
@@ -89,10 +98,16 @@ class CeleryTransport:
                 metrics.observe_message(message)
 
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """Publish a background task; it expires when the task's max_s passes."""
-        self.app.send_task(BACKGROUND_TASK, args=[request], queue=queue,
+        self.app.send_task(BACKGROUND_TASK, args=[request], queue=queue, task_id=task_id,
                            expires=datetime.fromtimestamp(until, tz=UTC), ignore_result=True)
+
+    def revoke_background(self, task_id: str) -> None:
+        """Broadcast the revoke to the live workers (no reply awaited): one holding the
+        message, or given it later, drops it unstarted."""
+        self.app.control.revoke(task_id)
 
 
 class InMemoryTransport:
@@ -101,14 +116,20 @@ class InMemoryTransport:
     def __init__(self) -> None:
         self.sent: list[tuple[str, CallRequest]] = []
         self.background: list[tuple[str, dict[str, str]]] = []
+        self.revoked: list[str] = []
 
     def send(self, requests: list[tuple[str, CallRequest]]) -> None:
         """Record the requests."""
         self.sent.extend(requests)
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """Record the background task."""
         self.background.append((queue, request))
+
+    def revoke_background(self, task_id: str) -> None:
+        """Record the revoke."""
+        self.revoked.append(task_id)
 
 
 class HeldTransport:
@@ -129,10 +150,15 @@ class HeldTransport:
         await self.sender.send(requests)
         self.lease.ensure_held()
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """Send the background task if the lease holds; raise LeaseLost otherwise."""
         self.lease.ensure_held()
-        self.sender.send_background(queue, request, until)
+        self.sender.send_background(queue, request, until, task_id)
+
+    def revoke_background(self, task_id: str) -> None:
+        """Revoke the background task: harmless whoever holds the lease."""
+        self.sender.revoke_background(task_id)
 
 
 def describe(request: CallRequest) -> str:

@@ -43,6 +43,7 @@ from parley.shared.models import (
 )
 from parley.shared.protocol import CALL_TASK
 from parley.shared.records import RoomState
+from parley.shared.settings import Settings
 
 log = structlog.get_logger("parley.turn")
 
@@ -68,6 +69,7 @@ class TurnOptions:
     agents_per_task: int
     turns_maxlen: int
     task_heartbeat_s: float = 2.0
+    task_finished_max: int = Settings.model_fields["task_finished_max"].default
 
 
 @dataclass
@@ -165,7 +167,8 @@ class RoomRunner:
         self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
         self.policy = policies.record_of(self.spec)
         self.tasks = TaskKeeper(self.io, self.transport, self.options.prefix,
-                                self.options.task_heartbeat_s)
+                                self.options.task_heartbeat_s,
+                                self.options.task_finished_max)
         try:
             await self.serve()
         finally:

@@ -137,8 +137,12 @@ key                       type    holds                                       wr
                                   (queued, running, done, failed,
                                   cancelled, timed_out), started_at,
                                   beat_at, deadline, finished_at, result,
-                                  error, sent, cancel, handed_back, tokens)
+                                  error, progress, sent, cancel, revoked,
+                                  handed_back, tokens)
 ``{R}:task_ids``          zset    the tasks' ids by when started (ms)         client, Lua
+``{R}:tasks_done``        zset    the finished tasks' ids, by when finished   Lua
+                                  (ms): past ``task_finished_max`` the oldest
+                                  handed back go, their fields with them
 ``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
                                   posted as the agent's message (ms)
 ``{R}:children``          set     the rooms of the room's background tasks    workers / client,
@@ -307,6 +311,10 @@ class Keys:
         """The ids of the room's tasks, by when each was started."""
         return self._room(room, "task_ids")
 
+    def tasks_done(self, room: str) -> str:
+        """The ids of the room's finished tasks, by when each finished."""
+        return self._room(room, "tasks_done")
+
     def handbacks(self, room: str) -> str:
         """The finished tasks whose result waits to be posted as the agent's message, by
         when each finished."""
@@ -325,7 +333,7 @@ class Keys:
                 self.tools(room), self.tool_ids(room),
                 self.approvals(room), self.approvals_open(room), self.approvals_done(room),
                 self.tasks(room), self.task_ids(room), self.handbacks(room),
-                self.children(room)]
+                self.children(room), self.tasks_done(room)]
 
     @property
     def rooms(self) -> str:

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     task_heartbeat_s: float = Field(default=2.0, gt=0, le=300)
     # A background task's result is cut to this before it is handed back.
     task_result_max_bytes: int = Field(default=32_768, ge=256)
+    # A room keeps this many finished tasks (their records and results); past it the
+    # oldest handed back go, trimmed by the script that finishes a task. Open ones stay.
+    task_finished_max: int = Field(default=200, ge=1)
     # A worker publishes the tools it offers to Redis this often; its offer expires after
     # three intervals without one (a worker killed is out of the catalog that soon).
     worker_catalog_interval_s: float = Field(default=5.0, gt=0, le=300)

@@ -66,6 +66,7 @@ class Task(BaseModel):
     error: str = ""
     progress: str = ""
     cancel: bool = False
+    revoked: bool = False
     sent: bool = False
     handed_back: bool = False
     prompt_tokens: int = 0
@@ -116,7 +117,8 @@ def task_from_fields(room: str, task_id: str, fields: dict[str, str]) -> Task:
         beat_at=float(fields.get("beat_at") or 0), deadline=float(fields.get("deadline") or 0),
         finished_at=float(fields["finished_at"]) if fields.get("finished_at") else None,
         result=fields.get("result", ""), error=fields.get("error", ""),
-        progress=fields.get("progress", ""), cancel=flag("cancel"), sent=flag("sent"),
+        progress=fields.get("progress", ""), cancel=flag("cancel"), revoked=flag("revoked"),
+        sent=flag("sent"),
         handed_back=flag("handed_back"), prompt_tokens=int(fields.get("prompt_tokens") or 0),
         completion_tokens=int(fields.get("completion_tokens") or 0),
         cost_usd=float(fields.get("cost_usd") or 0)))
@@ -131,6 +133,11 @@ def tasks_from_hash(room: str, raw: dict[Any, Any]) -> list[Task]:
             by_id.setdefault(task_id, {})[name] = decode(value)
     tasks = [task_from_fields(room, task_id, fields) for task_id, fields in by_id.items()]
     return sorted(tasks, key=lambda task: task.started_at)
+
+
+def celery_task_id(task: Task) -> str:
+    """The Celery task id a task is sent under, so that a cancel can revoke it by name."""
+    return f"parley-task-{task.room}-{task.id}"
 
 
 def relay_instruction(task: Task, status: str, result: str, error: str) -> str:
@@ -184,11 +191,13 @@ def notes_line(task: Task) -> str:
 class TaskBook:
     """A room's background tasks in one Redis under one key prefix (sync)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, events_maxlen: int) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, events_maxlen: int,
+                 finished_max: int) -> None:
         self.redis: Any = client
         self.keys = keys
         self.scripts = Scripts(client)
         self.events_maxlen = events_maxlen
+        self.finished_max = finished_max
 
     def start(self, room: str, spec: RoomSpec, agent: str, instruction: str,
               hand_back: str | None = None, by: str = "", task_id: str | None = None) -> Task:
@@ -274,7 +283,8 @@ class TaskBook:
         room due for its hand-back."""
         finished = self.scripts.task_finish(
             keys=finish_keys(self.keys, room),
-            args=finish_args(task, status, result, error, usage, self.events_maxlen))
+            args=finish_args(task, status, result, error, usage, self.events_maxlen,
+                             self.finished_max))
         self.redis.zadd(self.keys.runnable, {room: int(time.time() * 1000)}, lt=True)
         return bool(finished)
 
@@ -301,16 +311,17 @@ def relay_as(spec: RoomSpec, hand_back: str) -> str:
 def finish_keys(keys: Keys, room: str) -> list[str]:
     """task_finish.lua's keys."""
     return [keys.spec(room), keys.state(room), keys.tasks(room), keys.handbacks(room),
-            keys.floor_ops(room), keys.events(room)]
+            keys.floor_ops(room), keys.events(room), keys.tasks_done(room), keys.task_ids(room)]
 
 
 def finish_args(task: Task, status: str, result: str, error: str,
-                usage: tuple[int, int, float], events_maxlen: int) -> list[Any]:
+                usage: tuple[int, int, float], events_maxlen: int, finished_max: int
+                ) -> list[Any]:
     """task_finish.lua's arguments."""
     prompt, completion, cost = usage
     return [task.id, status, result, error, f"{time.time():.6f}", int(prompt),
             int(completion), repr(float(cost)), relay_instruction(task, status, result, error),
-            events_maxlen, FLOOR_OPS_MAXLEN]
+            events_maxlen, FLOOR_OPS_MAXLEN, finished_max]
 
 
 def lapsed(task: Task, now: float, heartbeat_s: float) -> str | None:

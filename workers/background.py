@@ -12,14 +12,18 @@ once.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, TimeoutError
 from functools import cache
 
+import redis
 import structlog
 
 from parley.shared.keys import Keys
-from parley.shared.models import AnswerStatus, CallKind, CallRequest, Message, RoomSpec
+from parley.shared.models import (AnswerStatus, CallKind, CallRequest, Message, RoomSpec,
+                                  ToolCallRecord)
 from parley.shared.protocol import BACKGROUND_TASK
 from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes, task_room_spec
 from parley.workers.app import app, settings
@@ -37,7 +41,8 @@ _tasks = ThreadPoolExecutor(max_workers=256, thread_name_prefix="background-task
 @cache
 def book_for(prefix: str) -> TaskBook:
     """The task book under the request's key prefix."""
-    return TaskBook(_redis(), Keys(prefix), settings.events_stream_maxlen)
+    return TaskBook(_redis(), Keys(prefix), settings.events_stream_maxlen,
+                    settings.task_finished_max)
 
 
 @app.task(name=BACKGROUND_TASK)
@@ -98,9 +103,11 @@ def work(task: Task, prefix: str, spec: RoomSpec, messages: list[Message], organ
                           **({"organization": organization} if organization else {}))
     call = Call(turn=task.number, attempt=1, kind=CallKind.SPEAK, number=task.number,
                 instruction=task.instruction)
+    tools = tool_run(store, spec, request, agent, lambda: messages)
+    if tools is not None:
+        tools.on_ended = progress_of(book_for(prefix), task)
     answer = answer_call(agent, spec.agents, call, lambda: messages, task.deadline,
-                         settings=settings,
-                         tools=tool_run(store, spec, request, agent, lambda: messages),
+                         settings=settings, tools=tools,
                          external=external_turn(store, spec, request, agent))
     usage = (answer.prompt_tokens or 0, answer.completion_tokens or 0, answer.cost_usd or 0.0)
     if answer.status is AnswerStatus.OK and answer.message:
@@ -108,4 +115,17 @@ def work(task: Task, prefix: str, spec: RoomSpec, messages: list[Message], organ
     if answer.status is AnswerStatus.TIMEOUT:
         return "timed_out", "", answer.error or "ran past its max_s", usage
     return "failed", "", answer.error or "the worker gave no result", usage
+
+
+def progress_of(book: TaskBook, task: Task) -> Callable[[ToolCallRecord], None]:
+    """What tells the task's progress after each of its tool calls, through its heartbeat
+    (a task_progress event each time it changes)."""
+    calls = itertools.count(1)
+
+    def report(record: ToolCallRecord) -> None:
+        try:
+            book.beat(task.room, task.id, f"ran {record.tool} (tool call {next(calls)})")
+        except redis.RedisError as error:  # progress is optional: the work goes on
+            log.warning("task_progress_not_told", error=str(error))
+    return report
 

@@ -354,7 +354,7 @@ def task_notes(store: RoomStore, req: CallRequest) -> str:
     read."""
     if not CALL_PROMPTS[req.kind].streams or req.tasks_started == 0:
         return ""
-    tasks = TaskBook(store.redis, store.keys, settings.events_stream_maxlen).list(req.room)
+    tasks = task_book(store).list(req.room)
     return tasks_notes([notes_line(task) for task in reversed(tasks[-NOTES_TASKS:])])
 
 
@@ -370,7 +370,7 @@ def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:
     _, spec = store.read_spec(req.room)
     task_id = hashlib.sha256(f"{req.room}|{req.turn}|{req.phase}|{answer.agent}|{answer.call}"
                              .encode()).hexdigest()[:16]
-    book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+    book = task_book(store)
     try:
         book.start(req.room, spec, answer.agent, what, by=answer.agent, task_id=task_id)
     except (TaskRefused, redis.ResponseError) as error:
@@ -385,6 +385,12 @@ def started_work(store: RoomStore, req: CallRequest, answer: Answer) -> Answer:
                                      "tool_calls": [*(answer.tool_calls or []), record]})
 
 
+def task_book(store: RoomStore) -> TaskBook:
+    """The background tasks on ``store``, as this worker's settings keep them."""
+    return TaskBook(store.redis, store.keys, settings.events_stream_maxlen,
+                    settings.task_finished_max)
+
+
 def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpec,
              transcript: Callable[[], list[Message]],
              policy_tools: PolicyTools = NO_POLICY_TOOLS) -> ToolRun | None:
@@ -395,7 +401,7 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
     names = participant_names(spec.agent_names, transcript())
     toolbox = build_toolbox(settings)
     if any(name in TASK_TOOL_NAMES for name in agent.tools):
-        book = TaskBook(store.redis, store.keys, settings.events_stream_maxlen)
+        book = task_book(store)
         toolbox = Toolbox([TaskTools(book, req.room), *toolbox.sources])
     return ToolRun(toolbox, journal, partial(await_approval, store, req.room, spec),
                    partial(send_tool_call, req.prefix, req.room, req.organization), names,

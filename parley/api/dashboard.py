@@ -128,7 +128,8 @@ def task_card(task: Task) -> dict[str, Any]:
     """A task as the page shows it: its id, who works it, its state and what it came to."""
     return {"id": task.short_id, "agent": task.agent, "worker": task.worker,
             "status": task.status, "instruction": one_line(task.instruction, 120),
-            "result": task.result[:TASK_RESULT_SHOWN], "error": task.error}
+            "result": task.result[:TASK_RESULT_SHOWN], "error": task.error,
+            "progress": one_line(task.progress, 80)}
 
 
 def marked_silent(turns: dict[str, Any], spec: RoomSpec, answers: dict[int, list[Answer]]

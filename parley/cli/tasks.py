@@ -26,6 +26,8 @@ def task_line(task: Task, now: float) -> str:
     """A task's one line: its id, agent and worker, state, and what it does."""
     took = (task.finished_at or now) - task.started_at
     state = task.status.replace("_", " ")
+    if task.progress:
+        state += f" ({one_line(task.progress, 40)})"
     line = (f"{task.short_id}  {task.agent} (by {task.worker}, {task.hand_back})  "
             f"{state}, {took:.0f} s  {one_line(task.instruction, 60)}")
     if task.result:

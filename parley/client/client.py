@@ -71,7 +71,8 @@ class Client:
         """The background tasks, on the client's store (whichever Redis it was given)."""
         if self._task_book is None or self._task_book[0] is not self.store:
             self._task_book = (self.store, TaskBook(self.store.redis, self.store.keys,
-                                                    self.settings.events_stream_maxlen))
+                                                    self.settings.events_stream_maxlen,
+                                                    self.settings.task_finished_max))
         return self._task_book[1]
 
     def ping(self) -> None:

@@ -7,18 +7,51 @@
 -- is in progress; refused once the discussion is over, as any instruction); otherwise the
 -- task waits in the handbacks zset for the coordinator to post its result as the agent's
 -- message once the turn under way ends (post_handback.lua).
+-- The task joins tasks_done; past ARGV[12] finished tasks the oldest handed back go, their
+-- fields with them (one waiting for its hand-back stays until a later finish).
 -- KEYS[1] spec (unused: the keys are task_start's)   KEYS[2] state   KEYS[3] tasks   KEYS[4] handbacks   KEYS[5] floor ops
--- KEYS[6] events
+-- KEYS[6] events   KEYS[7] tasks done   KEYS[8] task ids
 -- ARGV[1] task id   ARGV[2] status (done, failed, cancelled, timed_out)   ARGV[3] result
 -- ARGV[4] error   ARGV[5] now (unix s)   ARGV[6] prompt tokens   ARGV[7] completion tokens
 -- ARGV[8] cost (USD)   ARGV[9] the relay's instruction   ARGV[10] events stream cap
--- ARGV[11] approximate cap of the floor ops stream
+-- ARGV[11] approximate cap of the floor ops stream   ARGV[12] finished tasks kept
 -- Returns 1 when finished now, 0 when it had finished before (or does not exist).
 -- Fails, writing nothing, with BADARG or OVERFLOW (a relay would start a run past the
 -- limit).
 -- @include checks
 -- @include events
 -- @include new_run
+-- Every field a task's record may have (task_start, task_claim, task_beat, this script,
+-- post_handback, the cancel flag and its revoke).
+local FIELDS = {'agent', 'worker', 'hand_back', 'instruction', 'by', 'status', 'started_at',
+  'beat_at', 'deadline', 'number', 'sent', 'cancel', 'revoked', 'relay_as', 'running_at',
+  'result', 'error', 'finished_at', 'prompt_tokens', 'completion_tokens', 'cost_usd',
+  'progress', 'handed_back'}
+
+-- The task joins the finished ones; past ``kept`` the oldest handed back go. Only the ones
+-- waiting in handbacks can be skipped, so that many more are looked at.
+local function trim_finished(id, now_ms, kept)
+  redis.call('ZADD', KEYS[7], now_ms, id)
+  local extra = redis.call('ZCARD', KEYS[7]) - kept
+  if extra <= 0 then
+    return
+  end
+  local looked = redis.call('ZRANGE', KEYS[7], 0, extra + redis.call('ZCARD', KEYS[4]) - 1)
+  for _, old in ipairs(looked) do
+    if extra == 0 then
+      return
+    end
+    if old ~= id and redis.call('HGET', KEYS[3], old .. ':handed_back') == '1' then
+      for _, field in ipairs(FIELDS) do
+        redis.call('HDEL', KEYS[3], old .. ':' .. field)
+      end
+      redis.call('ZREM', KEYS[7], old)
+      redis.call('ZREM', KEYS[8], old)
+      extra = extra - 1
+    end
+  end
+end
+
 local id, status = ARGV[1], ARGV[2]
 if status ~= 'done' and status ~= 'failed' and status ~= 'cancelled' and status ~= 'timed_out' then
   return redis.error_reply('BADARG status must be done, failed, cancelled or timed_out')
@@ -29,6 +62,10 @@ if not prompt or not completion or not cost or cost < 0 or not finite(ARGV[5]) t
 end
 if not count(ARGV[10]) or not count(ARGV[11]) then
   return redis.error_reply(BAD_EVENTS_CAP)
+end
+local kept = count(ARGV[12])
+if not kept or kept < 1 then
+  return redis.error_reply('BADARG the finished tasks kept must be a count above 0')
 end
 local task = redis.call('HMGET', KEYS[3], id .. ':status', id .. ':agent', id .. ':worker',
   id .. ':relay_as')
@@ -66,4 +103,5 @@ if relay then
 else
   redis.call('ZADD', KEYS[4], math.floor(tonumber(ARGV[5]) * 1000), id)
 end
+trim_finished(id, math.floor(tonumber(ARGV[5]) * 1000), kept)
 return 1

@@ -4,6 +4,7 @@ once, and a cancel or a worker killed mid-task is told to the room."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from parley.shared.models import RoomSpec
 from parley.shared.store import RoomNotFound, TaskRoomRefused
 from parley.shared.tasks import TaskRefused
 from tests.support.commands import run_parley
+from tests.support.observe import log_events, tasks_unfinished
+from tests.support.openai_stub import OpenAIStub, text
 from tests.support.polling import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis]
@@ -23,8 +26,10 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "rooms" / "background.yaml"
 SAMPLE = "tests.support.tool_modules.sample"
 
 
-def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict]) -> RoomSpec:
-    """A discussion room: lead's tasks are worked by researcher; helper answers quickly."""
+def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict],
+              researcher: dict | None = None) -> RoomSpec:
+    """A discussion room: lead's tasks are worked by researcher (on ``queue`` unless its
+    fields say otherwise); helper answers quickly."""
     return RoomSpec.model_validate({
         "policy": {"kind": "mention", "call_timeout_s": 20},
         "agents": [
@@ -32,7 +37,8 @@ def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict]
              "background": {"hand_back": hand_back, "worker": "researcher"}},
             {"name": "helper", "model": "scripted", "queue": queue,
              "script": [{"content": "Refunds take 3 days."}]},
-            {"name": "researcher", "model": "scripted", "queue": queue, "script": research}]})
+            {"name": "researcher", "model": "scripted", "queue": queue, "script": research,
+             **(researcher or {})}]})
 
 
 def said(client: Client, room: str) -> list[tuple[str, str]]:
@@ -236,3 +242,113 @@ def test_a_task_room_starts_no_task_of_its_own(processes, settings, queue):
     started = run_parley(processes.env, "task", "start", child, "researcher", "and more")
     assert started.returncode != 0 and "starts no task of its own" in started.stderr
     assert client.tasks(child) == []
+
+
+def test_a_task_cancelled_while_no_worker_runs_is_revoked_never_run_and_told(
+        processes, settings, queue, real_redis):
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(queue, "relay", [{"content": "never"}],
+                                        [{"content": "The ticket review was cancelled."}]))
+    task = client.start_task(room, "lead", "Go through every support ticket")
+    wait_until(lambda: client.tasks(room)[0].sent, 20, "the task sent to its queue")
+    assert client.cancel_task(task.short_id).status == "cancelled"
+    wait_until(lambda: client.tasks(room)[0].revoked, 20, "the coordinator's revoke")
+    processes.worker("-Q", queue, "-c", "4")
+    wait_until(lambda: said(client, room), 30, "lead to say so")
+    assert said(client, room) == [("lead", "The ticket review was cancelled.")]
+    # The worker took the message off the queue and never ran it: a worker that heard the
+    # revoke drops it, one started after it finds the cancel flag at its claim.
+    wait_until(lambda: tasks_unfinished(real_redis, queue) == 0, 30, "the message consumed")
+    cancelled = client.tasks(room)[0]
+    assert (cancelled.status, cancelled.result) == ("cancelled", "")
+    assert not real_redis.hexists(client.store.keys.tasks(room), f"{task.id}:running_at")
+    assert log_events(processes, "task_running", room) == []
+    assert len(log_events(processes, "task_revoked", room)) == 1
+
+
+def test_a_revoked_task_waiting_behind_a_busy_worker_is_dropped_unstarted(
+        processes, settings, queue, real_redis):
+    env = {"PARLEY_TASK_HEARTBEAT_S": "0.5"}
+    tasks_queue = f"{queue}-tasks"
+    processes.worker("-Q", queue, "-c", "2", env=env)
+    processes.worker("-Q", tasks_queue, "-c", "1", env=env)  # one task at a time
+    processes.coordinator(env=env)
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "post", [{"content": "never", "sleep": 60.0}, {"content": "never either"}], [],
+        {"queue": tasks_queue}))
+    busy = client.start_task(room, "lead", "Read every log")
+    wait_until(lambda: client.tasks(room)[0].status == "running", 20, "the first task to run")
+    waiting = client.start_task(room, "lead", "Then read the metrics")
+    wait_until(lambda: client.tasks(room)[1].sent, 20, "the second sent")
+    assert real_redis.llen(tasks_queue) == 1  # in the broker, behind the busy worker
+    client.cancel_task(waiting.short_id)
+    wait_until(lambda: client.tasks(room)[1].revoked, 20, "the coordinator's revoke")
+    client.cancel_task(busy.short_id)  # the worker's slot frees, and it reads the queue
+    wait_until(lambda: len(said(client, room)) == 2, 30, "both cancels told")
+    wait_until(lambda: tasks_unfinished(real_redis, tasks_queue) == 0, 30, "the queue read")
+    # The revoked message never reached the task's code: not even its claim was tried.
+    assert [entry["task"] for entry in log_events(processes, "task_running", room)] == [busy.id]
+    assert log_events(processes, "task_not_taken", room) == []
+    assert [task.status for task in client.tasks(room)] == ["cancelled", "cancelled"]
+
+
+def test_a_tasks_tool_calls_are_told_as_its_progress(processes, settings, queue, tmp_path):
+    env = {"PARLEY_WORKER_TOOLS": SAMPLE,
+           "PARLEY_TEST_TOOL_RUNS": str(tmp_path / "runs")}
+    processes.worker("-Q", queue, "-c", "4", env=env)
+    processes.coordinator()
+    client = Client(settings)
+    wait_until(lambda: "lookup" in client.tool_catalog(), 60, "the worker's offer")
+    research = [{"tool_calls": [{"name": "lookup", "arguments": {"service": "checkout"}}]},
+                {"tool_calls": [{"name": "lookup", "arguments": {"service": "tax"}}]},
+                {"content": "Both services are fine."}]
+    room = client.create_room(room_spec(queue, "post", research, [], {"tools": ["lookup"]}))
+    task = client.start_task(room, "lead", "Check the checkout and tax services")
+    wait_until(lambda: said(client, room), 30, "the posted result")
+    assert said(client, room) == [("lead", "Both services are fine.")]
+    progress = [(event.type, event.text) for event in client.store.read_events(room)
+                if event.type == "task_progress"]
+    assert progress == [("task_progress", "ran lookup (tool call 1)"),
+                        ("task_progress", "ran lookup (tool call 2)")]
+    assert client.tasks(room)[0].progress == "ran lookup (tool call 2)"
+    listed = run_parley(processes.env, "task", "list", room)
+    assert listed.returncode == 0, listed.stderr
+    assert f"{task.short_id}  lead (by researcher, post)  done (ran lookup (tool call 2))" \
+        in listed.stdout
+
+
+KEY_ENV, KEY = "PARLEY_E2E_STUB_KEY", "sk-e2e-stub"
+# 100 prompt tokens at $0.0001 and 10 completion tokens at $0.001: $0.02.
+PRICES = {"input_cost_per_token": 1e-4, "output_cost_per_token": 1e-3}
+
+
+def test_a_tasks_tokens_and_cost_count_in_its_parent_room(processes, settings, queue):
+    with OpenAIStub(api_key=KEY) as stub:
+        stub.script("researcher", text("Three tickets are about refunds.", prompt_tokens=100,
+                                       completion_tokens=10))
+        processes.worker("-Q", queue, "-c", "4", env={
+            KEY_ENV: KEY, "PARLEY_WORKER_KEY_ENVS": KEY_ENV,
+            "PARLEY_WORKER_ALLOWED_API_BASES": stub.url})
+        processes.coordinator()
+        client = Client(settings)
+        room = client.create_room(room_spec(
+            queue, "post", [], [], {"model": "openai/researcher", "api_base": stub.url,
+                                   "api_key_env": KEY_ENV, "litellm_kwargs": PRICES,
+                                   "script": None}))
+        before = client.show(room)
+        client.start_task(room, "lead", "Go through every support ticket")
+        wait_until(lambda: said(client, room), 30, "the posted result")
+    task = client.tasks(room)[0]
+    assert (task.status, task.prompt_tokens, task.completion_tokens) == ("done", 100, 10)
+    assert task.cost_usd == pytest.approx(0.02)
+    after = client.show(room)  # what `parley rooms show` and GET /rooms/{room} tell
+    assert (after.prompt_tokens - before.prompt_tokens,
+            after.completion_tokens - before.completion_tokens) == (100, 10)
+    assert after.cost_usd - before.cost_usd == pytest.approx(0.02)
+    shown = run_parley(processes.env, "rooms", "show", room, "--json")
+    assert shown.returncode == 0, shown.stderr
+    told = json.loads(shown.stdout)
+    assert (told["prompt_tokens"], told["completion_tokens"]) == (100, 10)
+    assert told["cost_usd"] == pytest.approx(0.02)

@@ -4,6 +4,7 @@ the hand-back queued as the agent's hand_back says), `parley task` and the HTTP 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from types import SimpleNamespace
 
@@ -12,8 +13,12 @@ from typer.testing import CliRunner
 
 from parley import cli
 from parley.coordinator.policies import FloorOp, mention
+from parley.coordinator.room_io import RoomIO
+from parley.coordinator.task_keeper import TaskKeeper
+from parley.coordinator.transport import InMemoryTransport
 from parley.shared.models import CallKind, CallRequest, RoomSpec
-from parley.shared.tasks import Task, TaskNotFound, TaskRefused, lapsed
+from parley.shared.scripts import Scripts
+from parley.shared.tasks import Task, TaskNotFound, TaskRefused, celery_task_id, lapsed
 from parley.workers.tasks import task_notes
 from parley.workers.tools.base import ToolError
 from parley.workers.tools.task_tools import TaskTools
@@ -188,3 +193,52 @@ def test_a_running_task_is_swept_once_its_heartbeat_lapses_or_its_max_s_passes(
                 deadline=now + deadline_in, cancel=cancel)
     assert lapsed(task, now, heartbeat_s=2.0) == ended
     assert lapsed(task.model_copy(update={"status": "done"}), now, 2.0) is None
+
+
+def test_the_coordinator_revokes_a_sent_task_once_when_it_is_cancelled(client, async_redis):
+    client.create_room(room_spec(), "r1")
+    task = client.start_task("r1", "lead", "count the tickets")
+    spec = client.store.read_spec("r1")[1]
+    transport = InMemoryTransport()
+    keeper = TaskKeeper(RoomIO(async_redis, client.store.keys, Scripts(async_redis)),
+                        transport, "t", heartbeat_s=2.0, finished_max=200)
+    lease = SimpleNamespace(room="r1", token="unused: nothing is posted")
+
+    async def serve(times: int) -> None:
+        for _ in range(times):
+            await keeper.serve(lease, spec)
+
+    asyncio.run(serve(1))
+    assert transport.background == [(spec.agent("researcher").queue,
+                                     {"prefix": "t", "room": "r1", "task": task.id})]
+    assert transport.revoked == []
+    client.cancel_task(task.short_id)
+    asyncio.run(serve(3))
+    assert transport.revoked == [celery_task_id(task)]
+    assert client.tasks("r1")[0].revoked
+
+
+def test_a_task_cancelled_before_it_was_sent_is_neither_sent_nor_revoked(client, async_redis):
+    client.create_room(room_spec(), "r1")
+    task = client.start_task("r1", "lead", "count the tickets")
+    client.cancel_task(task.short_id)
+    transport = InMemoryTransport()
+    keeper = TaskKeeper(RoomIO(async_redis, client.store.keys, Scripts(async_redis)),
+                        transport, "t", heartbeat_s=2.0, finished_max=200)
+    asyncio.run(keeper.serve(SimpleNamespace(room="r1", token="-"),
+                             client.store.read_spec("r1")[1]))
+    assert (transport.background, transport.revoked) == ([], [])
+
+
+def test_progress_is_an_event_only_when_it_changes(client):
+    client.create_room(room_spec(), "r1")
+    task = client.start_task("r1", "lead", "count the tickets")
+    book = client.task_book
+    book.claim("r1", task.id)
+    for progress in ["ran lookup (tool call 1)", "ran lookup (tool call 1)", "",
+                     "ran lookup (tool call 2)"]:
+        assert book.beat("r1", task.id, progress) == (True, False)
+    told = [event.text for event in client.store.read_events("r1")
+            if event.type == "task_progress"]
+    assert told == ["ran lookup (tool call 1)", "ran lookup (tool call 2)"]
+    assert client.tasks("r1")[0].progress == "ran lookup (tool call 2)"

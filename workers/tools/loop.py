@@ -89,6 +89,8 @@ class ToolRun:
     names: list[str] = field(default_factory=list)
     max_result_bytes: int = 16_384
     organization: str = DEFAULT_ORGANIZATION  # the room's, for the tool metrics' label
+    # Told of each tool call that ended (a background task reports its progress so).
+    on_ended: Callable[[ToolCallRecord], None] | None = None
 
 
 @dataclass
@@ -346,7 +348,10 @@ class ToolLoop:
     def ended(self, record: ToolCallRecord, status: ToolCallStatus, text: str,
               duration_ms: float) -> ToolCallRecord:
         """The record of a call that ended, counted in the worker's metrics."""
-        return ended(record, status, text, duration_ms, self.run.organization)
+        record = ended(record, status, text, duration_ms, self.run.organization)
+        if self.run.on_ended is not None:
+            self.run.on_ended(record)
+        return record
 
 
 def call_tool(toolbox: Toolbox, name: str, arguments: dict[str, JsonValue], timeout_s: float,

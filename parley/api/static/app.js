@@ -641,7 +641,7 @@ function renderAgents(agents) {
     el("span", {class: "muted"}, ` · ${a.model}`),
     a.description ? el("div", {class: "description"}, a.description) : null,
     ...(a.running || []).map((t) => el("div", {class: "task muted"},
-      `task ${t.id} (by ${t.worker}): ${t.instruction} [${t.status}]`)))));
+      `task ${t.id} (by ${t.worker}): ${t.instruction} [${t.status}${t.progress ? `: ${t.progress}` : ""}]`)))));
 }
 
 // The finished background tasks, newest last: each with its result or error.
