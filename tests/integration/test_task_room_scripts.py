@@ -50,7 +50,7 @@ def test_malformed_arguments_write_nothing(store, child, args):
 def test_a_post_and_a_task_in_a_task_room_are_refused_naming_the_parent(store, child):
     with pytest.raises(TaskRoomRefused, match=f"post into {ROOM}$"):
         store.post(child, "User", "hello")
-    book = TaskBook(store.redis, store.keys, 100)
+    book = TaskBook(store.redis, store.keys, 100, finished_max=200)
     with pytest.raises(TaskRefused, match=f"of room {ROOM}\\): a task starts no task"):
         book.start(child, scripted_spec({"A": [], "B": []}), "A", "more")
     assert store.redis.xlen(store.keys.inbox(child)) == 0

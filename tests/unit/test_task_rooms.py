@@ -139,7 +139,7 @@ def test_the_http_api_lists_task_rooms_with_their_parent_and_refuses_posts(api, 
     room = api.post("/rooms", json=room_spec().model_dump(mode="json")).json()["room"]
     task_id = api.post(f"/rooms/{room}/tasks", json={"agent": "lead", "what": "read"}).json()["id"]
     store = RoomStore(fakeredis.FakeRedis(server=server), Keys(PREFIX))
-    book = TaskBook(store.redis, store.keys, 100)
+    book = TaskBook(store.redis, store.keys, 100, finished_max=200)
     task = book.get(room, task_id)
     book.open_room(task, store.read_spec(room)[1], "default", [])
     listed = {r["room"]: r for r in api.get("/rooms").json()["rooms"]}
