@@ -15,7 +15,7 @@ from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Lease
 from parley.coordinator.room_io import RoomIO, _fence
-from parley.coordinator.transport import Transport
+from parley.coordinator.transport import Sender
 from parley.shared.models import RoomSpec
 from parley.shared.tasks import (
     LAPSED_BEATS,
@@ -36,7 +36,7 @@ LAPSED_ERROR = "its worker stopped answering (its heartbeat lapsed)"
 class TaskKeeper:
     """One room's tasks, served under its lease."""
 
-    def __init__(self, io: RoomIO, transport: Transport, prefix: str, heartbeat_s: float,
+    def __init__(self, io: RoomIO, transport: Sender, prefix: str, heartbeat_s: float,
                  finished_max: int) -> None:
         self.io = io
         self.transport = transport

@@ -22,8 +22,8 @@ import redis
 import structlog
 
 from parley.shared.keys import Keys
-from parley.shared.models import (AnswerStatus, CallKind, CallRequest, Message, RoomSpec,
-                                  ToolCallRecord)
+from parley.shared.models import (DEFAULT_ORGANIZATION, AnswerStatus, CallKind, CallRequest,
+                                  Message, RoomSpec, ToolCallRecord)
 from parley.shared.protocol import BACKGROUND_TASK
 from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes, task_room_spec
 from parley.workers.app import app, settings
@@ -100,7 +100,7 @@ def work(task: Task, prefix: str, spec: RoomSpec, messages: list[Message], organ
     request = CallRequest(prefix=prefix, room=task.room_id, turn=task.number, attempt=1,
                           agents=[task.worker], kind=CallKind.SPEAK, phase=0,
                           snapshot_seq=0, deadline=task.deadline, spec_version=0,
-                          **({"organization": organization} if organization else {}))
+                          organization=organization or DEFAULT_ORGANIZATION)
     call = Call(turn=task.number, attempt=1, kind=CallKind.SPEAK, number=task.number,
                 instruction=task.instruction)
     tools = tool_run(store, spec, request, agent, lambda: messages)

@@ -192,7 +192,7 @@ class DiscussionConsole(App[None]):
         self.shown = len(view.lines)
         self.query_one("#writing", Static).update("\n".join(view.writing_lines()))
         for i, name in enumerate(view.cards):
-            for card in self.query(f"#card-{i}"):
+            for card in self.query(f"#card-{i}").results(Static):
                 card.update(view.card_text(name))
         paused = " · paused" if view.paused else ""
         self.query_one("#floor", Static).update(view.floor_line() + paused)
