@@ -1225,6 +1225,9 @@ class TurnRecord(BaseModel):
     score: float | None = None
     stop_reason: StopReason | None = None
     stop_detail: str = ""
+    # The background task whose result the turn relayed ("" for a policy's turn): the
+    # coordinator gave the winner this turn at a turn boundary, the policy was not asked.
+    relay: str = ""
     # agent -> the participant's name its reply was cut at (the bids above are uncut)
     cuts: dict[str, str] = Field(default_factory=dict)
     opened_at: float = 0.0

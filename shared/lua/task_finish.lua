@@ -6,7 +6,8 @@
 -- its start) is an instruction to the agent, queued as an operator's (floor_op.lua: the agent at the front of the queue, a run started when none
 -- is in progress; refused once the discussion is over, as any instruction); otherwise the
 -- task waits in the handbacks zset for the coordinator to post its result as the agent's
--- message once the turn under way ends (post_handback.lua).
+-- message once the turn under way ends (post_handback.lua), or to give the agent a relay
+-- turn (relay_as 'turn': open_turn.lua, taken off the zset by that turn's commit.lua).
 -- KEYS[1] spec (unused: the keys are task_start's)   KEYS[2] state   KEYS[3] tasks   KEYS[4] handbacks   KEYS[5] floor ops
 -- KEYS[6] events
 -- ARGV[1] task id   ARGV[2] status (done, failed, cancelled, timed_out)   ARGV[3] result
