@@ -296,7 +296,8 @@ class RoomRunner:
             tracing.annotate(current, {"parley.winner": decision.winner,
                                        "parley.stop_reason": decision.stop and
                                        decision.stop.value, "parley.decision":
-                                       "stop" if decision.stop else "post"})
+                                       "stop" if decision.stop else
+                                       "relay" if decision.relay else "post"})
         if decision.stop is not None:
             self.end_workflow()
         return drained
@@ -581,6 +582,7 @@ def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
     every call with its tokens, cost and latency, and the late answers that came."""
     log.info(
         "turn_committed", speaker=decision.winner, seq=seq or None,
+        relay=decision.relay or None,
         message=one_line(decision.message, MESSAGE_LOG_CHARS) or None,
         message_chars=len(decision.message), stop_reason=decision.stop,
         detail=decision.detail or None, cuts=decision.cuts or None,

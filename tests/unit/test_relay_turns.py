@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
+from parley.coordinator import policies
 from parley.coordinator.lease import Leases
 from parley.coordinator.policies import TurnView
+from parley.coordinator.policies.what_if import replay_run
 from parley.coordinator.relay import relay_calls, relay_decision, waiting_relay
 from parley.coordinator.room_io import RoomIO
 from parley.shared.models import Answer, AnswerStatus, CallKind, RoomSpec, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from parley.shared.tasks import Task, TaskBook, relay_as
+from parley.views.explain import turn_line
 from parley.workers.prompts import CALL_PROMPTS
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
@@ -134,6 +137,11 @@ def test_a_relay_during_a_debate_comes_at_the_next_boundary_and_the_next_panelis
     assert [(r.winner, r.relay) for r in records] == [
         ("ann", ""), ("lead", started.id), ("bob", ""), ("lead", ""), ("mod", "")]
     assert records[1].policy_state == {"spoken": "1"}  # the rotation's place, kept
+    assert [policies.replay(roundtable(), r).winner for r in records] == [
+        r.winner for r in records]
+    assert turn_line(roundtable(), records[1]).as_json()["role"] == "relay"
+    assert replay_run(ROOM, roundtable(), records, {"rounds": 1}).divergence is None
+    assert "relayed the result of background task" in turn_line(roundtable(), records[1]).text()
     assert sync_redis.zcard(keys.handbacks(ROOM)) == 0 and book.get(ROOM, started.id).handed_back
 
 
