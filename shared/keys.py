@@ -137,7 +137,8 @@ key                       type    holds                                       wr
                                   error, sent, cancel, handed_back, tokens)
 ``{R}:task_ids``          zset    the tasks' ids by when started (ms)         client, Lua
 ``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
-                                  posted as the agent's message (ms)
+                                  posted as the agent's message, or relayed
+                                  in a turn of its own until it commits (ms)
 ``{R}:lease``             string  ``<coordinator id>:<epoch>``, PX lease ttl    coordinator
 ``rooms``                 zset    every room by last activity (ms): created,    client, coordinator
                                   posted into, paused, resumed, cancelled,

@@ -251,7 +251,8 @@ class BackgroundSpec(Strict):
 
     hand_back: Literal["relay", "post"] = "relay"
     """`relay`: the agent is told the result and says it in a turn of its own, at the front of
-    the queue; `post`: the result is posted as it is, as the agent's message."""
+    the queue (a discussion room's) or at the next turn boundary (other rooms; a new run when
+    none is under way); `post`: the result is posted as it is, as the agent's message."""
     worker: str | None = None
     """The agent of the room that works the agent's tasks; unset, the agent itself."""
     max_s: float = Field(default=3600.0, gt=0, le=MAX_TASK_S)

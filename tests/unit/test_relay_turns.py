@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from parley.client.turn_report import read_turn_report
 from parley.coordinator import policies
 from parley.coordinator.lease import Leases
 from parley.coordinator.policies import TurnView
@@ -179,6 +180,8 @@ def test_a_relay_turn_taken_over_is_played_once_and_hands_back_once(
 
     asyncio.run(open_and_die())
     assert sync_redis.zcard(keys.handbacks(ROOM)) == 1  # kept until the relay commits
+    in_flight = read_turn_report(store, ROOM).open_turn
+    assert (in_flight.kind, in_flight.pending) == (CallKind.SPEAK, ["lead"])
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
 
     assert said(store) == [("lead", RELAYED)]
