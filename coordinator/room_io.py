@@ -151,11 +151,12 @@ class RoomIO:
         pairs = [decode(value) for value in set_aside]
         return Drained(int(moved), state_of(fields), list(zip(pairs[::2], pairs[1::2], strict=True)))
 
-    async def open_turn(self, lease: Lease, timeout_s: float, trace: str = ""
-                        ) -> OpenTurn | None:
+    async def open_turn(self, lease: Lease, timeout_s: float, trace: str = "",
+                        relay: str = "") -> OpenTurn | None:
         """Open the next turn with a deadline ``timeout_s`` from now, keeping the run's
-        ``trace`` (a traceparent) in the state; None when the room was paused meanwhile (no
-        turn opens: the caller looks at the room again)."""
+        ``trace`` (a traceparent) in the state; ``relay`` names the task a relay turn relays
+        (it starts a run when none is under way). None when the room was paused meanwhile
+        (no turn opens: the caller looks at the room again)."""
         room = lease.room
         opened_at = time.time()
         deadline = opened_at + timeout_s
@@ -164,7 +165,7 @@ class RoomIO:
         try:
             turn, snapshot, bids_from = await self.scripts.open_turn(
                 keys=keys, args=[lease.token, f"{deadline:.6f}", f"{opened_at:.6f}",
-                                 self.events_maxlen, trace])
+                                 self.events_maxlen, trace, relay])
         except ResponseError as error:
             if refused_with(error, Refusal.PAUSED):
                 return None
@@ -265,6 +266,9 @@ class RoomIO:
             payload["message"].update(tool_calls_fields(
                 posted_tool_calls(record), shared_tool_results,
                 self.limits.tool_result_max_bytes))
+        if decision.relay:  # the relay turn's commit hands its task's result back
+            payload["handback"] = decision.relay
+            keys += [self.keys.tasks(room), self.keys.handbacks(room)]
         args = [lease.token, record.turn, record.snapshot_seq, orjson.dumps(payload)]
         try:
             seq, waiting, state = await self.scripts.commit(keys=keys, args=args)

@@ -1,6 +1,7 @@
 """A room's background tasks as its coordinator keeps them between turns: queued tasks sent
 to their worker's queue, lapsed ones failed (a worker died) or timed out, and finished
-ones posted as their agent's message once the turn under way has ended (seed 003's
+ones posted as their agent's message once the turn under way has ended, or relayed in a
+turn of their own (coordinator/relay.py) (seed 003's
 "Talking and working: tasks"). Every write is a script: posting is fenced by the lease,
 finishing happens once whoever comes first."""
 
@@ -14,6 +15,7 @@ import structlog
 from redis.exceptions import ResponseError
 
 from parley.coordinator.lease import Lease
+from parley.coordinator.relay import RELAY_TURN, waiting_relay
 from parley.coordinator.room_io import RoomIO, _fence
 from parley.coordinator.transport import Sender
 from parley.shared.models import RoomSpec
@@ -48,9 +50,10 @@ class TaskKeeper:
         """The room's tasks, oldest first."""
         return tasks_from_hash(room, await self.io.redis.hgetall(self.io.keys.tasks(room)))
 
-    async def serve(self, lease: Lease, spec: RoomSpec) -> tuple[bool, bool]:
-        """Send, sweep and hand back; returns (a message was posted, a task is still open).
-        A room without tasks costs one read."""
+    async def serve(self, lease: Lease, spec: RoomSpec) -> tuple[bool, bool, Task | None]:
+        """Send, sweep and hand back; returns (a message was posted, a task is still open,
+        the task whose result waits for a relay turn). A room without tasks costs one
+        read."""
         tasks = await self.tasks(lease.room)
         still_open = False
         for task in tasks:
@@ -64,8 +67,10 @@ class TaskKeeper:
             # One swept now is looked at again soon too: its hand-back is read back then.
             still_open = still_open or task.is_open
         finished = [task for task in tasks if not task.is_open and not task.handed_back]
-        posted = await self.hand_back(lease, finished) if finished else False
-        return posted, still_open
+        if not finished:
+            return False, still_open, None
+        posted, relay = await self.hand_back(lease, finished)
+        return posted, still_open, relay
 
     async def send(self, lease: Lease, spec: RoomSpec, task: Task) -> None:
         """Send the task to its worker's queue and mark it sent (sent twice after a takeover,
@@ -96,17 +101,20 @@ class TaskKeeper:
         if finished:
             log.warning("task_swept", room=task.room, task=task.id, status=status)
 
-    async def hand_back(self, lease: Lease, finished: list[Task]) -> bool:
+    async def hand_back(self, lease: Lease, finished: list[Task]) -> tuple[bool, Task | None]:
         """Post the finished tasks' results waiting in the handbacks zset, oldest first (a
-        task swept just now waits for the next look, read back with its result)."""
-        waiting = await self.io.redis.zrange(self.io.keys.handbacks(lease.room), 0, -1)
+        task swept just now waits for the next look, read back with its result); returns
+        whether one was posted, and the first to relay in a turn of its own (it stays in
+        the zset until that turn commits)."""
+        waiting = [raw.decode() if isinstance(raw, bytes) else raw for raw in
+                   await self.io.redis.zrange(self.io.keys.handbacks(lease.room), 0, -1)]
         by_id = {task.id: task for task in finished}
         posted = False
-        for raw in waiting:
-            task = by_id.get(raw.decode() if isinstance(raw, bytes) else raw)
-            if task is not None and await self.post(lease, task):
+        for task_id in waiting:
+            task = by_id.get(task_id)
+            if task is not None and task.relay_as != RELAY_TURN and await self.post(lease, task):
                 posted = True
-        return posted
+        return posted, waiting_relay(waiting, by_id)
 
     async def post(self, lease: Lease, task: Task) -> bool:
         """The task's result as its agent's message: True when posted now."""

@@ -22,6 +22,7 @@ from parley.coordinator.policies.budget import (
     not_made,
     org_limits_of,
 )
+from parley.coordinator.relay import relay_calls, relay_decision
 from parley.coordinator.room_io import Drained, OpenTurn, RoomIO, floor_fields
 from parley.coordinator.task_keeper import TaskKeeper
 from parley.coordinator.transport import Sender, chunk_requests
@@ -44,6 +45,7 @@ from parley.shared.models import (
 from parley.shared.protocol import CALL_TASK
 from parley.shared.records import RoomState
 from parley.shared.settings import Settings
+from parley.shared.tasks import Task
 
 log = structlog.get_logger("parley.turn")
 
@@ -182,12 +184,17 @@ class RoomRunner:
             state = (drained or await self.drain()).state
             self.organization, self.tasks_started = state.organization, state.tasks_started
             drained = None
+            relay: Task | None = None
             if not state.turn_open and state.tasks_started:
-                posted, self.tasks_open = await self.tasks.serve(self.lease, self.spec)
+                posted, self.tasks_open, relay = await self.tasks.serve(self.lease, self.spec)
                 if posted:
                     continue  # drain again: the log moved
             if state.turn_open:
                 drained = await self.take_turn(state, self.resume_turn(state))
+                continue
+            if relay is not None and not state.paused:
+                # The relay comes before the policy's next turn, in a run or as a new one.
+                drained = await self.open_relay(state, relay)
                 continue
             if state.status is not RoomStatus.RUNNING or state.paused:
                 if await self.go_idle():
@@ -205,6 +212,15 @@ class RoomRunner:
                                            self.run_trace(state))
             if turn is not None:  # None: paused since the drain; look again
                 drained = await self.take_turn(state, turn)
+
+    async def open_relay(self, state: RoomState, task: Task) -> Drained | None:
+        """Open and play the turn in which the task's agent relays its result."""
+        turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout,
+                                       self.run_trace(state), relay=task.id)
+        if turn is None:  # paused since the drain
+            return None
+        # The state as the turn opened it (a relay into an idle room started a new run).
+        return await self.take_turn((await self.drain()).state, turn)
 
     async def read_posted(self, state: RoomState, upto_seq: int
                           ) -> tuple[tuple[Posted, ...], tuple[FloorOp, ...]]:
@@ -288,7 +304,8 @@ class RoomRunner:
                 tracing.annotate(current, {"parley.winner": decision.winner,
                                            "parley.stop_reason": decision.stop and
                                            decision.stop.value, "parley.decision":
-                                           "stop" if decision.stop else "post"})
+                                           "stop" if decision.stop else
+                                           "relay" if decision.relay else "post"})
         if decision.stop is not None:
             self.end_workflow()
         return drained
@@ -298,6 +315,8 @@ class RoomRunner:
         """Play the turn's phases (fan out, collect, decide) and commit the outcome; returns
         what the commit saw for the next turn (None: drain first), and the decision."""
         structlog.contextvars.bind_contextvars(turn=turn.number)
+        if state.raw.get("turn_relay"):
+            return await self.play_relay(state, turn, state.raw["turn_relay"])
         view = view_of(state, turn.number, *await self.read_posted(state, turn.snapshot_seq))
         calls = policies.first_calls(self.spec, view)
         if isinstance(calls, Decision):
@@ -315,6 +334,22 @@ class RoomRunner:
                 break
             phase, calls = phase + 1, decision.next
             turn = replace(turn, deadline=time.time() + self.spec.policy.call_timeout)
+        drained = await self.commit(state, turn, view, inbox, decision)
+        self.outages.forget(self.lease.room)
+        return drained, decision
+
+    async def play_relay(self, state: RoomState, turn: OpenTurn, task_id: str
+                         ) -> tuple[Drained | None, Decision]:
+        """Play a relay turn (coordinator/relay.py): the task's agent, told the result,
+        takes the floor without the policy being asked; its commit hands the result back."""
+        task = next(task for task in await self.tasks.tasks(self.lease.room)
+                    if task.id == task_id)
+        view = view_of(state, turn.number)
+        inbox = TurnAnswers(turn.number, turn.bids_from, committed_calls(state))
+        if turn.resumed:
+            inbox.keep(await self.io.read_answers(self.lease.room, inbox.cursor))
+        await self.collect(turn, 0, relay_calls(task), inbox)
+        decision = relay_decision(self.spec, view, task, inbox.answers)
         drained = await self.commit(state, turn, view, inbox, decision)
         self.outages.forget(self.lease.room)
         return drained, decision
@@ -548,7 +583,8 @@ def turn_record(state: RoomState, turn: OpenTurn, view: TurnView, bids: list[Ans
         ops=[FloorChange(id=op.id, op=op.op, agent=op.agent, text=op.text) for op in view.ops],
         adjusted=decision.adjusted,
         winner=decision.winner, score=decision.score, stop_reason=decision.stop,
-        stop_detail=decision.detail, cuts=decision.cuts, opened_at=turn.opened_at,
+        stop_detail=decision.detail, cuts=decision.cuts, relay=decision.relay,
+        opened_at=turn.opened_at,
         deadline=turn.deadline, decided_at=time.time(), trace_id=trace_id,
     )
 
@@ -558,6 +594,7 @@ def log_turn(record: TurnRecord, decision: Decision, seq: int) -> None:
     every call with its tokens, cost and latency, and the late answers that came."""
     log.info(
         "turn_committed", speaker=decision.winner, seq=seq or None,
+        relay=decision.relay or None,
         message=one_line(decision.message, MESSAGE_LOG_CHARS) or None,
         message_chars=len(decision.message), stop_reason=decision.stop,
         detail=decision.detail or None, cuts=decision.cuts or None,

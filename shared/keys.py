@@ -144,7 +144,8 @@ key                       type    holds                                       wr
                                   (ms): past ``task_finished_max`` the oldest
                                   handed back go, their fields with them
 ``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
-                                  posted as the agent's message (ms)
+                                  posted as the agent's message, or relayed
+                                  in a turn of its own until it commits (ms)
 ``{R}:children``          set     the rooms of the room's background tasks    workers / client,
                                   (``<R>.task-<short id>``, each a room of      coordinator
                                   its own whose state names ``parent`` and

@@ -251,7 +251,8 @@ class BackgroundSpec(Strict):
 
     hand_back: Literal["relay", "post"] = "relay"
     """`relay`: the agent is told the result and says it in a turn of its own, at the front of
-    the queue; `post`: the result is posted as it is, as the agent's message."""
+    the queue (a discussion room's) or at the next turn boundary (other rooms; a new run when
+    none is under way); `post`: the result is posted as it is, as the agent's message."""
     worker: str | None = None
     """The agent of the room that works the agent's tasks; unset, the agent itself."""
     max_s: float = Field(default=3600.0, gt=0, le=MAX_TASK_S)
@@ -1225,6 +1226,9 @@ class TurnRecord(BaseModel):
     score: float | None = None
     stop_reason: StopReason | None = None
     stop_detail: str = ""
+    # The background task whose result the turn relayed ("" for a policy's turn): the
+    # coordinator gave the winner this turn at a turn boundary, the policy was not asked.
+    relay: str = ""
     # agent -> the participant's name its reply was cut at (the bids above are uncut)
     cuts: dict[str, str] = Field(default_factory=dict)
     opened_at: float = 0.0

@@ -69,6 +69,7 @@ class Task(BaseModel):
     revoked: bool = False
     sent: bool = False
     handed_back: bool = False
+    relay_as: Literal["instruct", "turn", "post"] = "post"  # how its result comes back
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
@@ -118,8 +119,9 @@ def task_from_fields(room: str, task_id: str, fields: dict[str, str]) -> Task:
         finished_at=float(fields["finished_at"]) if fields.get("finished_at") else None,
         result=fields.get("result", ""), error=fields.get("error", ""),
         progress=fields.get("progress", ""), cancel=flag("cancel"), revoked=flag("revoked"),
-        sent=flag("sent"),
-        handed_back=flag("handed_back"), prompt_tokens=int(fields.get("prompt_tokens") or 0),
+        sent=flag("sent"), handed_back=flag("handed_back"),
+        relay_as=fields.get("relay_as") or "post",
+        prompt_tokens=int(fields.get("prompt_tokens") or 0),
         completion_tokens=int(fields.get("completion_tokens") or 0),
         cost_usd=float(fields.get("cost_usd") or 0)))
 
@@ -303,9 +305,12 @@ class TaskBook:
 
 def relay_as(spec: RoomSpec, hand_back: str) -> str:
     """How a task's result comes back: ``instruct`` (a relay in a discussion room, whose
-    speak queue takes instructions), else ``post``. A relay in another room is posted as
-    the agent's message too: its policies have no turn to give the agent on demand."""
-    return "instruct" if hand_back == "relay" and isinstance(spec.policy, MentionPolicy) else "post"
+    speak queue takes instructions), ``turn`` (a relay in a room of another policy: the
+    coordinator gives the agent a turn of its own at the next turn boundary, the policy
+    not asked), else ``post``."""
+    if hand_back != "relay":
+        return "post"
+    return "instruct" if isinstance(spec.policy, MentionPolicy) else "turn"
 
 
 def finish_keys(keys: Keys, room: str) -> list[str]:

@@ -621,6 +621,15 @@ def as_asked(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
     return agent
 
 
+def instructed_caller(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
+    """A participant's turn, with the input it takes, if any, after the agent's system
+    prompt (a relay turn: its background task's result, to say in its own words)."""
+    if not instruction:
+        return agent
+    own = system_message(agent)["content"]
+    return agent.model_copy(update={"system_prompt": f"{own}\n\nFor this turn: {instruction}"})
+
+
 def intent_caller(spec: RoomSpec, agent: AgentSpec, instruction: str) -> AgentSpec:
     """An intent's caller: at most the room's intent_max_tokens (an intent is one line)."""
     most = cast(BidPolicy, spec.policy).intent_max_tokens  # intents are a bid room's calls
@@ -740,7 +749,7 @@ CALL_PROMPTS: dict[CallKind, CallPrompt] = {
                                 caller=intent_caller),
     CallKind.REPLY: CallPrompt(build_reply_prompt, streams=True, reads_instruction=True),
     CallKind.SELECT: CallPrompt(build_select_prompt),
-    CallKind.SPEAK: CallPrompt(build_speak_prompt, streams=True),
+    CallKind.SPEAK: CallPrompt(build_speak_prompt, streams=True, caller=instructed_caller),
     CallKind.PANEL: CallPrompt(build_panel_prompt, streams=True),
     CallKind.MODERATE: CallPrompt(build_moderate_prompt, streams=True),
     CallKind.DISPATCH: CallPrompt(build_dispatch_prompt),

@@ -82,9 +82,20 @@ def decide(spec: RoomSpec, view: TurnView, answers: list[Answer]) -> Decision:
 
 def replay(spec: RoomSpec, record: TurnRecord) -> Decision:
     """Decide a recorded turn again from its recorded inputs and answers (as they
-    arrived: the impersonation cut is made again)."""
+    arrived: the impersonation cut is made again). A relay turn was not the policy's: it
+    replays as recorded (coordinator/relay.py)."""
+    if record.relay:
+        return relayed(record)
     return decide(spec, record_view(record), record.bids)
 
 
+def relayed(record: TurnRecord) -> Decision:
+    """A recorded relay turn's decision: its agent spoke, the policy's state unchanged."""
+    said = next((bid.message for bid in record.bids if bid.agent == record.winner), "")
+    return Decision(winner=record.winner, message=said, recent=tuple(record.recent),
+                    relay=record.relay)
+
+
 __all__ = ["Calls", "Decision", "FloorOp", "FloorPolicy", "LogLine", "Posted", "TurnView",
-           "UnknownPolicy", "decide", "first_calls", "record_of", "record_view", "replay"]
+           "UnknownPolicy", "decide", "first_calls", "record_of", "record_view", "relayed",
+           "replay"]

@@ -100,6 +100,9 @@ class Decision:
     # Whom messages addressed, by seq ("posted": the winner's message): recorded with the
     # turn, and the posted message's own list in its log entry.
     addressed: dict[str, list[str]] = field(default_factory=dict)
+    # The background task whose result this turn relays: set by the turn loop's relay
+    # turns (coordinator/relay.py), never by a policy.
+    relay: str = ""
 
     @property
     def status(self) -> RoomStatus:

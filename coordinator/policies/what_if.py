@@ -178,7 +178,10 @@ def replay_run(room: str, spec: RoomSpec, records: list[TurnRecord],
 
 def decided(spec: RoomSpec, view: Any, record: TurnRecord) -> Decision:
     """The turn decided by the room's policy code from its recorded answers: a stop
-    before any call, the outcome, or the next calls it would need."""
+    before any call, the outcome, or the next calls it would need. A relay turn is not
+    the policy's to decide: it goes as recorded under any settings."""
+    if record.relay:
+        return replace(policies.relayed(record), recent=view.recent)
     first = policies.first_calls(spec, view)
     if isinstance(first, Decision):
         return first

@@ -13,8 +13,8 @@ from parley.client.results import TurnInFlight, TurnReport
 from parley.coordinator import policies
 from parley.coordinator.policies import Calls, Decision
 from parley.coordinator.turn_loop import TurnAnswers, committed_calls, view_of
-from parley.shared.models import Answer, RoomSpec
-from parley.shared.records import RoomState
+from parley.shared.models import Answer, CallKind, RoomSpec
+from parley.shared.records import RoomState, decode
 from parley.shared.store import RoomStore
 
 
@@ -25,22 +25,27 @@ def read_turn_report(store: RoomStore, room: str, last: int | None = None) -> Tu
     open_turn = None
     if state.turn_open:
         _, spec = store.read_spec(room)
-        open_turn = open_turn_progress(spec, state, store.read_answers(room, state.turn_bids_from))
+        relay = state.raw.get("turn_relay") or ""
+        agent = store.redis.hget(store.keys.tasks(room), f"{relay}:agent") if relay else None
+        open_turn = open_turn_progress(spec, state, store.read_answers(room, state.turn_bids_from),
+                                       decode(agent) if agent else None)
     return TurnReport(room, records, open_turn)
 
 
-def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Answer]]
-                       ) -> TurnInFlight:
+def open_turn_progress(spec: RoomSpec, state: RoomState, entries: list[tuple[str, Answer]],
+                       relay_agent: str | None = None) -> TurnInFlight:
     """Where the open turn of ``state`` stands, given the answers stream's entries since the
     turn opened (``turn_bids_from``): late answers of other turns are left out, and each
-    call's first answer kept."""
+    call's first answer kept. A relay turn (``relay_agent`` relays its task's result) is
+    that agent's one call, not the policy's."""
     view = view_of(state, state.turn)
     inbox = TurnAnswers(state.turn, state.turn_bids_from, committed_calls(state))
     inbox.keep(entries)
-    first = policies.first_calls(spec, view)
+    first = (Calls(CallKind.SPEAK, (relay_agent,)) if relay_agent
+             else policies.first_calls(spec, view))
     calls: Calls | None = None if isinstance(first, Decision) else first
     phase = 0
-    while calls is not None and phase_closed(inbox, phase, calls):
+    while calls is not None and not relay_agent and phase_closed(inbox, phase, calls):
         inbox.time_out(phase, calls)
         decision = policies.decide(spec, view, inbox.answers)
         if decision.next is None:

@@ -24,6 +24,7 @@ from parley.coordinator.policies import record_of
 from parley.coordinator.policies.lines import ShownAnswer, TurnLine
 from parley.shared.logs import one_line
 from parley.shared.models import Answer, RoomSpec, StopReason, TurnRecord
+from parley.shared.tasks import SHORT_ID
 from parley.views.tool_calls import tool_call_line, turn_tool_calls
 
 __all__ = ["ShownAnswer", "TurnLine", "is_silent_answer", "legend", "next_steps",
@@ -34,8 +35,18 @@ def turn_line(spec: RoomSpec, record: TurnRecord, earlier: Sequence[TurnRecord] 
     """The line of a recorded turn of a room of ``spec``, as its policy tells it, then the
     tool calls its answers made; ``earlier``, the turns before it (oldest first), may tell
     why it went so (who queued its speaker)."""
-    line = record_of(spec).explain(spec, record, earlier)
+    line = relay_line(spec, record) if record.relay else record_of(spec).explain(
+        spec, record, earlier)
     return replace(line, tools=tuple(tool_call_line(call) for call in turn_tool_calls(record)))
+
+
+def relay_line(spec: RoomSpec, record: TurnRecord) -> TurnLine:
+    """A relay turn's line: the agent said a background task's result in a turn the
+    coordinator gave it, its policy not asked (coordinator/relay.py)."""
+    short = record.relay[:SHORT_ID]
+    return TurnLine(record.turn, record.run, spec.policy.kind, record.winner, (),
+                    (f"relayed the result of background task {short}, in a turn of its own",),
+                    {"role": "relay", "task_id": record.relay})
 
 
 def is_silent_answer(spec: RoomSpec, answer: Answer) -> bool:

@@ -2,6 +2,7 @@
 -- update the room's state and usage totals, and write the turn record.
 -- KEYS[1] lease   KEYS[2] state   KEYS[3] log   KEYS[4] turns   KEYS[5] events
 -- KEYS[6] inbox (optional: then the reply also says what the next turn needs, see below)
+-- KEYS[7] tasks   KEYS[8] handbacks (both given with the payload's handback)
 -- ARGV[1] lease token   ARGV[2] turn   ARGV[3] expected last seq   ARGV[4] JSON payload:
 --   message: flat fields of the winner's message without seq (sender and content not
 --            empty), or absent for no winner
@@ -14,6 +15,8 @@
 --   turns_maxlen: approximate cap on the turns stream
 --   log_maxlen: approximate cap on the log ('0': never trimmed)
 --   events_maxlen: approximate cap on the events stream
+--   handback: the task id a relay turn relayed (absent otherwise): the task leaves the
+--            handbacks zset and is marked handed back in the same write
 --   watch:   the policy's fields followers see change, and the event a change writes, or
 --            absent (lib/watched.lua: {event, fields: [[state field, event field, value
 --            when absent], ...]})
@@ -97,6 +100,10 @@ local function payload_problem(payload)
   problem = flat_problem('record', payload['record'])
   if problem then
     return problem
+  end
+  local handback = payload['handback']
+  if handback ~= nil and (type(handback) ~= 'string' or handback == '' or not KEYS[8]) then
+    return 'handback is not a task id, or its keys are not given'
   end
   problem = watch_problem(payload['watch'])
   if problem then
@@ -187,7 +194,11 @@ if payload['message'] then
   redis.call('HSET', KEYS[2], 'last_seq', seq)
   redis.call('HINCRBY', KEYS[2], 'messages_in_run', 1)
 end
-redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0)
+redis.call('HSET', KEYS[2], 'turn_open', 0, 'failed_takes', 0, 'turn_relay', '')
+if payload['handback'] then
+  redis.call('ZREM', KEYS[8], payload['handback'])
+  redis.call('HSET', KEYS[7], payload['handback'] .. ':handed_back', 1)
+end
 local watched_before = watched_values(payload['watch'])
 for field, value in pairs(payload['fields']) do
   redis.call('HSET', KEYS[2], field, value)

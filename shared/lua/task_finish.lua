@@ -6,7 +6,8 @@
 -- its start) is an instruction to the agent, queued as an operator's (floor_op.lua: the agent at the front of the queue, a run started when none
 -- is in progress; refused once the discussion is over, as any instruction); otherwise the
 -- task waits in the handbacks zset for the coordinator to post its result as the agent's
--- message once the turn under way ends (post_handback.lua).
+-- message once the turn under way ends (post_handback.lua), or to give the agent a relay
+-- turn (relay_as 'turn': open_turn.lua, taken off the zset by that turn's commit.lua).
 -- The task joins tasks_done; past ARGV[12] finished tasks the oldest handed back go, their
 -- fields with them (one waiting for its hand-back stays until a later finish).
 -- KEYS[1] spec (unused: the keys are task_start's)   KEYS[2] state   KEYS[3] tasks   KEYS[4] handbacks   KEYS[5] floor ops

@@ -6,8 +6,9 @@
 -- ARGV[1] task id   ARGV[2] agent   ARGV[3] worker   ARGV[4] hand_back (relay, post)
 -- ARGV[5] instruction   ARGV[6] by (who started it)   ARGV[7] now (unix s)
 -- ARGV[8] max_s   ARGV[9] events stream cap   ARGV[10] relay_as: 'instruct' when the
--- result is relayed as an instruction to the agent (a room that takes them), else 'post'
--- (posted as the agent's message once the turn under way ends)
+-- result is relayed as an instruction to the agent (a room that takes them), 'turn' when
+-- it is relayed in a turn the coordinator gives the agent at the next turn boundary (other
+-- rooms), else 'post' (posted as the agent's message once the turn under way ends)
 -- Returns 1 when started, 0 when the id was started before.
 -- Fails, writing nothing, with NOROOM (no such room), TASKROOM <parent> (the room is a
 -- task's own: a worker starts no task of its own) or BADARG.
@@ -34,8 +35,8 @@ end
 if not count(ARGV[9]) then
   return redis.error_reply(BAD_EVENTS_CAP)
 end
-if ARGV[10] ~= 'instruct' and ARGV[10] ~= 'post' then
-  return redis.error_reply('BADARG relay_as must be instruct or post')
+if ARGV[10] ~= 'instruct' and ARGV[10] ~= 'turn' and ARGV[10] ~= 'post' then
+  return redis.error_reply('BADARG relay_as must be instruct, turn or post')
 end
 if redis.call('HEXISTS', KEYS[3], id .. ':status') == 1 then
   return 0
