@@ -107,7 +107,8 @@ class FinishingTransport(LocalWorkerTransport):
         super().__init__(client, keys)
         self.book, self.turn = book, turn
 
-    def send_background(self, queue: str, request: dict[str, str], until: float) -> None:
+    def send_background(self, queue: str, request: dict[str, str], until: float,
+                        task_id: str) -> None:
         """The task is finished by ``send``, not by a worker."""
 
     def send(self, requests) -> None:
@@ -126,7 +127,7 @@ def test_a_relay_during_a_debate_comes_at_the_next_boundary_and_the_next_panelis
         sync_redis, async_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, roundtable())
-    book = TaskBook(sync_redis, keys, 10_000)
+    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
     started = book.start(ROOM, roundtable(), "lead", "count the tickets")
     store.post(ROOM, "User", "Should we change the refund policy?")
     asyncio.run(serve_once(async_redis, keys, FinishingTransport(sync_redis, keys, book, 1)))
@@ -149,7 +150,7 @@ def test_a_relay_during_a_debate_comes_at_the_next_boundary_and_the_next_panelis
 def test_a_relay_with_no_run_under_way_starts_a_run_with_it(sync_redis, async_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, bid_room())
-    book = TaskBook(sync_redis, keys, 10_000)
+    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
     started = book.start(ROOM, bid_room(), "lead", "count the tickets")
     sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)  # no worker here
     book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
@@ -167,7 +168,7 @@ def test_a_relay_turn_taken_over_is_played_once_and_hands_back_once(
         sync_redis, async_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, bid_room())
-    book = TaskBook(sync_redis, keys, 10_000)
+    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
     started = book.start(ROOM, bid_room(), "lead", "count the tickets")
     sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)
     book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
