@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from parley.client.turn_report import read_turn_report
 from parley.coordinator import policies
 from parley.coordinator.lease import Leases
@@ -188,3 +190,42 @@ def test_a_relay_turn_taken_over_is_played_once_and_hands_back_once(
     assert said(store) == [("lead", RELAYED)]
     assert [r.relay for r in store.read_turns(ROOM)] == [started.id, ""]
     assert sync_redis.zcard(keys.handbacks(ROOM)) == 0 and book.get(ROOM, started.id).handed_back
+
+
+def selector_room() -> RoomSpec:
+    """The selector picks ann, then ends the run; lead relays its tasks."""
+    return RoomSpec.model_validate({
+        "policy": {"kind": "selector", "selector": {"model": "scripted", "script": [
+            {"content": "ann"}, {"content": "TERMINATE"}]}},
+        "agents": [
+            {"name": "lead", "model": "scripted", "background": {"hand_back": "relay"},
+             "script": [{"content": RELAYED}]},
+            {"name": "ann", "model": "scripted", "script": [{"content": "Ann's answer."}]}]})
+
+
+def handoff_room() -> RoomSpec:
+    """Ann holds the floor and answers once; lead relays its tasks."""
+    return RoomSpec.model_validate({
+        "policy": {"kind": "handoff", "start": "ann", "max_turns": 1},
+        "agents": [
+            {"name": "lead", "model": "scripted", "background": {"hand_back": "relay"},
+             "script": [{"content": RELAYED}]},
+            {"name": "ann", "model": "scripted", "script": [{"content": "Ann's answer."}]}]})
+
+
+@pytest.mark.parametrize("make_spec", [selector_room, handoff_room])
+def test_a_relay_into_an_idle_selector_or_handoff_room_is_its_first_turn_then_the_policy(
+        sync_redis, async_redis, keys, make_spec):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, make_spec())
+    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
+    started = book.start(ROOM, make_spec(), "lead", "count the tickets")
+    assert started.relay_as == "turn"
+    sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)  # no worker here
+    book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
+    asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
+
+    assert said(store) == [("lead", RELAYED), ("ann", "Ann's answer.")]
+    records = store.read_turns(ROOM)
+    assert [(r.winner, r.relay) for r in records][:2] == [("lead", started.id), ("ann", "")]
+    assert book.get(ROOM, started.id).handed_back
