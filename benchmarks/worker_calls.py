@@ -106,7 +106,13 @@ def hold(model: str, calls: int, url: str) -> dict[str, Any]:
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
     run_at_once(model, bid, calls)
-    after = resource.getrusage(resource.RUSAGE_SELF)
+    return measured(model, calls, answers, errors, before,
+                    resource.getrusage(resource.RUSAGE_SELF), started)
+
+
+def measured(model: str, calls: int, answers: list[str], errors: list[str], before: Any,
+             after: Any, started: float) -> dict[str, Any]:
+    """One model's figures: the answers' statuses, wall time, peak RSS, CPU per call."""
     cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"model": model, "calls": calls, "statuses": dict(Counter(answers)),
             "errors": sorted(set(errors))[:3],
@@ -154,12 +160,7 @@ def hold_async(calls: int, url: str) -> dict[str, Any]:
         return before, resource.getrusage(resource.RUSAGE_SELF), started
 
     before, after, started = asyncio.run(warm_then_all_at_once())
-    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"model": "asyncio", "calls": calls, "statuses": dict(Counter(answers)),
-            "errors": sorted(set(errors))[:3],
-            "wall_s": round(time.perf_counter() - started, 2),
-            "rss_mb": round(after.ru_maxrss / 1024), "cpu_ms_per_call": round(
-                cpu_s * 1000 / calls, 2)}
+    return measured("asyncio", calls, answers, errors, before, after, started)
 
 
 async def async_bid(llm: Any, agent: AgentSpec, room: list[AgentSpec], history: list,
