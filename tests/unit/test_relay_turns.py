@@ -121,6 +121,18 @@ class FinishingTransport(LocalWorkerTransport):
         super().send(requests)
 
 
+def finished_before_a_turn(sync_redis, keys, spec: RoomSpec) -> tuple[RoomStore, TaskBook, Task]:
+    """A room of ``spec`` whose lead's task finished while no worker had it: its relay
+    waits for the room's next turn."""
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, spec)
+    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
+    started = book.start(ROOM, spec, "lead", "count the tickets")
+    sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)  # no worker here
+    book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
+    return store, book, started
+
+
 def said(store: RoomStore) -> list[tuple[str, str]]:
     return [(m.sender, m.content) for m in store.read_messages(ROOM)]
 
@@ -150,12 +162,7 @@ def test_a_relay_during_a_debate_comes_at_the_next_boundary_and_the_next_panelis
 
 
 def test_a_relay_with_no_run_under_way_starts_a_run_with_it(sync_redis, async_redis, keys):
-    store = RoomStore(sync_redis, keys)
-    store.create_room(ROOM, bid_room())
-    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
-    started = book.start(ROOM, bid_room(), "lead", "count the tickets")
-    sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)  # no worker here
-    book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
+    store, book, started = finished_before_a_turn(sync_redis, keys, bid_room())
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
 
     assert said(store) == [("lead", RELAYED)]
@@ -168,12 +175,7 @@ def test_a_relay_with_no_run_under_way_starts_a_run_with_it(sync_redis, async_re
 
 def test_a_relay_turn_taken_over_is_played_once_and_hands_back_once(
         sync_redis, async_redis, keys):
-    store = RoomStore(sync_redis, keys)
-    store.create_room(ROOM, bid_room())
-    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
-    started = book.start(ROOM, bid_room(), "lead", "count the tickets")
-    sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)
-    book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
+    store, book, started = finished_before_a_turn(sync_redis, keys, bid_room())
 
     async def open_and_die() -> None:
         scripts = Scripts(async_redis)
@@ -216,13 +218,8 @@ def handoff_room() -> RoomSpec:
 @pytest.mark.parametrize("make_spec", [selector_room, handoff_room])
 def test_a_relay_into_an_idle_selector_or_handoff_room_is_its_first_turn_then_the_policy(
         sync_redis, async_redis, keys, make_spec):
-    store = RoomStore(sync_redis, keys)
-    store.create_room(ROOM, make_spec())
-    book = TaskBook(sync_redis, keys, 10_000, finished_max=200)
-    started = book.start(ROOM, make_spec(), "lead", "count the tickets")
+    store, book, started = finished_before_a_turn(sync_redis, keys, make_spec())
     assert started.relay_as == "turn"
-    sync_redis.hset(keys.tasks(ROOM), f"{started.id}:sent", 1)  # no worker here
-    book.finish(ROOM, started, "done", "42 tickets; 3 about refunds")
     asyncio.run(serve_once(async_redis, keys, LocalWorkerTransport(sync_redis, keys)))
 
     assert said(store) == [("lead", RELAYED), ("ann", "Ann's answer.")]
