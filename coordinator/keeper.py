@@ -61,6 +61,11 @@ class Keeper:
         self.held: dict[str, Lease] = {}
         self.last_signal = 0.0  # the monotonic time of the last signal heard; none yet
         self.signalled = asyncio.Event()
+        # Leases held since the last renewal: renewed at once, not at the next tick, since a
+        # lease is good for one ttl from its acquire and its coordinator drops it with the
+        # margin left, which a busy coordinator's acquire may already have eaten into.
+        self.fresh: set[str] = set()
+        self.woken = asyncio.Event()
 
     def heard(self, message: dict[str, Any]) -> None:
         """Apply one line of the coordinator's: a signal, maybe with changes."""
@@ -69,6 +74,9 @@ class Keeper:
         for room, epoch, idling in message.get("hold", ()):
             lease = Lease(room, self.owner, int(epoch))
             lease.idling = bool(idling)
+            if room not in self.held or self.held[room].epoch != lease.epoch:
+                self.fresh.add(room)
+                self.woken.set()
             self.held[room] = lease
         for room, epoch in message.get("drop", ()):
             if room in self.held and self.held[room].epoch == epoch:
@@ -84,11 +92,13 @@ class Keeper:
         return os.getppid() != self.parent
 
     async def keep(self, leases: Leases) -> None:
-        """Renew every held lease each period while the coordinator signals; one renewal
-        in flight at a time. Returns once the coordinator is gone."""
+        """Renew every held lease each period, and each freshly held one at once, while the
+        coordinator signals; one renewal of each kind in flight at a time. Returns once the
+        coordinator is gone."""
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
         renewal: asyncio.Task[None] | None = None
+        fresh_renewal: asyncio.Task[None] | None = None
         while not self.orphaned():
             if time.monotonic() - self.last_signal > self.quiet_s:
                 # Silent coordinator: renew nothing, and renew at once when it is heard.
@@ -97,17 +107,31 @@ class Keeper:
                     await asyncio.wait_for(self.signalled.wait(), self.renew_every_s)
                 next_tick = loop.time()
                 continue
-            if renewal is None or renewal.done():
-                renewal = asyncio.create_task(self.renew_held(leases), name="lease-renewal")
-            next_tick = max(next_tick + self.renew_every_s, loop.time())
-            await asyncio.sleep(next_tick - loop.time())
+            if loop.time() >= next_tick:
+                if renewal is None or renewal.done():
+                    self.fresh.clear()  # this renewal covers them
+                    renewal = self.renewing(leases, list(self.held.values()))
+                next_tick = max(next_tick + self.renew_every_s, loop.time())
+            elif self.fresh and (fresh_renewal is None or fresh_renewal.done()):
+                fresh = [self.held[room] for room in self.fresh if room in self.held]
+                self.fresh.clear()
+                fresh_renewal = self.renewing(leases, fresh)
+            self.woken.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.woken.wait(), next_tick - loop.time())
         log.warning("keeper_orphaned", parent=self.parent)
 
-    async def renew_held(self, leases: Leases) -> None:
-        """One renewal round trip for every held lease, each good until a ttl past the
+    def renewing(self, leases: Leases, held: list[Lease]) -> asyncio.Task[None]:
+        """Renew ``held`` in a task of its own; its end wakes the keeper (for leases held
+        meanwhile)."""
+        task = asyncio.create_task(self.renew_held(leases, held), name="lease-renewal")
+        task.add_done_callback(lambda _: self.woken.set())
+        return task
+
+    async def renew_held(self, leases: Leases, held: list[Lease]) -> None:
+        """One renewal round trip for the ``held`` leases, each good until a ttl past the
         coordinator's last signal; reports what was renewed and what was lost. A Redis that
         does not answer within the ttl is given up on (the leases lapse meanwhile)."""
-        held = list(self.held.values())
         good_for_s = self.last_signal + self.ttl_s - time.monotonic()
         if not held or good_for_s <= 0:
             return

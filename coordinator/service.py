@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import socket
@@ -171,17 +172,17 @@ class Coordinator:
     async def scan(self) -> None:
         """Heartbeat, expire idle rooms when a sweep is due, then lease due runnable rooms
         while there is capacity."""
-        await self.heartbeat()
+        live = await self.heartbeat()
         await self.idle_rooms.maybe_sweep()
-        free = self.settings.coordinator_capacity - len(self.rooms)
+        capacity = self.settings.coordinator_capacity
+        free = capacity - len(self.rooms)
         if free <= 0:
             return
-        # Take a bounded share per scan so that coordinators starting together split the rooms.
-        limit = min(free, max(1, self.settings.coordinator_capacity // 10))
-        due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, limit * 2)
+        due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, free * 2)
         # Without withscores the reply is a plain list of members.
         candidates = [room for room in (decode(member) for member in cast(list[bytes], due))
                       if room not in self.rooms]
+        limit = scan_share(len(candidates), free, live, capacity)
         taken = 0
         while candidates and taken < limit and not self.stopping.is_set():
             batch, candidates = candidates[:limit - taken], candidates[limit - taken:]
@@ -189,13 +190,16 @@ class Coordinator:
                 self.start_room(lease)
                 taken += 1
 
-    async def heartbeat(self) -> None:
-        """Tell operators this coordinator is alive; forget long-vanished ones."""
+    async def heartbeat(self) -> int:
+        """Tell operators this coordinator is alive; forget long-vanished ones. Returns how
+        many coordinators are live (this one included): those heard from within two ttls,
+        as a live one scans at least once per ttl."""
         now = now_ms()
         pipe = self.control.pipeline(transaction=False)
         pipe.zadd(self.keys.coordinators, {self.id: now})
         pipe.zremrangebyscore(self.keys.coordinators, "-inf", now - FORGET_VANISHED_MS)
-        await pipe.execute()
+        pipe.zcount(self.keys.coordinators, now - int(2000 * self.settings.lease_ttl_s), "+inf")
+        return int((await pipe.execute())[-1])
 
     async def take(self, rooms: list[str]) -> list[Lease]:
         """Acquire the rooms' leases in one script call per batch; the leases taken. A
@@ -339,6 +343,13 @@ class Coordinator:
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
         metrics.ROOMS_HELD.remove(self.id)
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
+
+
+def scan_share(due: int, free: int, live: int, capacity: int) -> int:
+    """How many of ``due`` rooms one scan takes: this coordinator's share among the ``live``
+    ones, so that coordinators scanning together split the rooms (and a standby alone takes
+    a dead one's at once); at least a tenth of the capacity, never more than is free."""
+    return min(free, max(1, capacity // 10, math.ceil(due / max(1, live))))
 
 
 def error_line(error: BaseException, most_chars: int = 500) -> str:

@@ -16,7 +16,7 @@ from redis.crc import key_slot
 from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
 from parley.coordinator.outbox import Outbox
-from parley.coordinator.service import Coordinator
+from parley.coordinator.service import Coordinator, scan_share
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
 from parley.shared.keys import Keys
 from parley.shared.models import AnswerStatus, StopReason
@@ -227,7 +227,7 @@ def test_the_keeper_makes_a_lease_good_until_one_ttl_past_the_coordinators_last_
 
     async def renew() -> int:
         await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=100)
-        await keeper.renew_held(leases)
+        await keeper.renew_held(leases, list(keeper.held.values()))
         return await leases.redis.pttl(leases.keys.lease(ROOM))
 
     left_ms = asyncio.run(renew())
@@ -238,6 +238,30 @@ def test_the_keeper_makes_a_lease_good_until_one_ttl_past_the_coordinators_last_
     assert renewed["until"] == pytest.approx(signalled + 3.0, abs=0.05)
     assert lost == {"lost": [["gone", 1]]}
     assert list(keeper.held) == [ROOM]
+
+
+def test_a_keeper_renews_a_freshly_held_lease_at_once_not_at_its_next_tick(server):
+    """A lease taken by a busy coordinator may have little more than its margin left when
+    the keeper hears of it: waiting a renewal period would let the coordinator drop it."""
+    client = fakeredis.FakeAsyncRedis(server=server)
+    reports = Reports()
+    settings = Settings(key_prefix="t", lease_ttl_s=60.0, lease_renew_s=20.0)
+    keeper = Keeper(settings, "c1", os.getppid(), reports)  # type: ignore[arg-type]
+    leases = Leases(client, Keys("t"), Scripts(client), "c1", 60.0)
+
+    async def hold_while_keeping() -> list[dict]:
+        await client.set(leases.keys.lease(ROOM), "c1:1", px=5000)
+        keeper.heard({"at": time.monotonic(), "hold": []})
+        keeping = asyncio.create_task(keeper.keep(leases))
+        await asyncio.sleep(0)  # its first tick renews nothing: nothing is held yet
+        keeper.heard({"at": time.monotonic(), "hold": [[ROOM, 1, False]]})
+        await wait_until_async(lambda: reports.lines, 5.0, "the fresh lease renewed")
+        keeping.cancel()
+        return reports.lines
+
+    (renewed,) = asyncio.run(hold_while_keeping())
+    assert renewed["renewed"] == [[ROOM, 1]]
+    assert renewed["until"] > time.monotonic() + 50
 
 
 def test_a_keeper_renews_nothing_once_its_coordinator_was_silent_for_a_third_of_the_ttl(server):
@@ -262,3 +286,11 @@ def test_a_keeper_forgets_a_dropped_lease_only_under_its_epoch(server):
     assert keeper.held[ROOM].epoch == 2 and keeper.held[ROOM].idling
     keeper.heard({"at": time.monotonic(), "drop": [[ROOM, 2]]})
     assert keeper.held == {}
+
+
+def test_a_scan_share_splits_the_due_rooms_among_live_coordinators_within_bounds():
+    assert scan_share(due=10_000, free=10_000, live=1, capacity=10_000) == 10_000
+    assert scan_share(due=10_000, free=10_000, live=3, capacity=10_000) == 3334
+    assert scan_share(due=50, free=10_000, live=4, capacity=10_000) == 1000  # a tenth at least
+    assert scan_share(due=10_000, free=120, live=1, capacity=10_000) == 120
+    assert scan_share(due=0, free=5, live=0, capacity=5) == 1
