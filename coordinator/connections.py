@@ -3,8 +3,12 @@ reached or used (rather than that one room's command was refused)."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from kombu.exceptions import OperationalError as BrokerError
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import (
@@ -36,6 +40,11 @@ REDIS_REFUSAL_CODES = ("MISCONF ", "BUSY ", "NOREPLICAS ")
 UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError, *REDIS_REFUSALS)
 # Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
 CONTROL_CONNECTIONS = 4
+# Connections one pool opens at once. Thousands of rooms taken in one scan would otherwise
+# open thousands at the same moment, overflow Redis's listen backlog (511 by default) and
+# time out connecting, each such room then let go; paced, the pool grows as fast as Redis
+# accepts, and a room waits for its connection rather than failing its take.
+OPENING_AT_ONCE = 64
 
 
 def unusable(error: BaseException) -> bool:
@@ -63,4 +72,21 @@ def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisClu
         settings.redis_url, max_connections=max_connections, timeout=None,
         socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry,
         **redis_kwargs(settings))
+    pool.connection_class = paced(pool.connection_class, OPENING_AT_ONCE)
     return Redis(connection_pool=pool)
+
+
+def paced(connection_class: type[AbstractConnection], at_once: int) -> type[Any]:
+    """``connection_class`` (plain, TLS or Unix socket, as the URL chose) opening at most
+    ``at_once`` connections at a time; the wait for a turn is not part of the connect
+    timeout."""
+    opening = asyncio.Semaphore(at_once)
+
+    class PacedConnection(connection_class):  # type: ignore[valid-type,misc]
+        async def connect(self) -> None:
+            if self.is_connected:
+                return
+            async with opening:
+                await super().connect()
+
+    return PacedConnection

@@ -9,9 +9,12 @@ from typing import Any
 
 import pytest
 import redis
+from redis.asyncio import BlockingConnectionPool
 from redis.asyncio import Redis as AsyncRedis
+from redis.asyncio.connection import Connection as RedisConnection
 from redis.exceptions import ResponseError
 
+from parley.coordinator.connections import paced
 from parley.coordinator.lease import Lease, Leases
 from parley.coordinator.service import Coordinator
 from parley.coordinator.transport import InMemoryTransport
@@ -144,3 +147,36 @@ def test_a_scan_takes_its_share_of_the_due_rooms_among_the_live_coordinators(
 
     assert asyncio.run(one_scan()) == 30  # half of the due rooms: two live coordinators
 
+
+class CountingConnection(RedisConnection):
+    """A connection counting how many of its kind are connecting at once."""
+
+    connecting = 0
+    most = 0
+
+    async def connect(self) -> None:
+        if self.is_connected:
+            return
+        CountingConnection.connecting += 1
+        CountingConnection.most = max(CountingConnection.most, CountingConnection.connecting)
+        try:
+            await super().connect()
+        finally:
+            CountingConnection.connecting -= 1
+
+
+def test_a_pool_opens_a_few_connections_at_a_time_however_many_rooms_start_together():
+    """Thousands of rooms taken in one scan each want a connection at once: opened all
+    together they overflow Redis's listen backlog and time out connecting."""
+
+    async def start_together(commands: int) -> list[bool]:
+        pool = BlockingConnectionPool.from_url(REDIS_URL, max_connections=commands)
+        pool.connection_class = paced(CountingConnection, 8)
+        client = AsyncRedis(connection_pool=pool)
+        try:
+            return list(await asyncio.gather(*(client.ping() for _ in range(commands))))
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(start_together(300)) == [True] * 300
+    assert CountingConnection.most == 8

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.asyncio.connection import SSLConnection
 
 from parley.client import Client
 from parley.coordinator.connections import connect
@@ -122,7 +123,7 @@ def test_the_clients_redis_verifies_on_a_rediss_url(pem_files):
 
 def test_the_coordinators_redis_verifies_on_a_rediss_url(pem_files):
     pool = connect(tls_settings(redis_tls_ca_file=pem_files["ca"]), 4).connection_pool
-    assert pool.connection_class.__name__ == "SSLConnection"
+    assert issubclass(pool.connection_class, SSLConnection)
     assert pool.connection_kwargs["ssl_cert_reqs"] == ssl.CERT_REQUIRED
     assert pool.connection_kwargs["ssl_ca_certs"] == pem_files["ca"]
 
