@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 import os
 import signal
@@ -63,6 +64,13 @@ LIVE_ROUNDS_S = 30.0
 # The coordinator is not ready once this many scans in a row failed: it goes round, but
 # takes no room (its readiness names the scan and the last error).
 SCANS_FAILED_NOT_READY = 5
+# The coordinator process's garbage collection thresholds. With Python's (700, 10, 10), a
+# coordinator holding 10,000 rooms ran a full collection of its heap (900,000 objects,
+# 0.3 s with every thread stopped) every 3 s: a tenth of its time, its turns and its lease
+# keeper's threads stalled meanwhile. Young collections fourteen times rarer, and full ones
+# only after 100 of the middle generation, leave full collections rare; the cyclic garbage
+# that waits longer for them is small beside the rooms' own state.
+GC_THRESHOLDS = (10_000, 50, 100)
 
 
 def new_coordinator_id() -> str:
@@ -363,6 +371,7 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
                         health_port: int | None = None) -> None:
     """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
     checks and metrics are served on ``health_port`` (default: the settings')."""
+    gc.set_threshold(*GC_THRESHOLDS)
     coordinator = Coordinator(settings, transport, coordinator_id)
     checks = {**readiness_checks(settings), "scan": coordinator.scans.check}
     health = start_health_server(Probes(coordinator.liveness, checks), settings,
