@@ -141,7 +141,7 @@ key                       type    holds                                       wr
                                   handed_back, tokens)
 ``{R}:task_ids``          zset    the tasks' ids by when started (ms)         client, Lua
 ``{R}:tasks_done``        zset    the finished tasks' ids, by when finished   Lua
-                                  (ms): past ``task_finished_max`` the oldest
+                                  (µs): past ``task_finished_max`` the oldest
                                   handed back go, their fields with them
 ``{R}:handbacks``         zset    finished tasks whose result waits to be     Lua / coordinator
                                   posted as the agent's message, or relayed

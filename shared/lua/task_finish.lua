@@ -31,8 +31,8 @@ local FIELDS = {'agent', 'worker', 'hand_back', 'instruction', 'by', 'status', '
 
 -- The task joins the finished ones; past ``kept`` the oldest handed back go. Only the ones
 -- waiting in handbacks can be skipped, so that many more are looked at.
-local function trim_finished(id, now_ms, kept)
-  redis.call('ZADD', KEYS[7], now_ms, id)
+local function trim_finished(id, now_us, kept)
+  redis.call('ZADD', KEYS[7], now_us, id)
   local extra = redis.call('ZCARD', KEYS[7]) - kept
   if extra <= 0 then
     return
@@ -104,5 +104,6 @@ if relay then
 else
   redis.call('ZADD', KEYS[4], math.floor(tonumber(ARGV[5]) * 1000), id)
 end
-trim_finished(id, math.floor(tonumber(ARGV[5]) * 1000), kept)
+-- By the microsecond: tasks finished within one millisecond still go oldest first.
+trim_finished(id, math.floor(tonumber(ARGV[5]) * 1000000), kept)
 return 1

@@ -4,6 +4,9 @@ finishes a task; open tasks and results still waiting to be posted are never dro
 
 from __future__ import annotations
 
+import itertools
+import types
+
 import pytest
 import redis
 
@@ -69,6 +72,31 @@ def test_a_result_waiting_to_be_posted_stays_until_handed_back(book):
     # Four finished, cap three: the oldest waits for its hand-back, so the next one goes.
     assert [task.id for task in book.list("r1")] == [waiting, *later[1:]]
     assert book.get("r1", waiting).result == "result of not posted yet"
+
+
+def test_tasks_finished_within_one_millisecond_still_go_oldest_first(real_redis, keys,
+                                                                    monkeypatch):
+    # 10 microseconds apart: the same millisecond for the first two of each room.
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(time=lambda: 1_800_000_000.0 + next(ticks) * 1e-5)
+    monkeypatch.setattr("parley.shared.tasks.time", clock)
+    book = TaskBook(real_redis, keys, events_maxlen=1000, finished_max=2)
+    # Ids are random: with the two tied by their id instead, eight rooms would all keep
+    # the older one with a chance of 1 in 256.
+    for room in (f"r{n}" for n in range(8)):
+        RoomStore(real_redis, keys).create_room(room, SPEC)
+        first, second, third = (finished_in(book, room, what) for what in "abc")
+        assert [task.id for task in book.list(room)] == [second, third], room
+
+
+def finished_in(book: TaskBook, room: str, what: str) -> str:
+    """A task of ``room`` started, finished and handed back."""
+    task = book.start(room, SPEC, "lead", what)
+    assert book.claim(room, task.id)
+    assert book.finish(room, task, "done", f"result of {what}")
+    book.redis.zrem(book.keys.handbacks(room), task.id)
+    book.redis.hset(book.keys.tasks(room), f"{task.id}:handed_back", 1)
+    return task.id
 
 
 def test_a_cap_below_one_is_refused_and_nothing_is_written(book):
