@@ -72,13 +72,15 @@ class Lease:
         """How long the lease is surely still ours, by this process's clock."""
         return self.valid_until - time.monotonic()
 
-    def lapsing(self) -> bool:
-        """True once less than the margin is left: time to stop work on the room."""
-        return self.seconds_left() < self.margin_s
+    def lapsing(self, margin_s: float | None = None) -> bool:
+        """True once less than the margin (default: the lease's) is left: time to stop
+        work on the room."""
+        return self.seconds_left() < (self.margin_s if margin_s is None else margin_s)
 
-    def ensure_held(self) -> None:
-        """Raise LeaseLost unless the lease is surely ours for at least the margin."""
-        if self.lapsing():
+    def ensure_held(self, margin_s: float | None = None) -> None:
+        """Raise LeaseLost unless the lease is surely ours for at least the margin
+        (default: the lease's)."""
+        if self.lapsing(margin_s):
             raise LeaseLost(f"lease on {self.room} not renewed in time "
                             f"({self.seconds_left():.2f}s left)")
 

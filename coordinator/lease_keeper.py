@@ -188,6 +188,9 @@ class KeeperProcess(LeaseKeeper):
         self.process: subprocess.Popen[bytes] | None = None
         # Set once the keeper process first said it can renew.
         self.renewing = threading.Event()
+        # The latest signal a confirmed renewal counted from (its lease good for one ttl
+        # past it): the keeper's reports say how long, so this is their ``until`` less ttl.
+        self.confirmed_signal = 0.0
 
     @property
     def pid(self) -> int | None:
@@ -246,8 +249,19 @@ class KeeperProcess(LeaseKeeper):
 
     def signal_forever(self) -> None:
         """Send the changes as they come and a signal every beat, and look for lapsing
-        leases each renewal period, until stopped."""
-        next_check = time.monotonic()
+        leases each renewal period, until stopped.
+
+        A look waits for the keeper to confirm a renewal made since the signal sent when
+        the look came due (or, back from a pause, since the first signal after it), for at
+        most a renewal period's beats: a keeper that renews nothing still has its rooms
+        dropped as their leases lapse. Back from a pause of the whole process (a full
+        collection holds every thread), the leases look short by the pause until the
+        keeper's next renewal, which follows at once; looking before it would drop rooms
+        whose leases the keeper kept.
+        """
+        next_check = previous = time.monotonic()
+        due_since: float | None = None
+        beats_waited = 0  # signals sent since the look came due
         while not self.stopping.is_set():
             message: dict[str, Any] = {"hold": [], "drop": []}
             with contextlib.suppress(queue.Empty):
@@ -257,22 +271,35 @@ class KeeperProcess(LeaseKeeper):
                                            else [lease.room, lease.epoch])
                     change, lease = self.changes.get_nowait()
             with self.writing:
-                self.send(message)
-            if time.monotonic() >= next_check:
+                signalled = self.send(message)
+            paused = signalled - previous > 2 * self.beat_every_s
+            previous = signalled
+            if (due_since is None and signalled >= next_check) or (due_since is not None and paused):
+                # Due, or back from a pause: wait for a renewal counted from this signal.
+                due_since, beats_waited = signalled, 0
+            if due_since is None:
+                continue
+            beats_waited += 1
+            # A millisecond's slack: ``until`` less ttl is the signal's time, to rounding.
+            if (self.confirmed_signal >= due_since - 0.001
+                    or beats_waited > BEATS_PER_RENEWAL):
+                due_since = None
                 next_check = time.monotonic() + self.renew_every_s
                 self.on_rooms_loop(self.drop_lapsing)
 
-    def send(self, message: dict[str, Any]) -> None:
-        """Write one line to the keeper (with the writing lock held); a keeper that died
-        is started again by the reports' thread."""
+    def send(self, message: dict[str, Any]) -> float:
+        """Write one line to the keeper (with the writing lock held); the signal's time.
+        A keeper that died is started again by the reports' thread."""
+        at = time.monotonic()
         if self.process is None:
-            return
+            return at
         try:
             stdin = cast_io(self.process.stdin)
-            stdin.write(orjson.dumps({"at": time.monotonic(), **message}) + b"\n")
+            stdin.write(orjson.dumps({"at": at, **message}) + b"\n")
             stdin.flush()
         except (OSError, ValueError):  # a closed pipe: the keeper is gone
             pass
+        return at
 
     def read_forever(self) -> None:
         """Apply the keeper's reports; start the keeper again whenever it dies."""
@@ -304,6 +331,9 @@ class KeeperProcess(LeaseKeeper):
                 renewed += 1
         if renewed:
             metrics.LEASE_RENEWALS.inc(renewed)
+        if report.get("renewed"):
+            self.confirmed_signal = max(self.confirmed_signal,
+                                        until - self.settings.lease_ttl_s)
         lost = [lease for room, epoch in report.get("lost", ())
                 if (lease := self.lease_of(room, epoch)) is not None]
         if lost:

@@ -193,6 +193,29 @@ def test_a_coordinator_whose_main_thread_is_held_busy_keeps_every_lease(
     assert named(processes, coordinator, "lease_lost") == []
 
 
+def test_a_coordinator_paused_as_a_whole_for_longer_than_its_margin_keeps_every_lease(
+        processes, settings, queue):
+    """A full collection holds every thread of the coordinator, its keeper's too: back
+    from one, its leases look short by the pause until the keeper's next renewal."""
+    ttl_s = 3.0  # margin 1.5 s; the keeper renews until 1 s of silence, each lease 3 s
+    coordinator = processes.coordinator("--id", "paused", env={"PARLEY_LEASE_TTL_S": str(ttl_s)})
+    client = Client(settings)
+    rooms = waiting_rooms(client, queue)
+    wait_until(lambda: held_by(client, rooms, "paused"), 20, "the coordinator to hold the rooms")
+    tokens = holders(client, rooms)
+
+    os.kill(coordinator.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.8)  # the pause itself: longer than the margin, shorter than the ttl
+    finally:
+        os.kill(coordinator.pid, signal.SIGCONT)
+    wait_for_renewals(client, rooms[0], 2)
+
+    assert holders(client, rooms) == tokens
+    assert named(processes, coordinator, "room_dropped") == []
+    assert named(processes, coordinator, "lease_lost") == []
+
+
 def test_the_keeper_exits_with_its_coordinator(processes, settings):
     coordinator = processes.coordinator("--id", "killed", env=SHORT_TTL)
     keeper = keeper_pid(processes, coordinator)
