@@ -90,10 +90,12 @@ def turn_times_ms(timestamps: list[float]) -> list[float]:
                                                                strict=False)]
 
 
-def rotating_spec(agents: int, turns: int, sleep_s: float = 0.0) -> RoomSpec:
+def rotating_spec(agents: int, turns: int, sleep_s: float = 0.0, **policy: Any) -> RoomSpec:
     """The benchmark workload: on turn t agent t mod N bids 0.9, the rest 0.2, all with a
-    message, so every turn has a winner; the run ends after exactly ``turns`` turns."""
-    return scripted_spec(rotating_scripts(agents, turns, sleep_s), max_messages=turns + 1)
+    message, so every turn has a winner; the run ends after exactly ``turns`` turns.
+    ``policy`` sets more of the bid policy's fields."""
+    return scripted_spec(rotating_scripts(agents, turns, sleep_s), max_messages=turns + 1,
+                         **policy)
 
 
 class Deployment:

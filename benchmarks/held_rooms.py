@@ -3,7 +3,8 @@ it keeps every lease through minutes of turns and forced full garbage collection
 
     .venv/bin/python -m benchmarks.held_rooms --rooms 10000 --minutes 10
 
-The rooms (4 scripted agents each, every call sleeping 200 ms) are created and posted to
+The rooms (4 scripted agents each, every call sleeping 200 ms, a bid timeout long enough
+for the calls queued behind the workers) are created and posted to
 before the coordinator starts (``PARLEY_COORDINATOR_CAPACITY`` = the rooms, debug signals
 on); two workers run from the start. Leased is the time from the coordinator's start to
 every room holding its lease. Then turns run for ``--minutes`` while the benchmark sends
@@ -36,6 +37,10 @@ WORKER_CONCURRENCY = 128
 # long enough for its share of them over the run, so no room ends before the window does
 # (rooms_finished says whether one did); longer scripts only cost Redis and worker memory.
 MOST_TURNS_PER_S = 1000
+# Two workers answer about 1,300 calls a second, so 10,000 rooms' 40,000 calls of a turn
+# wait about 30 s in the queue: long enough bid timeouts keep every room running (with the
+# default 30 s most runs would end for want of answers, and their rooms be let go).
+BID_TIMEOUT_S = 300
 
 
 def script_turns(rooms: int, seconds: float) -> int:
@@ -51,7 +56,8 @@ def run(rooms: int, minutes: float, gc_every_s: float) -> dict[str, Any]:
         client = deployment.client()
         redis = deployment.redis()
         keys = Keys(deployment.prefix)
-        spec = rotating_spec(AGENTS, script_turns(rooms, window_s), SLEEP_S)
+        spec = rotating_spec(AGENTS, script_turns(rooms, window_s), SLEEP_S,
+                             bid_timeout_s=BID_TIMEOUT_S)
         ids = [client.create_room(spec) for _ in range(rooms)]
         for room in ids:
             client.post(room, "go")
@@ -80,8 +86,12 @@ def run(rooms: int, minutes: float, gc_every_s: float) -> dict[str, Any]:
         committed, gaps = window_turns(pipe.execute(), opened, closed)
         pipe = redis.pipeline(transaction=False)
         for room in ids:
-            pipe.hget(keys.state(room), "status")
-        finished = sum(1 for status in pipe.execute() if status != b"running")
+            pipe.hmget(keys.state(room), "status", "stop_reason")
+        states = pipe.execute()
+        # A run ended (its script ran out), or none began: the post still waits in the inbox.
+        finished = sum(1 for _, stop_reason in states if stop_reason)
+        not_started = sum(1 for status, stop_reason in states
+                          if status != b"running" and not stop_reason)
         churn = lease_losses(deployment, [coordinator])
         unheld = unheld_running(redis, keys, ids, owners)
         keeper_starts = log.read_text(errors="replace").count('"event": "keeper_started"')
@@ -100,6 +110,7 @@ def run(rooms: int, minutes: float, gc_every_s: float) -> dict[str, Any]:
         "peak_rss_mb": round((memory["VmHWM"] + keeper_memory["VmHWM"]) / 1024, 1),
         "forced_gcs": len(gcs), "gc_s": gcs, "gc_max_s": max(gcs, default=0.0),
         "lease_churn": churn, "rooms_without_lease": unheld, "rooms_finished": finished,
+        "rooms_not_started": not_started,
         "keeper_starts": keeper_starts,
     }
 

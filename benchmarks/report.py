@@ -314,14 +314,15 @@ def held_rooms(results: dict) -> list[str]:
             "serving for their lease.", "",
             *table(["rooms", "leased in s", "coordinator RSS MB (peak)", "keeper RSS MB (peak)",
                     "turns", "turns/s", "latency median ms", "lease churn",
-                    "running rooms unheld", "rooms whose script ran out", "forced GCs, s each"],
+                    "running rooms unheld", "rooms whose script ran out",
+                    "rooms whose run never began", "forced GCs, s each"],
                    [[f"{held['rooms']:,}", f"{held['leased_s']:.1f}",
                      f"{held['coordinator_rss_mb']:.0f} ({held['coordinator_peak_rss_mb']:.0f})",
                      f"{held['keeper_rss_mb']:.0f} ({held['keeper_peak_rss_mb']:.0f})",
                      f"{held['turns']:,}", f"{held['turns_per_s']:.0f}",
                      f"{held['latency_median_ms']:.0f}" if held["latency_median_ms"] else "-",
                      held["lease_churn"], held["rooms_without_lease"], held["rooms_finished"],
-                     gcs]]), ""]
+                     held.get("rooms_not_started", "-"), gcs]]), ""]
 
 
 def takeover_at_scale(results: dict) -> list[str]:
