@@ -11,6 +11,8 @@ import time
 
 import structlog
 
+from parley.coordinator.signals import on_signal
+
 log = structlog.get_logger("parley.coordinator")
 
 
@@ -34,5 +36,6 @@ def hold_busy(seconds: float) -> None:
 
 def add_signal_handlers(loop: asyncio.AbstractEventLoop, busy_s: float) -> None:
     """SIGUSR1: a full collection; SIGUSR2: the main thread held busy for ``busy_s``."""
-    loop.add_signal_handler(signal.SIGUSR1, collect_garbage)
-    loop.add_signal_handler(signal.SIGUSR2, hold_busy, busy_s)
+    on_signal(loop, signal.SIGUSR1, collect_garbage)
+    on_signal(loop, signal.SIGUSR2, hold_busy, busy_s)
+

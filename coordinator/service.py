@@ -34,6 +34,7 @@ from parley.coordinator.outages import OutageClock
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.retention import IdleRooms
 from parley.coordinator.room_io import InboxLimits, RoomIO
+from parley.coordinator.signals import on_signal
 from parley.coordinator.transport import HeldTransport, Transport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared import metrics
@@ -378,7 +379,7 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
                                  COORDINATOR_PORT, health_port)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, coordinator.stop)
+        on_signal(loop, signum, coordinator.stop)
     if settings.coordinator_debug_signals:
         debug.add_signal_handlers(loop, settings.coordinator_debug_busy_s)
     try:
