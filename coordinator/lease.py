@@ -34,6 +34,10 @@ from parley.shared.store import now_ms
 # Leases renewed by one script call: a few milliseconds of Redis's time, so a batch of
 # thousands of rooms never holds Redis up for long, yet costs one command, not thousands.
 RENEW_BATCH = 1000
+# Scripts in flight at once on a cluster, one per slot: a cluster client's pool per node is
+# small (the control connections) and it refuses a command past it (MaxConnectionsError)
+# instead of waiting, so a thousand rooms in a thousand slots must not go all at once.
+CLUSTER_SCRIPTS_AT_ONCE = 2
 T = TypeVar("T")
 
 
@@ -155,8 +159,13 @@ class Leases:
         """Run ``script`` once per (keys, args): in one round trip, or on a cluster (whose
         pipeline refuses scripts) as one call per slot, all at once."""
         if self.cluster:
-            return list(await asyncio.gather(*(script(keys=keys, args=args)
-                                               for keys, args in calls)))
+            at_once = asyncio.Semaphore(CLUSTER_SCRIPTS_AT_ONCE)
+
+            async def one(keys: list[str], args: list[Any]) -> Any:
+                async with at_once:
+                    return await script(keys=keys, args=args)
+
+            return list(await asyncio.gather(*(one(keys, args) for keys, args in calls)))
         pipe = self.redis.pipeline(transaction=False)
         for keys, args in calls:
             await script(keys=keys, args=args, client=pipe)

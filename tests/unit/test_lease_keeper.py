@@ -14,7 +14,7 @@ import structlog
 from redis.crc import key_slot
 
 from parley.coordinator.keeper import Keeper
-from parley.coordinator.lease import RENEW_BATCH, Lease, LeaseLost, Leases
+from parley.coordinator.lease import CLUSTER_SCRIPTS_AT_ONCE, RENEW_BATCH, Lease, LeaseLost, Leases
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.service import Coordinator, scan_share
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
@@ -295,3 +295,25 @@ def test_a_scan_share_splits_the_due_rooms_among_live_coordinators_within_bounds
     assert scan_share(due=50, free=10_000, live=4, capacity=10_000) == 1000  # a tenth at least
     assert scan_share(due=10_000, free=120, live=1, capacity=10_000) == 120
     assert scan_share(due=0, free=5, live=0, capacity=5) == 1
+
+
+def test_a_cluster_runs_a_few_slots_scripts_at_a_time(server):
+    """A cluster client refuses a command past its pool per node instead of waiting."""
+    client = fakeredis.FakeAsyncRedis(server=server)
+    leases = Leases(client, Keys("t"), Scripts(client), "c1", 5.0)
+    leases.cluster = True
+    running = most = 0
+
+    async def script(keys: list[str], args: list[object]) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.001)
+        running -= 1
+        return len(keys)
+
+    calls = [([f"k{i}"], []) for i in range(50)]
+    replies = asyncio.run(leases.run_batches(script, calls))
+
+    assert replies == [1] * 50
+    assert most == CLUSTER_SCRIPTS_AT_ONCE
