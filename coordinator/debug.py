@@ -38,4 +38,3 @@ def add_signal_handlers(loop: asyncio.AbstractEventLoop, busy_s: float) -> None:
     """SIGUSR1: a full collection; SIGUSR2: the main thread held busy for ``busy_s``."""
     on_signal(loop, signal.SIGUSR1, collect_garbage)
     on_signal(loop, signal.SIGUSR2, hold_busy, busy_s)
-

@@ -249,19 +249,8 @@ class KeeperProcess(LeaseKeeper):
 
     def signal_forever(self) -> None:
         """Send the changes as they come and a signal every beat, and look for lapsing
-        leases each renewal period, until stopped.
-
-        A look waits for the keeper to confirm a renewal made since the signal sent when
-        the look came due (or, back from a pause, since the first signal after it), for at
-        most a renewal period's beats: a keeper that renews nothing still has its rooms
-        dropped as their leases lapse. Back from a pause of the whole process (a full
-        collection holds every thread), the leases look short by the pause until the
-        keeper's next renewal, which follows at once; looking before it would drop rooms
-        whose leases the keeper kept.
-        """
-        next_check = previous = time.monotonic()
-        due_since: float | None = None
-        beats_waited = 0  # signals sent since the look came due
+        leases when ``LapseLooks`` says, until stopped."""
+        looks = LapseLooks(self.renew_every_s, self.beat_every_s)
         while not self.stopping.is_set():
             message: dict[str, Any] = {"hold": [], "drop": []}
             with contextlib.suppress(queue.Empty):
@@ -272,19 +261,7 @@ class KeeperProcess(LeaseKeeper):
                     change, lease = self.changes.get_nowait()
             with self.writing:
                 signalled = self.send(message)
-            paused = signalled - previous > 2 * self.beat_every_s
-            previous = signalled
-            if (due_since is None and signalled >= next_check) or (due_since is not None and paused):
-                # Due, or back from a pause: wait for a renewal counted from this signal.
-                due_since, beats_waited = signalled, 0
-            if due_since is None:
-                continue
-            beats_waited += 1
-            # A millisecond's slack: ``until`` less ttl is the signal's time, to rounding.
-            if (self.confirmed_signal >= due_since - 0.001
-                    or beats_waited > BEATS_PER_RENEWAL):
-                due_since = None
-                next_check = time.monotonic() + self.renew_every_s
+            if looks.after_signal(signalled, self.confirmed_signal):
                 self.on_rooms_loop(self.drop_lapsing)
 
     def send(self, message: dict[str, Any]) -> float:
@@ -347,6 +324,45 @@ class KeeperProcess(LeaseKeeper):
         """The lease held on ``room`` under ``epoch``, if it still is."""
         lease = self.rooms.get(room, (None,))[0]
         return lease if lease is not None and lease.epoch == epoch else None
+
+
+class LapseLooks:
+    """When the coordinator looks for lapsing leases: once per renewal period, after its
+    keeper confirmed a renewal counted from a signal sent since the look came due (or, back
+    from a pause, since the first signal after it), and after a renewal period's beats
+    without one all the same, so that a keeper renewing nothing still has its rooms dropped
+    as their leases lapse.
+
+    Back from a pause of the whole process (a full collection holds every thread), the
+    leases look short by the pause until the keeper's next renewal, which follows at once:
+    looking before it would drop rooms whose leases the keeper kept.
+    """
+
+    def __init__(self, period_s: float, beat_s: float) -> None:
+        self.period_s = period_s
+        self.beat_s = beat_s
+        self.next_look = self.previous = time.monotonic()
+        self.due_since: float | None = None  # the signal the look waits to see confirmed
+        self.beats_waited = 0
+
+    def after_signal(self, signalled: float, confirmed: float) -> bool:
+        """Whether to look now, after the signal sent at ``signalled``, the keeper's
+        renewals confirmed up to the signal at ``confirmed``."""
+        paused = signalled - self.previous > 2 * self.beat_s
+        self.previous = signalled
+        if self.due_since is None:
+            if signalled < self.next_look:
+                return False
+            self.due_since, self.beats_waited = signalled, 0
+        elif paused:
+            self.due_since, self.beats_waited = signalled, 0
+        self.beats_waited += 1
+        # A millisecond's slack: ``until`` less ttl is the signal's time, to rounding.
+        if confirmed < self.due_since - 0.001 and self.beats_waited <= BEATS_PER_RENEWAL:
+            return False
+        self.due_since = None
+        self.next_look = time.monotonic() + self.period_s
+        return True
 
 
 def holding(lease: Lease) -> list[Any]:

@@ -15,6 +15,7 @@ from redis.crc import key_slot
 
 from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import CLUSTER_SCRIPTS_AT_ONCE, RENEW_BATCH, Lease, LeaseLost, Leases
+from parley.coordinator.lease_keeper import LapseLooks
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.service import Coordinator, scan_share
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
@@ -317,3 +318,19 @@ def test_a_cluster_runs_a_few_slots_scripts_at_a_time(server):
 
     assert replies == [1] * 50
     assert most == CLUSTER_SCRIPTS_AT_ONCE
+
+
+def test_a_look_for_lapsing_leases_waits_for_a_renewal_counted_from_after_a_pause():
+    looks = LapseLooks(period_s=1.0, beat_s=0.25)
+    start = time.monotonic()
+    assert looks.after_signal(start, confirmed=0.0) is False  # due: waits for a renewal
+    # Back from a 2 s pause: what the keeper confirmed before it does not count.
+    assert looks.after_signal(start + 2.0, confirmed=start) is False
+    assert looks.after_signal(start + 2.25, confirmed=start + 2.0) is True
+
+
+def test_a_look_goes_ahead_after_a_renewal_periods_beats_without_a_renewal():
+    looks = LapseLooks(period_s=1.0, beat_s=0.25)
+    start = time.monotonic()
+    answers = [looks.after_signal(start + beat * 0.25, confirmed=0.0) for beat in range(5)]
+    assert answers == [False, False, False, False, True]
