@@ -6,10 +6,12 @@ It is started by its coordinator (coordinator/lease_keeper.py, ``KeeperProcess``
 talks to it in JSON lines. Its stdin carries, first, ``{"owner", "parent", "settings",
 "hold"}``, then the coordinator's signals ``{"at", "hold", "drop"}``: ``at`` is the
 coordinator's ``time.monotonic()`` (one clock for every process of the host), ``hold``
-lists ``[room, epoch, idling]`` to renew, ``drop`` lists ``[room, epoch]`` no longer held.
-Its stdout carries its reports: ``{"ready": true}`` once it can renew, ``{"renewed":
-[[room, epoch]...], "until": t}`` (the leases are good until the monotonic time ``t``),
-``{"lost": [[room, epoch]...]}`` and ``{"unreachable": true}`` (Redis could not be reached).
+lists ``[room, epoch, idling]`` to renew, ``drop`` lists ``[room, epoch]`` no longer held,
+and ``settle``, when present, numbers an ask. Its stdout carries its reports: ``{"ready":
+true}`` once it can renew, ``{"renewed": [[room, epoch]...], "until": t}`` (the leases are
+good until the monotonic time ``t``), ``{"lost": [[room, epoch]...]}``, ``{"unreachable":
+true}`` (Redis could not be reached) and ``{"settled": n}`` once no renewal begun before
+ask ``n`` is in flight (a room going idle then reads a due time no renewal moves).
 
 Each renewal makes a lease good until one ttl past the coordinator's last signal, never
 longer, and after a third of the ttl without a signal the keeper renews nothing until it
@@ -66,6 +68,8 @@ class Keeper:
         # margin left, which a busy coordinator's acquire may already have eaten into.
         self.fresh: set[str] = set()
         self.woken = asyncio.Event()
+        self.in_flight: set[asyncio.Task[None]] = set()  # renewals
+        self.settling: set[asyncio.Task[None]] = set()
 
     def heard(self, message: dict[str, Any]) -> None:
         """Apply one line of the coordinator's: a signal, maybe with changes."""
@@ -81,6 +85,17 @@ class Keeper:
         for room, epoch in message.get("drop", ()):
             if room in self.held and self.held[room].epoch == epoch:
                 del self.held[room]
+        if "settle" in message:
+            task = asyncio.create_task(self.settle(int(message["settle"]), list(self.in_flight)))
+            self.settling.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self.settling.discard)
+
+    async def settle(self, ask: int, renewals: list[asyncio.Task[None]]) -> None:
+        """Say that ``ask`` is settled once ``renewals`` (those in flight when it came) end:
+        each renewal after it sees the changes that came with it."""
+        if renewals:
+            await asyncio.wait(renewals)
+        self.report({"settled": ask})
 
     def report(self, message: dict[str, Any]) -> None:
         """Write one report line (buffered: a coordinator not reading cannot block it)."""
@@ -125,6 +140,8 @@ class Keeper:
         """Renew ``held`` in a task of its own; its end wakes the keeper (for leases held
         meanwhile)."""
         task = asyncio.create_task(self.renew_held(leases, held), name="lease-renewal")
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
         task.add_done_callback(lambda _: self.woken.set())
         return task
 

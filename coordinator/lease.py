@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -58,19 +58,21 @@ class Lease:
     margin_s: float = field(default=0.0, repr=False)
     # Set while the room goes idle: renewals then leave its due time alone.
     idling: bool = field(default=False, repr=False)
-    # Told of each change of ``idling`` (the lease keeper renewing it).
-    on_change: Callable[[Lease], None] | None = field(default=None, repr=False)
+    # Told of each change of ``idling`` (the lease keeper renewing it); awaited.
+    on_change: Callable[[Lease], Awaitable[None]] | None = field(default=None, repr=False)
 
     @property
     def token(self) -> str:
         """``<coordinator id>:<epoch>``, the lease key's value."""
         return f"{self.owner}:{self.epoch}"
 
-    def set_idling(self, idling: bool) -> None:
-        """Say whether the room is going idle (renewals then leave its due time alone)."""
+    async def set_idling(self, idling: bool) -> None:
+        """Say whether the room is going idle (renewals then leave its due time alone).
+        Going idle returns once no renewal that may not have seen it is in flight: a due
+        time read after it is no longer moved by this coordinator's renewals."""
         self.idling = idling
         if self.on_change is not None:
-            self.on_change(self)
+            await self.on_change(self)
 
     def seconds_left(self) -> float:
         """How long the lease is surely still ours, by this process's clock."""

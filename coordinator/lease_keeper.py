@@ -76,6 +76,18 @@ class LeaseKeeper:
     def forget(self, lease: Lease) -> None:
         """Stop renewing ``lease``: its room is being let go."""
 
+    async def changed(self, lease: Lease) -> None:
+        """Renew ``lease`` as it is now (its ``idling`` changed). Going idle returns once
+        no renewal that began before is in flight, or after a renewal period without word
+        (a keeper being restarted): the room's due time is then left alone."""
+        self.hold(lease)
+        if lease.idling:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.settled(), self.renew_every_s)
+
+    async def settled(self) -> None:
+        """Return once every renewal in flight began after the latest ``hold``."""
+
     def on_rooms_loop(self, function: Callable[..., None], *args: Any) -> None:
         """Call ``function`` on the loop the rooms run on (at once when already there)."""
         try:
@@ -114,6 +126,7 @@ class InProcessKeeper(LeaseKeeper):
         super().__init__(settings, owner, rooms, outages)
         self.leases = leases
         self.task: asyncio.Task[None] | None = None
+        self.renewal: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         """Renew on the current event loop."""
@@ -134,17 +147,23 @@ class InProcessKeeper(LeaseKeeper):
         """
         loop = asyncio.get_running_loop()
         next_tick = loop.time()
-        renewal: asyncio.Task[None] | None = None
         try:
             while True:
                 self.drop_lapsing()
-                if renewal is None or renewal.done():
-                    renewal = asyncio.create_task(self.renew_held(leases), name="lease-renewal")
+                if self.renewal is None or self.renewal.done():
+                    self.renewal = asyncio.create_task(self.renew_held(leases),
+                                                       name="lease-renewal")
                 next_tick = max(next_tick + self.renew_every_s, loop.time())
                 await asyncio.sleep(next_tick - loop.time())
         finally:
-            if renewal is not None:
-                renewal.cancel()
+            if self.renewal is not None:
+                self.renewal.cancel()
+
+    async def settled(self) -> None:
+        """Return once the renewal in flight, which may have read a lease's ``idling``
+        before it changed, has ended."""
+        if self.renewal is not None and not self.renewal.done():
+            await asyncio.wait([self.renewal])
 
     async def renew_held(self, leases: Leases) -> None:
         """One renewal round trip for every room still being served; a Redis that does not
@@ -181,7 +200,11 @@ class KeeperProcess(LeaseKeeper):
                  outages: OutageClock) -> None:
         super().__init__(settings, owner, rooms, outages)
         self.beat_every_s = self.renew_every_s / BEATS_PER_RENEWAL
-        self.changes: queue.SimpleQueue[tuple[str, Lease]] = queue.SimpleQueue()
+        self.changes: queue.SimpleQueue[tuple[str, Lease] | tuple[str, int]] = queue.SimpleQueue()
+        # What settled() waits for, by the number of its ask: the keeper's word that every
+        # renewal in flight began after the ask (the rooms' loop alone touches these).
+        self.asks = 0
+        self.settling: dict[int, asyncio.Future[None]] = {}
         self.stopping = threading.Event()
         # One writer at a time on the keeper's stdin: the signals' thread and a respawn.
         self.writing = threading.Lock()
@@ -247,6 +270,24 @@ class KeeperProcess(LeaseKeeper):
         """Stop renewing ``lease``: its room is being let go."""
         self.changes.put(("drop", lease))
 
+    async def settled(self) -> None:
+        """Ask the keeper to say once every renewal it has in flight began after the
+        changes sent before the ask, and wait for its word."""
+        self.asks += 1
+        ask = self.asks
+        self.settling[ask] = asyncio.get_running_loop().create_future()
+        self.changes.put(("settle", ask))
+        try:
+            await self.settling[ask]
+        finally:
+            del self.settling[ask]
+
+    def answered(self, settled: int) -> None:
+        """The keeper's word on every ask up to ``settled``."""
+        for ask, waiting in self.settling.items():
+            if ask <= settled and not waiting.done():
+                waiting.set_result(None)
+
     def signal_forever(self) -> None:
         """Send the changes as they come and a signal every beat, and look for lapsing
         leases when ``LapseLooks`` says, until stopped."""
@@ -254,11 +295,14 @@ class KeeperProcess(LeaseKeeper):
         while not self.stopping.is_set():
             message: dict[str, Any] = {"hold": [], "drop": []}
             with contextlib.suppress(queue.Empty):
-                change, lease = self.changes.get(timeout=self.beat_every_s)
+                change, what = self.changes.get(timeout=self.beat_every_s)
                 while True:
-                    message[change].append(holding(lease) if change == "hold"
-                                           else [lease.room, lease.epoch])
-                    change, lease = self.changes.get_nowait()
+                    if isinstance(what, int):  # an ask: after the changes before it
+                        message[change] = what
+                    else:
+                        message[change].append(holding(what) if change == "hold"
+                                               else [what.room, what.epoch])
+                    change, what = self.changes.get_nowait()
             with self.writing:
                 signalled = self.send(message)
             if looks.after_signal(signalled, self.confirmed_signal):
@@ -317,6 +361,8 @@ class KeeperProcess(LeaseKeeper):
             self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
         if report.get("unreachable"):
             self.outages.failed()
+        if "settled" in report:
+            self.on_rooms_loop(self.answered, int(report["settled"]))
         if report.get("ready"):
             self.renewing.set()
 

@@ -246,7 +246,7 @@ class Coordinator:
         """Run the room's turn loop in its own task (and its own log context)."""
         task = asyncio.create_task(self.serve(lease), name=f"room:{lease.room}")
         self.rooms[lease.room] = (lease, task)
-        lease.on_change = self.keeper.hold
+        lease.on_change = self.keeper.changed
         self.keeper.hold(lease)
 
     async def serve(self, lease: Lease) -> None:
@@ -284,7 +284,7 @@ class Coordinator:
         someone posts again, instead of being taken again forever."""
         # Renewals stop moving the due time, so that a post racing with this step keeps
         # the room runnable (as in going idle).
-        lease.set_idling(True)
+        await lease.set_idling(True)
         await self.record_failed_take(lease.room, lease.token, error)
 
     async def record_failed_take(self, room: str, token: str, error: Exception) -> bool:

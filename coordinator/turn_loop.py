@@ -515,11 +515,11 @@ class RoomRunner:
         keeps the room runnable even if this coordinator dies right here.
         """
         room = self.lease.room
-        self.lease.set_idling(True)  # renewals stop moving the room's due time
+        await self.lease.set_idling(True)  # renewals stop moving the room's due time
         due = await self.io.due_time(room)
         drained = await self.drain()
         if drained.moved or not await self.io.unschedule(room, due):
-            self.lease.set_idling(False)
+            await self.lease.set_idling(False)
             return False
         await self.io.touch(room)
         if self.tasks_open:

@@ -245,3 +245,17 @@ def test_a_keeper_that_dies_is_started_again_and_the_leases_are_kept(processes, 
     assert second != first and alive(second)
     assert [entry["pid"] for entry in named(processes, coordinator, "keeper_exited")] == [first]
     assert holders(client, rooms) == tokens
+
+
+def test_a_room_goes_idle_on_its_keepers_word_not_after_a_renewal_period(
+        processes, settings, queue, real_redis, keys: Keys):
+    """Going idle waits for the keeper to settle the renewals in flight (so that none moves
+    the due time past the read); with a 20 s renewal period, a keeper that never answered
+    would hold the room in the runnable set for that long."""
+    processes.worker("-Q", queue)
+    processes.coordinator(env={"PARLEY_LEASE_TTL_S": "60"})
+    client = Client(settings)
+    room = client.create_room(scripted_spec(rotating_scripts(2, 2), queue=queue))
+    client.wait(room, client.post(room, "go"), timeout_s=30)
+    wait_until(lambda: real_redis.zscore(keys.runnable, room) is None, 10,
+               "the room to leave the runnable set")

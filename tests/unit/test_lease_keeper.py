@@ -15,7 +15,7 @@ from redis.crc import key_slot
 
 from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import CLUSTER_SCRIPTS_AT_ONCE, RENEW_BATCH, Lease, LeaseLost, Leases
-from parley.coordinator.lease_keeper import LapseLooks
+from parley.coordinator.lease_keeper import InProcessKeeper, LapseLooks
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.service import Coordinator, scan_share
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
@@ -334,3 +334,63 @@ def test_a_look_goes_ahead_after_a_renewal_periods_beats_without_a_renewal():
     start = time.monotonic()
     answers = [looks.after_signal(start + beat * 0.25, confirmed=0.0) for beat in range(5)]
     assert answers == [False, False, False, False, True]
+
+
+def test_a_keeper_settles_an_ask_once_the_renewals_begun_before_it_have_ended(server):
+    """A room going idle reads its due time once its keeper settled: a renewal begun before
+    the keeper heard of the idling, still in flight, would push the due time past that read,
+    and the room would stay runnable (a failed room taken again)."""
+    keeper, leases, reports = keeper_of(server)
+    runnable = leases.keys.runnable
+
+    async def idle_during_a_renewal() -> tuple[float, float]:
+        released = asyncio.Event()
+        renew = leases.renew
+
+        async def held_back(held: list[Lease], good_for_s: float | None = None) -> list[bool]:
+            await released.wait()
+            return await renew(held, good_for_s)
+
+        leases.renew = held_back  # type: ignore[method-assign]
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
+        keeper.heard({"at": time.monotonic(), "hold": [[ROOM, 1, False]]})
+        keeper.renewing(leases, list(keeper.held.values()))
+        keeper.heard({"at": time.monotonic(), "hold": [[ROOM, 1, True]], "settle": 7})
+        for _ in range(5):  # the settling task runs up to its wait for the renewal
+            await asyncio.sleep(0)
+        assert reports.lines == []
+        released.set()
+        await wait_until_async(lambda: {"settled": 7} in reports.lines, 5.0, "settled")
+        pushed = await leases.redis.zscore(runnable, ROOM)
+        await keeper.renew_held(leases, list(keeper.held.values()))  # begun after the ask
+        return pushed, await leases.redis.zscore(runnable, ROOM)
+
+    pushed, after = asyncio.run(idle_during_a_renewal())
+    assert "renewed" in reports.lines[0] and reports.lines[1] == {"settled": 7}
+    assert after == pushed  # the renewal after the ask left the due time alone
+
+
+def test_the_in_process_keeper_settles_once_its_renewal_in_flight_has_ended(server, store):
+    coordinator = serving(server, store, ttl_s=3.0)
+    keeper = coordinator.keeper
+    assert isinstance(keeper, InProcessKeeper)
+
+    async def settle_during_a_renewal() -> list[str]:
+        released = asyncio.Event()
+        order: list[str] = []
+
+        async def renewal() -> None:
+            await released.wait()
+            order.append("renewal ended")
+
+        keeper.renewal = asyncio.create_task(renewal())
+        settling = asyncio.create_task(keeper.settled())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        order.append("settled" if settling.done() else "waiting")
+        released.set()
+        await settling
+        order.append("settled")
+        return order
+
+    assert asyncio.run(settle_during_a_renewal()) == ["waiting", "renewal ended", "settled"]
