@@ -25,8 +25,8 @@ from pydantic import BaseModel
 from parley.shared.keys import Keys
 from parley.shared.models import MentionPolicy, RoomSpec
 from parley.shared.records import decode
-from parley.shared.scripts import Scripts
 from parley.shared.refusals import Refusal, refusal_of
+from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 
 TaskStatus = Literal["queued", "running", "done", "failed", "cancelled", "timed_out"]

@@ -22,8 +22,15 @@ import redis
 import structlog
 
 from parley.shared.keys import Keys
-from parley.shared.models import (DEFAULT_ORGANIZATION, AnswerStatus, CallKind, CallRequest,
-                                  Message, RoomSpec, ToolCallRecord)
+from parley.shared.models import (
+    DEFAULT_ORGANIZATION,
+    AnswerStatus,
+    CallKind,
+    CallRequest,
+    Message,
+    RoomSpec,
+    ToolCallRecord,
+)
 from parley.shared.protocol import BACKGROUND_TASK
 from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes, task_room_spec
 from parley.workers.app import app, settings

@@ -29,8 +29,8 @@ from parley.shared.models import (
 from parley.shared.store import RoomStore
 from parley.workers.acp.sessions import AcpProcessEnded, AcpSession, AcpSessions, TurnHandlers
 from parley.workers.deadlines import DeadlinePassed
-from parley.workers.streaming import ChunkWriter
 from parley.workers.prompts import describe_agent, discussion_notes, participant_names
+from parley.workers.streaming import ChunkWriter
 
 log = structlog.get_logger("parley.acp")
 
