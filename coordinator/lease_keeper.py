@@ -102,8 +102,11 @@ class LeaseKeeper:
 
     def drop_lapsing(self) -> None:
         """Stop work on rooms whose lease this coordinator can no longer vouch for."""
-        self.drop_rooms([lease for lease, _ in self.rooms.values() if lease.lapsing()],
-                        "lease not renewed in time")
+        lapsing = [lease for lease, _ in self.rooms.values() if lease.lapsing()]
+        if lapsing:
+            log.warning("leases_lapsing", rooms=len(lapsing), held=len(self.rooms),
+                        least_left_s=round(min(lease.seconds_left() for lease in lapsing), 3))
+        self.drop_rooms(lapsing, "lease not renewed in time")
 
     def drop_rooms(self, leases: list[Lease], reason: str) -> None:
         """Cancel these rooms' tasks now (unless a room was re-leased meanwhile). A room

@@ -373,6 +373,7 @@ async def serve_forever(settings: Settings, transport: Transport, coordinator_id
     """Run a coordinator until SIGTERM or SIGINT, then shut down cleanly; its health
     checks and metrics are served on ``health_port`` (default: the settings')."""
     gc.set_threshold(*GC_THRESHOLDS)
+    debug.log_long_collections()
     coordinator = Coordinator(settings, transport, coordinator_id)
     checks = {**readiness_checks(settings), "scan": coordinator.scans.check}
     health = start_health_server(Probes(coordinator.liveness, checks), settings,
