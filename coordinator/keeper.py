@@ -67,13 +67,23 @@ class Keeper:
         # lease is good for one ttl from its acquire and its coordinator drops it with the
         # margin left, which a busy coordinator's acquire may already have eaten into.
         self.fresh: set[str] = set()
+        # Set by a signal after a pause of the coordinator: every lease renewed at once.
+        self.renew_all = False
+        self.round_trip_s = 0.0  # of the last renewal of every lease
         self.woken = asyncio.Event()
         self.in_flight: set[asyncio.Task[None]] = set()  # renewals
         self.settling: set[asyncio.Task[None]] = set()
 
     def heard(self, message: dict[str, Any]) -> None:
         """Apply one line of the coordinator's: a signal, maybe with changes."""
-        self.last_signal = max(self.last_signal, float(message.get("at", 0.0)))
+        at = float(message.get("at", 0.0))
+        if self.last_signal and at - self.last_signal > self.renew_every_s / 2:
+            # Back from a pause (signals come four a renewal period): the leases are short
+            # by it, and the coordinator looks for lapsing ones after a renewal counted from
+            # a signal sent since; waiting for the next tick could outlast its patience.
+            self.renew_all = True
+            self.woken.set()
+        self.last_signal = max(self.last_signal, at)
         self.signalled.set()
         for room, epoch, idling in message.get("hold", ()):
             lease = Lease(room, self.owner, int(epoch))
@@ -107,7 +117,8 @@ class Keeper:
         return os.getppid() != self.parent
 
     async def keep(self, leases: Leases) -> None:
-        """Renew every held lease each period, and each freshly held one at once, while the
+        """Renew every held lease each period (sooner while round trips are long), at once
+        after a pause of the coordinator, and each freshly held one at once, while the
         coordinator signals; one renewal of each kind in flight at a time. Returns once the
         coordinator is gone."""
         loop = asyncio.get_running_loop()
@@ -117,41 +128,56 @@ class Keeper:
         while not self.orphaned():
             if time.monotonic() - self.last_signal > self.quiet_s:
                 # Silent coordinator: renew nothing, and renew at once when it is heard.
+                if self.signalled.is_set():
+                    log.warning("keeper_coordinator_silent", rooms=len(self.held),
+                                silent_s=round(time.monotonic() - self.last_signal, 3))
                 self.signalled.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.signalled.wait(), self.renew_every_s)
                 next_tick = loop.time()
                 continue
-            if loop.time() >= next_tick:
-                if renewal is None or renewal.done():
-                    self.fresh.clear()  # this renewal covers them
-                    renewal = self.renewing(leases, list(self.held.values()))
-                next_tick = max(next_tick + self.renew_every_s, loop.time())
+            due = self.renew_all or loop.time() >= next_tick
+            if due and (renewal is None or renewal.done()):
+                self.fresh.clear()  # this renewal covers them
+                self.renew_all = False
+                renewal = self.renewing(leases, list(self.held.values()), timed=True)
+                next_tick = loop.time() + self.renewal_interval()
             elif self.fresh and (fresh_renewal is None or fresh_renewal.done()):
                 fresh = [self.held[room] for room in self.fresh if room in self.held]
                 self.fresh.clear()
                 fresh_renewal = self.renewing(leases, fresh)
             self.woken.clear()
+            # A renewal due behind the one in flight starts as that one ends (it wakes us).
+            wait_s = next_tick - loop.time()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.woken.wait(), next_tick - loop.time())
+                await asyncio.wait_for(self.woken.wait(), wait_s if wait_s > 0 else None)
         log.warning("keeper_orphaned", parent=self.parent)
 
-    def renewing(self, leases: Leases, held: list[Lease]) -> asyncio.Task[None]:
-        """Renew ``held`` in a task of its own; its end wakes the keeper (for leases held
-        meanwhile)."""
-        task = asyncio.create_task(self.renew_held(leases, held), name="lease-renewal")
+    def renewal_interval(self) -> float:
+        """From one renewal of every lease to the next: a period less the last one's round
+        trip, so that each lease's confirmation comes within a period of its renewal's
+        signal (the coordinator stops a room with 1.5 periods left); half a period at least,
+        and never before the renewal in flight has ended."""
+        return max(self.renew_every_s / 2, self.renew_every_s - self.round_trip_s)
+
+    def renewing(self, leases: Leases, held: list[Lease], timed: bool = False
+                 ) -> asyncio.Task[None]:
+        """Renew ``held`` in a task of its own (``timed``: its round trip sets the next
+        renewal's interval); its end wakes the keeper (for leases held meanwhile)."""
+        task = asyncio.create_task(self.renew_held(leases, held, timed), name="lease-renewal")
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
         task.add_done_callback(lambda _: self.woken.set())
         return task
 
-    async def renew_held(self, leases: Leases, held: list[Lease]) -> None:
+    async def renew_held(self, leases: Leases, held: list[Lease], timed: bool = False) -> None:
         """One renewal round trip for the ``held`` leases, each good until a ttl past the
         coordinator's last signal; reports what was renewed and what was lost. A Redis that
         does not answer within the ttl is given up on (the leases lapse meanwhile)."""
         good_for_s = self.last_signal + self.ttl_s - time.monotonic()
         if not held or good_for_s <= 0:
             return
+        sent = time.monotonic()
         try:
             renewed = await asyncio.wait_for(leases.renew(held, good_for_s), self.ttl_s)
         except (RedisError, TimeoutError) as error:
@@ -162,6 +188,11 @@ class Keeper:
         except Exception:
             log.exception("renew_failed", rooms=len(held))
             return
+        took_s = time.monotonic() - sent
+        if timed:
+            self.round_trip_s = took_s
+        if took_s > self.renew_every_s / 2:
+            log.warning("renewal_slow", rooms=len(held), seconds=round(took_s, 3))
         confirmed = [lease for lease, ok in zip(held, renewed, strict=True) if ok]
         lost = [lease for lease, ok in zip(held, renewed, strict=True) if not ok]
         for lease in lost:

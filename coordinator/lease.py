@@ -180,37 +180,47 @@ class Leases:
         renewal was sent. Held rooms stay in the runnable set with their due time at the
         lease's expiry, so other coordinators' scans skip them until this one stops
         renewing, and take them over then (even if a stale holder removed them from the
-        set meanwhile).
+        set meanwhile); a room going idle keeps its due time.
         """
         if not leases:
             return []
         good_for_s = self.ttl_s if good_for_s is None else good_for_s
         good_for_ms = max(1, int(good_for_s * 1000))
-        batches = self.batches(leases, lambda lease: lease.room)
-        calls = [([self.keys.lease(lease.room) for lease in batch],
-                  [good_for_ms, *(lease.token for lease in batch)]) for batch in batches]
-        scheduled = {lease.room: now_ms() + good_for_ms for lease in leases if not lease.idling}
+        # The rooms whose due time moves first in each batch: the script pushes those.
+        batches = [sorted(batch, key=lambda lease: lease.idling)
+                   for batch in self.batches(leases, lambda lease: lease.room)]
+        due = now_ms() + good_for_ms
+        calls = [self.renewal(batch, good_for_ms, due) for batch in batches]
         sent = time.monotonic()
         if self.cluster:
             replies = await self.run_batches(self.scripts.renew, calls)
+            scheduled = {lease.room: due for batch, answers in zip(batches, replies, strict=True)
+                         for lease, ok in zip(batch, answers, strict=True)
+                         if ok and not lease.idling}
             if scheduled:
                 await self.redis.zadd(self.keys.runnable, scheduled)
         else:
-            pipe = self.redis.pipeline(transaction=False)
-            for keys, args in calls:
-                await self.scripts.renew(keys=keys, args=args, client=pipe)
-            if scheduled:
-                # In the same round trip; a room whose renewal fails gets its due time
-                # pushed once more, which only delays its next holder's scan by a ttl.
-                pipe.zadd(self.keys.runnable, scheduled)
-            replies = await pipe.execute()
-        # strict=False: the pipeline's last reply is the ZADD's.
-        renewed = {lease: bool(reply) for batch, answers in zip(batches, replies, strict=False)
+            # Batches side by side, on connections of their own: Redis reads a few kilobytes
+            # of one connection's commands per round of its clients, so a thousand-room
+            # batch on a busy Redis waits many rounds, and batches together wait them once.
+            replies = list(await asyncio.gather(*(self.scripts.renew(keys=keys, args=args)
+                                                  for keys, args in calls)))
+        renewed = {lease: bool(reply) for batch, answers in zip(batches, replies, strict=True)
                    for lease, reply in zip(batch, answers, strict=True)}
         for lease, ok in renewed.items():
             if ok:
                 lease.valid_until = sent + good_for_s
         return [renewed[lease] for lease in leases]
+
+    def renewal(self, batch: list[Lease], good_for_ms: int, due: int
+                ) -> tuple[list[str], list[Any]]:
+        """renew.lua's keys and arguments for ``batch`` (its rooms going idle last): on one
+        Redis the script pushes the other rooms' due times too."""
+        pushes = 0 if self.cluster else sum(not lease.idling for lease in batch)
+        keys = [self.keys.lease(lease.room) for lease in batch]
+        if pushes:
+            keys.append(self.keys.runnable)
+        return keys, [good_for_ms, self.owner, due, pushes, *(lease.epoch for lease in batch)]
 
     def batches(self, items: list[T], room_of: Callable[[T], str]) -> list[list[T]]:
         """The items (leases or rooms) in batches of at most RENEW_BATCH, one script call

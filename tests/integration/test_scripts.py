@@ -13,7 +13,16 @@ from parley.shared.scripts import Scripts
 from parley.shared.store import RoomStore
 from tests.support.polling import wait_until
 from tests.support.rooms import scripted_spec
-from tests.support.script_calls import DRAIN_LIMITS, ROOM, TTL_MS, acquire, commit, drain, open_turn
+from tests.support.script_calls import (
+    DRAIN_LIMITS,
+    ROOM,
+    TTL_MS,
+    acquire,
+    commit,
+    drain,
+    open_turn,
+    renew,
+)
 
 
 def test_acquire_takes_a_free_lease_and_bumps_the_epoch(store, scripts, keys):
@@ -36,8 +45,8 @@ def test_acquire_of_an_unknown_room_is_an_error(scripts, keys):
 
 def test_renew_by_a_non_holder_is_refused(store, scripts, keys):
     acquire(scripts, keys, "c1")
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c2:1"]) == [0]
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c1:1"]) == [1]
+    assert renew(scripts, keys, "c2", 1) == [0]
+    assert renew(scripts, keys, "c1", 1) == [1]
 
 
 def test_renew_answers_for_each_lease_of_a_batch(store, scripts, keys):
@@ -45,9 +54,22 @@ def test_renew_answers_for_each_lease_of_a_batch(store, scripts, keys):
     store.redis.set(keys.lease("other"), "c2:4", px=TTL_MS)
     store.redis.pexpire(keys.lease(ROOM), 50)
     assert scripts.renew(keys=[keys.lease(ROOM), keys.lease("other"), keys.lease("gone")],
-                         args=[TTL_MS, "c1:1", "c1:4", "c1:1"]) == [1, 0, 0]
+                         args=[TTL_MS, "c1", 0, 0, 1, 4, 1]) == [1, 0, 0]
     assert store.redis.pttl(keys.lease(ROOM)) > 50
     assert store.redis.get(keys.lease("other")) == b"c2:4"
+
+
+def test_renew_pushes_the_due_times_of_the_renewed_rooms_it_is_given_only(store, scripts, keys):
+    """The first ARGV[4] leases' rooms move to the due time (a room going idle comes after
+    them and keeps its own); a lease that was not renewed moves nothing."""
+    for room, holder in ((ROOM, "c1:1"), ("other", "c2:1"), ("idling", "c1:1")):
+        store.redis.set(keys.lease(room), holder, px=TTL_MS)
+        store.redis.zadd(keys.runnable, {room: 5})
+    leases = [keys.lease(room) for room in (ROOM, "other", "idling")]
+    assert scripts.renew(keys=[*leases, keys.runnable],
+                         args=[TTL_MS, "c1", 777, 2, 1, 1, 1]) == [1, 0, 1]
+    assert {room: store.redis.zscore(keys.runnable, room) for room in (ROOM, "other", "idling")
+            } == {ROOM: 777, "other": 5, "idling": 5}
 
 
 def test_release_by_a_non_holder_changes_nothing(store, scripts, keys):
@@ -273,7 +295,7 @@ def test_renew_by_the_same_owner_under_an_older_epoch_is_refused(store, scripts,
     acquire(scripts, keys, "c1")
     store.redis.delete(keys.lease(ROOM))
     assert acquire(scripts, keys, "c1") == 2
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=[TTL_MS, "c1:1"]) == [0]
+    assert renew(scripts, keys, "c1", 1) == [0]
     assert store.lease_holder(ROOM) == "c1:2"
 
 
@@ -338,7 +360,7 @@ def test_an_expired_lease_can_neither_be_renewed_nor_commit(real_redis, keys):
     drain(scripts, keys, "c1:1")
     open_turn(scripts, keys, "c1:1")
     wait_until(lambda: not real_redis.exists(keys.lease(ROOM)), 5, "the lease to expire")
-    assert scripts.renew(keys=[keys.lease(ROOM)], args=[150, "c1:1"]) == [0]
+    assert renew(scripts, keys, "c1", 1) == [0]
     with pytest.raises(redis.ResponseError, match="LEASELOST"):
         commit(scripts, keys, "c1:1", 1, 1)
     assert [m.seq for m in store.read_messages(ROOM)] == [1]

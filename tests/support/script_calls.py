@@ -25,6 +25,12 @@ def acquire(scripts: Scripts, keys: Keys, owner: str, ttl_ms: int = TTL_MS) -> i
                                args=[owner, ttl_ms, 1000]))
 
 
+def renew(scripts: Scripts, keys: Keys, owner: str, epoch: int, ttl_ms: int = TTL_MS
+          ) -> list[int]:
+    """Renew the room's lease as ``owner`` under ``epoch``, leaving its due time alone."""
+    return list(scripts.renew(keys=[keys.lease(ROOM)], args=[ttl_ms, owner, 0, 0, epoch]))
+
+
 def drain(scripts: Scripts, keys: Keys, token: str) -> int:
     """Move the room's posts to its log as the holder of ``token``; how many moved."""
     moved, _, _ = scripts.drain(keys=[keys.lease(ROOM), keys.state(ROOM), keys.inbox(ROOM),

@@ -394,3 +394,40 @@ def test_the_in_process_keeper_settles_once_its_renewal_in_flight_has_ended(serv
         return order
 
     assert asyncio.run(settle_during_a_renewal()) == ["waiting", "renewal ended", "settled"]
+
+
+def test_a_keeper_renews_every_lease_at_once_when_its_coordinator_is_back_from_a_pause(server):
+    """After a pause its coordinator looks for lapsing leases once a renewal counted from a
+    signal sent since is confirmed, and waits a renewal period at most: the keeper's next
+    tick could come later than that."""
+    client = fakeredis.FakeAsyncRedis(server=server)
+    reports = Reports()
+    settings = Settings(key_prefix="t", lease_ttl_s=60.0, lease_renew_s=20.0)
+    keeper = Keeper(settings, "c1", os.getppid(), reports)  # type: ignore[arg-type]
+    leases = Leases(client, Keys("t"), Scripts(client), "c1", 60.0)
+
+    async def pause_while_keeping() -> list[dict]:
+        await client.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
+        signalled = time.monotonic()
+        keeper.heard({"at": signalled - 15.0, "hold": [[ROOM, 1, False]]})
+        keeping = asyncio.create_task(keeper.keep(leases))
+        await wait_until_async(lambda: reports.lines, 5.0, "the first renewal")
+        keeper.heard({"at": signalled - 12.0})  # a beat: nothing renewed before the tick
+        keeper.heard({"at": signalled})  # 12 s later: back from a pause
+        await wait_until_async(lambda: len(reports.lines) == 2, 5.0, "a renewal at once")
+        keeping.cancel()
+        return reports.lines
+
+    first, again = asyncio.run(pause_while_keeping())
+    assert again["until"] == pytest.approx(first["until"] + 15.0, abs=0.01)
+
+
+def test_a_keeper_renews_sooner_while_its_round_trips_are_long(server):
+    """Each lease's confirmation comes within a period of its renewal's signal: a round
+    trip of a whole second at a 1.67 s period would otherwise leave it under the margin."""
+    keeper, _, _ = keeper_of(server, ttl_s=6.0)
+    assert keeper.renewal_interval() == 2.0
+    keeper.round_trip_s = 0.5
+    assert keeper.renewal_interval() == pytest.approx(1.5)
+    keeper.round_trip_s = 1.8
+    assert keeper.renewal_interval() == 1.0  # half a period at least
