@@ -57,6 +57,10 @@ class LeaseKeeper:
         self.rooms = rooms
         self.outages = outages
         self.renew_every_s = settings.lease_renew_every_s
+        # Held while a renewal's confirmations are applied and while leases are looked at:
+        # a look between the first and the last lease of a renewal of thousands (applied
+        # by another thread) would find the rest short and drop them.
+        self.vouching = threading.Lock()
         # Set by start(): the loop the rooms run on.
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -102,10 +106,12 @@ class LeaseKeeper:
 
     def drop_lapsing(self) -> None:
         """Stop work on rooms whose lease this coordinator can no longer vouch for."""
-        lapsing = [lease for lease, _ in self.rooms.values() if lease.lapsing()]
+        with self.vouching:
+            lapsing = [lease for lease, _ in self.rooms.values() if lease.lapsing()]
+            least_left_s = min((lease.seconds_left() for lease in lapsing), default=0.0)
         if lapsing:
             log.warning("leases_lapsing", rooms=len(lapsing), held=len(self.rooms),
-                        least_left_s=round(min(lease.seconds_left() for lease in lapsing), 3))
+                        least_left_s=round(least_left_s, 3))
         self.drop_rooms(lapsing, "lease not renewed in time")
 
     def drop_rooms(self, leases: list[Lease], reason: str) -> None:
@@ -348,11 +354,12 @@ class KeeperProcess(LeaseKeeper):
         was lost; note an unreachable Redis for the turns' outage graces."""
         until = report.get("until", 0.0)
         renewed = 0
-        for room, epoch in report.get("renewed", ()):
-            lease = self.lease_of(room, epoch)
-            if lease is not None:
-                lease.valid_until = until  # the renewal set the expiry, maybe sooner
-                renewed += 1
+        with self.vouching:
+            for room, epoch in report.get("renewed", ()):
+                lease = self.lease_of(room, epoch)
+                if lease is not None:
+                    lease.valid_until = until  # the renewal set the expiry, maybe sooner
+                    renewed += 1
         if renewed:
             metrics.LEASE_RENEWALS.inc(renewed)
         if report.get("renewed"):

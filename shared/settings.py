@@ -231,6 +231,14 @@ class Settings(BaseSettings):
                                  "address (no scheme, port or path: api.example.com, 10.0.0.5)")
         return tuple(host.lower().strip("[]") for host in hosts)
 
+    @field_validator("key_prefix")
+    @classmethod
+    def _no_hash_tag(cls, prefix: str) -> str:
+        if "{" in prefix or "}" in prefix:
+            raise ValueError("must not hold { or }: each room's keys take the room as their "
+                             "hash tag")
+        return prefix
+
     @field_validator("log_stream_maxlen")
     @classmethod
     def _log_cap(cls, cap: int) -> int:

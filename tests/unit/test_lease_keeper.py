@@ -88,6 +88,12 @@ def test_settings_refuse_a_renewal_period_that_leaves_no_second_chance():
         Settings(lease_ttl_s=6, lease_renew_s=3)
 
 
+def test_settings_refuse_a_key_prefix_with_a_hash_tag():
+    """renew.lua finds each room as its lease key's hash tag, the first {...} of the key."""
+    with pytest.raises(ValueError, match="key_prefix"):
+        Settings(key_prefix="team{a}")
+
+
 def serving(server, store, ttl_s: float, transport=None) -> Coordinator:
     """A coordinator on fakeredis whose room waits for bids that never come."""
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 3), bid_timeout_s=60))
