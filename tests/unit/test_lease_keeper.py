@@ -220,11 +220,12 @@ class Reports:
         self.lines.append(orjson.loads(data))
 
 
-def keeper_of(server, ttl_s: float = 3.0) -> tuple[Keeper, Leases, Reports]:
+def keeper_of(server, ttl_s: float = 3.0, renew_s: float = 0.0
+              ) -> tuple[Keeper, Leases, Reports]:
     client = fakeredis.FakeAsyncRedis(server=server)
     reports = Reports()
-    keeper = Keeper(Settings(key_prefix="t", lease_ttl_s=ttl_s), "c1", os.getppid(),
-                    reports)  # type: ignore[arg-type]
+    settings = Settings(key_prefix="t", lease_ttl_s=ttl_s, lease_renew_s=renew_s)
+    keeper = Keeper(settings, "c1", os.getppid(), reports)  # type: ignore[arg-type]
     return keeper, Leases(client, Keys("t"), Scripts(client), "c1", ttl_s), reports
 
 
@@ -251,14 +252,10 @@ def test_the_keeper_makes_a_lease_good_until_one_ttl_past_the_coordinators_last_
 def test_a_keeper_renews_a_freshly_held_lease_at_once_not_at_its_next_tick(server):
     """A lease taken by a busy coordinator may have little more than its margin left when
     the keeper hears of it: waiting a renewal period would let the coordinator drop it."""
-    client = fakeredis.FakeAsyncRedis(server=server)
-    reports = Reports()
-    settings = Settings(key_prefix="t", lease_ttl_s=60.0, lease_renew_s=20.0)
-    keeper = Keeper(settings, "c1", os.getppid(), reports)  # type: ignore[arg-type]
-    leases = Leases(client, Keys("t"), Scripts(client), "c1", 60.0)
+    keeper, leases, reports = keeper_of(server, ttl_s=60.0, renew_s=20.0)
 
     async def hold_while_keeping() -> list[dict]:
-        await client.set(leases.keys.lease(ROOM), "c1:1", px=5000)
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=5000)
         keeper.heard({"at": time.monotonic(), "hold": []})
         keeping = asyncio.create_task(keeper.keep(leases))
         await asyncio.sleep(0)  # its first tick renews nothing: nothing is held yet
@@ -406,14 +403,10 @@ def test_a_keeper_renews_every_lease_at_once_when_its_coordinator_is_back_from_a
     """After a pause its coordinator looks for lapsing leases once a renewal counted from a
     signal sent since is confirmed, and waits a renewal period at most: the keeper's next
     tick could come later than that."""
-    client = fakeredis.FakeAsyncRedis(server=server)
-    reports = Reports()
-    settings = Settings(key_prefix="t", lease_ttl_s=60.0, lease_renew_s=20.0)
-    keeper = Keeper(settings, "c1", os.getppid(), reports)  # type: ignore[arg-type]
-    leases = Leases(client, Keys("t"), Scripts(client), "c1", 60.0)
+    keeper, leases, reports = keeper_of(server, ttl_s=60.0, renew_s=20.0)
 
     async def pause_while_keeping() -> list[dict]:
-        await client.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
         signalled = time.monotonic()
         keeper.heard({"at": signalled - 15.0, "hold": [[ROOM, 1, False]]})
         keeping = asyncio.create_task(keeper.keep(leases))
