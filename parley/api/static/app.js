@@ -114,6 +114,7 @@ function setConn(ok, text) {
 function showError(error) {
   const box = $("error");
   if (!error) { box.hidden = true; return; }
+  if (view && view.deleted) return;  // reads begun before the room's deletion end in 404s
   const refused = error.status === 401 || error.status === 403;
   if (refused) $("token-form").hidden = false;  // only an API that asks for a token shows its box
   box.hidden = false;
@@ -308,7 +309,7 @@ async function refreshRoom(current, withStats = current.polls++ % STATS_EVERY ==
   const [details, turns, stats] = await Promise.all([
     api(roomPath(current, "")), api(`/dashboard/rooms/${encodeURIComponent(current.room)}/turns?last=1`),
     withStats ? api(`/dashboard/rooms/${encodeURIComponent(current.room)}/stats`) : null]);
-  if (view !== current) return;
+  if (view !== current || current.deleted) return;
   renderDetails(details);
   if (stats) {
     current.statsAt = Date.now();
@@ -512,6 +513,9 @@ function onEvent(current, type, e, id) {
   if (type === "room_deleted") {
     source.close();  // the room is gone: its stream has ended, nothing to reconnect to
     clearInterval(timer);
+    clearTimeout(current.refreshing);
+    current.deleted = true;
+    showError(null);  // a read that met the deletion first failed on it: this says why
     setConn(false, "room deleted");
     $("room-status").replaceChildren(el("span", {class: "badge failed"}, "deleted"));
   }
