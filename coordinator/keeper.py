@@ -7,11 +7,13 @@ talks to it in JSON lines. Its stdin carries, first, ``{"owner", "parent", "sett
 "hold"}``, then the coordinator's signals ``{"at", "hold", "drop"}``: ``at`` is the
 coordinator's ``time.monotonic()`` (one clock for every process of the host), ``hold``
 lists ``[room, epoch, idling]`` to renew, ``drop`` lists ``[room, epoch]`` no longer held,
-and ``settle``, when present, numbers an ask. Its stdout carries its reports: ``{"ready":
-true}`` once it can renew, ``{"renewed": [[room, epoch]...], "until": t}`` (the leases are
-good until the monotonic time ``t``), ``{"lost": [[room, epoch]...]}``, ``{"unreachable":
-true}`` (Redis could not be reached) and ``{"settled": n}`` once no renewal begun before
-ask ``n`` is in flight (a room going idle then reads a due time no renewal moves).
+and ``settle`` or ``confirm``, when present, numbers an ask. Its stdout carries its reports:
+``{"ready": true}`` once it can renew, ``{"renewed": [[room, epoch]...], "until": t}`` (the
+leases are good until the monotonic time ``t``), ``{"lost": [[room, epoch]...]}``,
+``{"unreachable": true}`` (Redis could not be reached), ``{"settled": n}`` once no renewal
+begun before ask ``n`` is in flight (a room going idle then reads a due time no renewal
+moves) and ``{"confirmed": n}`` once a renewal of every lease begun after ask ``n`` has
+ended, its reports written before (a look for lapsing leases then judges by them).
 
 Each renewal makes a lease good until one ttl past the coordinator's last signal, never
 longer, and after a third of the ttl without a signal the keeper renews nothing until it
@@ -28,6 +30,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -73,6 +76,7 @@ class Keeper:
         self.woken = asyncio.Event()
         self.in_flight: set[asyncio.Task[None]] = set()  # renewals
         self.settling: set[asyncio.Task[None]] = set()
+        self.confirming: list[int] = []  # asks for a renewal of every lease begun after them
 
     def heard(self, message: dict[str, Any]) -> None:
         """Apply one line of the coordinator's: a signal, maybe with changes."""
@@ -95,6 +99,10 @@ class Keeper:
         for room, epoch in message.get("drop", ()):
             if room in self.held and self.held[room].epoch == epoch:
                 del self.held[room]
+        if "confirm" in message:
+            self.confirming.append(int(message["confirm"]))
+            self.renew_all = True
+            self.woken.set()
         if "settle" in message:
             task = asyncio.create_task(self.settle(int(message["settle"]), list(self.in_flight)))
             self.settling.add(task)  # held until done: the loop keeps only weak references
@@ -141,6 +149,9 @@ class Keeper:
                 self.fresh.clear()  # this renewal covers them
                 self.renew_all = False
                 renewal = self.renewing(leases, list(self.held.values()), timed=True)
+                if self.confirming:
+                    renewal.add_done_callback(self.confirmer(max(self.confirming)))
+                    self.confirming = []
                 next_tick = loop.time() + self.renewal_interval()
             elif self.fresh and (fresh_renewal is None or fresh_renewal.done()):
                 fresh = [self.held[room] for room in self.fresh if room in self.held]
@@ -152,6 +163,11 @@ class Keeper:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.woken.wait(), wait_s if wait_s > 0 else None)
         log.warning("keeper_orphaned", parent=self.parent)
+
+    def confirmer(self, ask: int) -> Callable[[asyncio.Task[None]], None]:
+        """What says, as a renewal of every lease ends, that ``ask`` is confirmed (its own
+        reports, written as it ended, come first)."""
+        return lambda _: self.report({"confirmed": ask})
 
     def renewal_interval(self) -> float:
         """From one renewal of every lease to the next: a period less the last one's round

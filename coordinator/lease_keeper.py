@@ -210,10 +210,13 @@ class KeeperProcess(LeaseKeeper):
         super().__init__(settings, owner, rooms, outages)
         self.beat_every_s = self.renew_every_s / BEATS_PER_RENEWAL
         self.changes: queue.SimpleQueue[tuple[str, Lease] | tuple[str, int]] = queue.SimpleQueue()
-        # What settled() waits for, by the number of its ask: the keeper's word that every
-        # renewal in flight began after the ask (the rooms' loop alone touches these).
+        # The keeper's answers awaited, by report and the number of their ask: "settled"
+        # (no renewal begun before the ask is in flight) for settled(), "confirmed" (a
+        # renewal of every lease begun after it has ended) for a look at lapsing leases.
+        # The rooms' loop alone touches these.
         self.asks = 0
-        self.settling: dict[int, asyncio.Future[None]] = {}
+        self.awaited: dict[str, dict[int, asyncio.Future[None]]] = {"settled": {}, "confirmed": {}}
+        self.looking: asyncio.Task[None] | None = None
         self.stopping = threading.Event()
         # One writer at a time on the keeper's stdin: the signals' thread and a respawn.
         self.writing = threading.Lock()
@@ -282,20 +285,53 @@ class KeeperProcess(LeaseKeeper):
     async def settled(self) -> None:
         """Ask the keeper to say once every renewal it has in flight began after the
         changes sent before the ask, and wait for its word."""
+        await self.ask("settle", "settled")
+
+    async def confirmed(self) -> None:
+        """Ask the keeper to renew every lease now, and wait until that renewal's
+        confirmations are applied."""
+        await self.ask("confirm", "confirmed")
+
+    async def ask(self, change: str, answer: str) -> None:
+        """Send the keeper an ask (``change``, numbered) and wait for its ``answer``."""
         self.asks += 1
         ask = self.asks
-        self.settling[ask] = asyncio.get_running_loop().create_future()
-        self.changes.put(("settle", ask))
+        awaited = self.awaited[answer]
+        awaited[ask] = asyncio.get_running_loop().create_future()
+        self.changes.put((change, ask))
         try:
-            await self.settling[ask]
+            await awaited[ask]
         finally:
-            del self.settling[ask]
+            del awaited[ask]
 
-    def answered(self, settled: int) -> None:
-        """The keeper's word on every ask up to ``settled``."""
-        for ask, waiting in self.settling.items():
-            if ask <= settled and not waiting.done():
+    def answered(self, answer: str, up_to: int) -> None:
+        """The keeper's ``answer`` to every ask of its kind up to ``up_to``."""
+        for ask, waiting in self.awaited[answer].items():
+            if ask <= up_to and not waiting.done():
                 waiting.set_result(None)
+
+    def look(self) -> None:
+        """Look for lapsing leases (one look at a time)."""
+        if self.looking is None or self.looking.done():
+            self.looking = asyncio.create_task(self.look_for_lapsing(), name="lapse-look")
+
+    async def look_for_lapsing(self) -> None:
+        """Drop the rooms whose leases are lapsing, judged by a renewal begun after the
+        look: leases found short may have a renewal in flight, or confirmations not yet
+        applied (the whole process back from a pause), and giving rooms up on that would
+        hand thousands over at once. It waits at most until the shortest lease has half a
+        renewal period left, what a send needs (HeldTransport), so a keeper that does not
+        answer still has the rooms dropped in time."""
+        with self.vouching:
+            least_left_s = min((lease.seconds_left() for lease, _ in self.rooms.values()
+                                if lease.lapsing()), default=None)
+        if least_left_s is None:
+            return
+        patience_s = least_left_s - self.renew_every_s / 2
+        if patience_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.confirmed(), patience_s)
+        self.drop_lapsing()
 
     def signal_forever(self) -> None:
         """Send the changes as they come and a signal every beat, and look for lapsing
@@ -315,7 +351,7 @@ class KeeperProcess(LeaseKeeper):
             with self.writing:
                 signalled = self.send(message)
             if looks.after_signal(signalled, self.confirmed_signal):
-                self.on_rooms_loop(self.drop_lapsing)
+                self.on_rooms_loop(self.look)
 
     def send(self, message: dict[str, Any]) -> float:
         """Write one line to the keeper (with the writing lock held); the signal's time.
@@ -371,8 +407,9 @@ class KeeperProcess(LeaseKeeper):
             self.on_rooms_loop(self.drop_rooms, lost, "lease lost")
         if report.get("unreachable"):
             self.outages.failed()
-        if "settled" in report:
-            self.on_rooms_loop(self.answered, int(report["settled"]))
+        for answer in ("settled", "confirmed"):
+            if answer in report:
+                self.on_rooms_loop(self.answered, answer, int(report[answer]))
         if report.get("ready"):
             self.renewing.set()
 

@@ -15,7 +15,8 @@ from redis.crc import key_slot
 
 from parley.coordinator.keeper import Keeper
 from parley.coordinator.lease import CLUSTER_SCRIPTS_AT_ONCE, RENEW_BATCH, Lease, LeaseLost, Leases
-from parley.coordinator.lease_keeper import InProcessKeeper, LapseLooks
+from parley.coordinator.lease_keeper import InProcessKeeper, KeeperProcess, LapseLooks
+from parley.coordinator.outages import OutageClock
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.service import Coordinator, scan_share
 from parley.coordinator.transport import HeldTransport, InMemoryTransport
@@ -371,6 +372,81 @@ def test_a_keeper_settles_an_ask_once_the_renewals_begun_before_it_have_ended(se
     pushed, after = asyncio.run(idle_during_a_renewal())
     assert "renewed" in reports.lines[0] and reports.lines[1] == {"settled": 7}
     assert after == pushed  # the renewal after the ask left the due time alone
+
+
+def test_a_keeper_confirms_an_ask_after_a_renewal_of_every_lease_begun_after_it(server):
+    """A look for lapsing leases judges by a renewal begun after it: one in flight when the
+    ask came does not answer it, and the renewal's report comes before the answer."""
+    keeper, leases, reports = keeper_of(server, ttl_s=60.0, renew_s=20.0)
+
+    async def confirm_during_a_renewal() -> list[dict]:
+        released = asyncio.Event()
+        renew = leases.renew
+        renewals = 0
+
+        async def first_held_back(held: list[Lease], good_for_s: float | None = None) -> list[bool]:
+            nonlocal renewals
+            renewals += 1
+            if renewals == 1:
+                await released.wait()
+            return await renew(held, good_for_s)
+
+        leases.renew = first_held_back  # type: ignore[method-assign]
+        await leases.redis.set(leases.keys.lease(ROOM), "c1:1", px=60_000)
+        keeper.heard({"at": time.monotonic(), "hold": [[ROOM, 1, False]]})
+        keeping = asyncio.create_task(keeper.keep(leases))
+        await wait_until_async(lambda: renewals == 1, 5.0, "the first renewal")
+        keeper.heard({"at": time.monotonic(), "confirm": 3})
+        released.set()
+        await wait_until_async(lambda: {"confirmed": 3} in reports.lines, 5.0, "confirmed")
+        keeping.cancel()
+        assert renewals == 2  # the next tick is 20 s away: the ask started this one
+        return reports.lines
+
+    first, second, answer = asyncio.run(confirm_during_a_renewal())
+    assert "renewed" in first and "renewed" in second and answer == {"confirmed": 3}
+
+
+def lapsing_rooms(keeper: KeeperProcess, seconds_left: float) -> tuple[Lease, asyncio.Task]:
+    """One room served with ``seconds_left`` on its lease (under its margin of 1.5 s)."""
+    lease = Lease(ROOM, "c1", 1, time.monotonic() + seconds_left, margin_s=1.5)
+    task = asyncio.create_task(asyncio.Event().wait())
+    keeper.rooms[ROOM] = (lease, task)
+    return lease, task
+
+
+def test_a_look_keeps_a_lease_found_short_that_the_renewal_it_asked_for_confirms():
+    """Back from a pause of the whole process, a look may run before the reports the
+    keeper wrote meanwhile are applied: it asks for a renewal first, and judges by it."""
+    keeper = KeeperProcess(Settings(lease_ttl_s=3.0), "c1", {}, OutageClock())
+
+    async def look() -> tuple[bool, str]:
+        keeper.loop = asyncio.get_running_loop()
+        lease, task = lapsing_rooms(keeper, seconds_left=1.2)
+        looking = asyncio.create_task(keeper.look_for_lapsing())
+        change, ask = await asyncio.to_thread(keeper.changes.get, timeout=5.0)
+        keeper.apply({"renewed": [[ROOM, 1]], "until": time.monotonic() + 3.0})
+        keeper.apply({"confirmed": ask})
+        await looking
+        kept = task.cancelling() == 0 and lease.seconds_left() > 2.5
+        task.cancel()
+        return kept, change
+
+    kept, change = asyncio.run(look())
+    assert (kept, change) == (True, "confirm")
+
+
+def test_a_look_whose_keeper_does_not_answer_drops_the_room_with_half_a_period_left():
+    keeper = KeeperProcess(Settings(lease_ttl_s=3.0), "c1", {}, OutageClock())
+
+    async def look() -> tuple[bool, float]:
+        keeper.loop = asyncio.get_running_loop()
+        lease, task = lapsing_rooms(keeper, seconds_left=0.9)
+        await keeper.look_for_lapsing()
+        return task.cancelling() == 1, lease.seconds_left()
+
+    dropped, left_s = asyncio.run(look())
+    assert dropped and 0.4 < left_s <= 0.5 + 0.05  # waited until half a period (0.5 s) was left
 
 
 def test_the_in_process_keeper_settles_once_its_renewal_in_flight_has_ended(server, store):
