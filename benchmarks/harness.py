@@ -98,16 +98,38 @@ def rotating_spec(agents: int, turns: int, sleep_s: float = 0.0, **policy: Any) 
                          **policy)
 
 
+def bench_directory(prefix: str) -> Any:
+    """A directory for a run's processes (a TemporaryDirectory, or one that stays when
+    PARLEY_BENCH_LOGS names where to keep it: the logs and Redis's files, for a look
+    after)."""
+    kept = os.environ.get("PARLEY_BENCH_LOGS")
+    if not kept:
+        return tempfile.TemporaryDirectory(prefix=prefix)
+    return KeptDirectory(tempfile.mkdtemp(prefix=prefix, dir=kept))
+
+
+class KeptDirectory:
+    """A TemporaryDirectory's interface for a directory left in place."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Left for a look after."""
+
+    def cleanup(self) -> None:
+        """Left for a look after."""
+
+
 class Deployment:
     """A private redis-server with coordinators and workers; everything stopped by PID."""
 
     def __init__(self, directory: Path | None = None, redis_options: tuple[str, ...] = REDIS_OPTIONS,
                  env: dict[str, str] | None = None) -> None:
-        # PARLEY_BENCH_LOGS keeps the processes' logs (and Redis's files) for a look after.
-        kept = os.environ.get("PARLEY_BENCH_LOGS")
-        if directory is None and kept:
-            directory = Path(tempfile.mkdtemp(prefix="parley-bench-", dir=kept))
-        self._tmp = None if directory else tempfile.TemporaryDirectory(prefix="parley-bench-")
+        self._tmp = None if directory else bench_directory("parley-bench-")
         self.directory = directory or Path(self._tmp.name)
         self.redis_options = redis_options
         self.port = free_port()

@@ -26,13 +26,13 @@ import random
 import signal
 import statistics
 import subprocess
-import tempfile
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import bench_directory
 from parley.client import Client
 from parley.processes import ProcessGroup
 from parley.shared.settings import Settings
@@ -104,7 +104,7 @@ def run(kills: int, rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any
     settings = Settings(**overrides)
     # Enough turns that no room runs out of script before the last kill.
     turns = int(kills * (settings.lease_ttl_s + 3) / 0.1) + 100
-    with tempfile.TemporaryDirectory(prefix="parley-takeover-") as directory, \
+    with bench_directory("parley-takeover-") as directory, \
             PrivateRedis(Path(directory)) as server, \
             ProcessGroup(Path(directory), parley_env(server.url, "takeover", **overrides)) as group:
         client = Client(settings.model_copy(update={"redis_url": server.url,
@@ -151,7 +151,7 @@ def run_at_scale(rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     overrides = {} if ttl_s is None else {"lease_ttl_s": ttl_s}
     settings = Settings(**overrides)
-    with tempfile.TemporaryDirectory(prefix="parley-takeover-") as directory, \
+    with bench_directory("parley-takeover-") as directory, \
             PrivateRedis(Path(directory)) as server, \
             ProcessGroup(Path(directory), {**parley_env(server.url, "takeover", **overrides),
                                            "PARLEY_COORDINATOR_CAPACITY": str(rooms)}) as group:

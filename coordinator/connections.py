@@ -11,6 +11,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.driver_info import DriverInfo
 from redis.exceptions import (
     ClusterDownError,
     NoPermissionError,
@@ -45,6 +46,10 @@ CONTROL_CONNECTIONS = 4
 # time out connecting, each such room then let go; paced, the pool grows as fast as Redis
 # accepts, and a room waits for its connection rather than failing its take.
 OPENING_AT_ONCE = 64
+# What each connection tells Redis in CLIENT SETINFO. Left to redis-py, every new
+# connection reads its version from the package metadata (about 1 ms of the loop's CPU:
+# a second per thousand rooms taken over); read once here.
+DRIVER_INFO = DriverInfo()
 
 
 def unusable(error: BaseException) -> bool:
@@ -66,12 +71,12 @@ def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisClu
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     if settings.redis_cluster:
         return cluster_client(settings, asyncio=True, max_connections=max_connections,
-                              socket_timeout=None, retry=retry,
+                              socket_timeout=None, retry=retry, driver_info=DRIVER_INFO,
                               socket_connect_timeout=settings.lease_renew_every_s)
     pool = BlockingConnectionPool.from_url(
         settings.redis_url, max_connections=max_connections, timeout=None,
         socket_timeout=None, socket_connect_timeout=settings.lease_renew_every_s, retry=retry,
-        **redis_kwargs(settings))
+        driver_info=DRIVER_INFO, **redis_kwargs(settings))
     pool.connection_class = paced(pool.connection_class, OPENING_AT_ONCE)
     return Redis(connection_pool=pool)
 

@@ -72,6 +72,10 @@ SCANS_FAILED_NOT_READY = 5
 # only after 100 of the middle generation, leave full collections rare; the cyclic garbage
 # that waits longer for them is small beside the rooms' own state.
 GC_THRESHOLDS = (10_000, 50, 100)
+# A room due for this many scan intervals has been left by every live coordinator's scan
+# (a coordinator that died still counts as live for two ttls): a scan takes all such rooms,
+# not only its share, so a standby takes a dead coordinator's rooms in one scan.
+OVERDUE_SCANS = 3
 
 
 def new_coordinator_id() -> str:
@@ -187,11 +191,18 @@ class Coordinator:
         free = capacity - len(self.rooms)
         if free <= 0:
             return
-        due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now_ms(), 0, free * 2)
-        # Without withscores the reply is a plain list of members.
-        candidates = [room for room in (decode(member) for member in cast(list[bytes], due))
-                      if room not in self.rooms]
-        limit = scan_share(len(candidates), free, live, capacity)
+        now = now_ms()
+        due = await self.control.zrangebyscore(self.keys.runnable, "-inf", now, 0, free * 2,
+                                               withscores=True)
+        overdue_before = now - OVERDUE_SCANS * 1000 * self.settings.scan_interval_s
+        # Oldest due first: the overdue rooms lead the list.
+        candidates, overdue = [], 0
+        for member, score in cast(list[tuple[bytes, float]], due):
+            room = decode(member)
+            if room not in self.rooms:
+                candidates.append(room)
+                overdue += score < overdue_before
+        limit = scan_share(len(candidates), free, live, capacity, overdue)
         taken = 0
         while candidates and taken < limit and not self.stopping.is_set():
             batch, candidates = candidates[:limit - taken], candidates[limit - taken:]
@@ -354,11 +365,13 @@ class Coordinator:
         log.info("coordinator_stopped", coordinator=self.id, released=len(tasks))
 
 
-def scan_share(due: int, free: int, live: int, capacity: int) -> int:
-    """How many of ``due`` rooms one scan takes: this coordinator's share among the ``live``
-    ones, so that coordinators scanning together split the rooms (and a standby alone takes
-    a dead one's at once); at least a tenth of the capacity, never more than is free."""
-    return min(free, max(1, capacity // 10, math.ceil(due / max(1, live))))
+def scan_share(due: int, free: int, live: int, capacity: int, overdue: int = 0) -> int:
+    """How many of ``due`` rooms one scan takes: every ``overdue`` one (no live
+    coordinator took it in several scans), and this coordinator's share among the ``live``
+    ones of the rest, so that coordinators scanning together split the rooms; at least a
+    tenth of the capacity, never more than is free."""
+    share = math.ceil((due - overdue) / max(1, live))
+    return min(free, max(1, capacity // 10, overdue + share))
 
 
 def error_line(error: BaseException, most_chars: int = 500) -> str:

@@ -302,6 +302,39 @@ def test_a_scan_share_splits_the_due_rooms_among_live_coordinators_within_bounds
     assert scan_share(due=0, free=5, live=0, capacity=5) == 1
 
 
+def test_a_scan_takes_every_room_no_live_coordinator_took_for_several_scans():
+    # A dead coordinator counts as live for two ttls: its rooms, overdue, are not split.
+    assert scan_share(due=1000, free=1000, live=2, capacity=1000, overdue=1000) == 1000
+    assert scan_share(due=1000, free=1000, live=2, capacity=1000, overdue=400) == 700
+    assert scan_share(due=1000, free=300, live=2, capacity=1000, overdue=1000) == 300
+
+
+def test_a_standby_takes_in_one_scan_every_room_left_overdue_by_a_dead_coordinator(server, store):
+    """A coordinator killed a moment ago still counts as live: a scan takes half of the
+    rooms just due, and all of those that every live coordinator's scans have left."""
+    rooms = [f"room-{i}" for i in range(40)]
+    for room in rooms:
+        store.create_room(room, scripted_spec(rotating_scripts(2, 3), bid_timeout_s=60))
+        store.post(room, "User", "go")
+    settings = Settings(key_prefix="t", coordinator_capacity=100, scan_interval_s=0.2)
+
+    async def one_scan(due_s_ago: float) -> int:
+        client = fakeredis.FakeAsyncRedis(server=server)
+        coordinator = Coordinator(settings, InMemoryTransport(), "standby", client=client)
+        keys = coordinator.keys
+        due_ms = (time.time() - due_s_ago) * 1000
+        await client.zadd(keys.runnable, {room: due_ms for room in rooms})
+        await client.zadd(keys.coordinators, {"killed": time.time() * 1000})
+        taken: list[Lease] = []
+        coordinator.start_room = taken.append  # type: ignore[method-assign]
+        await coordinator.scan()
+        await client.delete(*(keys.lease(lease.room) for lease in taken))
+        return len(taken)
+
+    assert asyncio.run(one_scan(due_s_ago=0.0)) == 20  # its share of two
+    assert asyncio.run(one_scan(due_s_ago=1.0)) == 40  # overdue: five scan intervals
+
+
 def test_a_cluster_runs_a_few_slots_scripts_at_a_time(server):
     """A cluster client refuses a command past its pool per node instead of waiting."""
     client = fakeredis.FakeAsyncRedis(server=server)
