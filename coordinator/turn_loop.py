@@ -461,7 +461,7 @@ class RoomRunner:
             snapshot_seq=turn.snapshot_seq, deadline=turn.deadline,
             spec_version=self.spec_version, instructions=dict(calls.instructions),
             max_tokens=left.tokens, max_cost_usd=left.cost_usd, organization=self.organization,
-            tasks_started=self.tasks_started,
+            tasks_started=self.tasks_started, answers_from=turn.bids_from if turn.resumed else "",
         )
         # Each request carries its publish span's traceparent: a message the outbox shares
         # between rooms carries several traces, which one header could not.

@@ -1301,3 +1301,7 @@ class CallRequest(BaseModel):
     # calls went out: a room that never had one reads no tasks for its notes (None: a
     # coordinator that does not say, so the worker reads them).
     tasks_started: int | None = None
+    # A turn taken over from a coordinator that died: its answers stream id the turn's
+    # answers start after. The dead one's calls may still be queued or running; a worker
+    # asks no agent whose answer of this phase is there by the time it takes the call.
+    answers_from: str = ""

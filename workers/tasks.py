@@ -28,6 +28,7 @@ from parley.shared.logs import one_line
 from parley.shared.models import (
     AgentSpec,
     Answer,
+    AnswerStatus,
     CallRequest,
     Message,
     RoomSpec,
@@ -266,8 +267,9 @@ def submit_calls(req: CallRequest) -> Chunk:
     spec = _specs.get(store, req.prefix, req.room, req.spec_version)
     transcript = _transcript_once(store, req)
     notes = task_notes(store, req)
+    answered = answered_before(store, req)
     callers = {name: with_task_notes(caller(spec, req, name), notes) for name in req.agents
-               if not taken_already(store, req, spec.agent(name))}
+               if name not in answered and not taken_already(store, req, spec.agent(name))}
     offers = {name: with_background_tools(CALL_PROMPTS[req.kind].policy_tools(spec, agent),
                                           spec.agent(name))
               for name, agent in callers.items()}
@@ -408,6 +410,23 @@ def tool_run(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: AgentSpe
                    settings.tool_result_max_bytes, req.organization)
 
 
+
+
+def answered_before(store: RoomStore, req: CallRequest) -> set[str]:
+    """The request's agents whose call of this phase has an answer already: a turn taken
+    over is asked again for every call not answered at the take, while the dead
+    coordinator's calls may still be queued ahead and answer first. The coordinator keeps
+    each call's first answer, so another would be paid for and dropped. (A timeout does
+    not count: an answer may still replace it.)"""
+    if not req.answers_from:
+        return set()
+    answered = {answer.agent for _, answer in store.read_answers(req.room, req.answers_from)
+                if answer.turn == req.turn and answer.phase == req.phase
+                and answer.status is not AnswerStatus.TIMEOUT}
+    skipped = answered.intersection(req.agents)
+    if skipped:
+        log.info("calls_answered_already", agents=sorted(skipped))
+    return skipped
 
 
 def taken_already(store: RoomStore, req: CallRequest, agent: AgentSpec) -> bool:

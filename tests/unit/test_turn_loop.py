@@ -47,6 +47,8 @@ def test_a_room_runs_to_its_lull_and_goes_idle(sync_redis, async_redis, keys):
     committed = [e for e in logs if e["event"] == "turn_committed"]
     assert [e["speaker"] for e in committed] == ["agent1", "agent2", "agent0", "agent1", None]
     assert all(len(e["calls"]) == 3 for e in committed)
+    # No turn was taken over: no worker is told to look for answers made before.
+    assert {request.answers_from for _, request in transport.sent} == {""}
 
 
 def test_a_turn_is_sent_in_chunks_of_agents_per_task(sync_redis, async_redis, keys):
@@ -99,6 +101,10 @@ def test_a_resumed_turn_reuses_arrived_bids_and_asks_only_the_missing(sync_redis
     resumed = [r for _, r in transport.sent if r.turn == 1]
     assert [r.agents for r in resumed] == [["agent0", "agent2"]]
     assert resumed[0].attempt == 2
+    # Its workers skip a call the dead coordinator made that has answered meanwhile: the
+    # requests say where the turn's answers start (agent1's is the first).
+    since = store.read_answers(ROOM, resumed[0].answers_from)
+    assert resumed[0].answers_from and since[0][1].message == "kept"
     assert [m.content for m in store.read_messages(ROOM)] == ["go", "kept"]
     assert store.read_turns(ROOM)[0].epoch == 2
 
