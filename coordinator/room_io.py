@@ -113,8 +113,10 @@ class RoomIO:
     """Room reads and the fenced writes of the turn loop, for one coordinator."""
 
     def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256,
-                 limits: InboxLimits | None = None, events_maxlen: int | None = None):
+                 limits: InboxLimits | None = None, events_maxlen: int | None = None,
+                 waits: Any | None = None):
         self.redis = client
+        self.waits = waits or client  # for the blocking reads of answers
         self.keys = keys
         self.scripts = scripts
         self.drain_batch = drain_batch
@@ -223,7 +225,7 @@ class RoomIO:
 
     async def wait_answers(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Answer]]:
         """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
-        reply = await self.redis.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
+        reply = await self.waits.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
         return [(decode(entry_id), answer_from_fields(fields))
                 for _, entries in reply for entry_id, fields in entries]
 

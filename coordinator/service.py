@@ -22,7 +22,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from parley.coordinator import debug
-from parley.coordinator.connections import CONTROL_CONNECTIONS, connect, unusable
+from parley.coordinator.connections import (
+    COMMAND_CONNECTIONS,
+    CONTROL_CONNECTIONS,
+    connect,
+    unusable,
+)
 from parley.coordinator.lease import Lease, LeaseLost, Leases
 from parley.coordinator.lease_keeper import (
     InProcessKeeper,
@@ -93,13 +98,18 @@ class Coordinator:
         self.outbox = Outbox(transport)  # the rooms' calls of a tick leave together
         self.id = coordinator_id or new_coordinator_id()
         self.keys = Keys(settings.key_prefix)
-        self.redis = client or connect(settings, settings.coordinator_capacity + 8)
+        # The rooms' commands share a few connections; each room waiting for answers holds
+        # one of its own in XREAD BLOCK. A standby taking a thousand rooms opens a
+        # thousand connections, a third of a second each on its busy loop: its rooms'
+        # first reads and calls do not wait for them, only their waits for answers.
+        self.redis = client or connect(settings, COMMAND_CONNECTIONS)
+        self.waits = client or connect(settings, settings.coordinator_capacity + 8)
         # Leases, scans and heartbeats get connections of their own: with every room of a
         # busy coordinator holding one in XREAD BLOCK, a renewal queued behind them for a
         # free connection would let the leases lapse.
         self.control = client or connect(settings, CONTROL_CONNECTIONS)
         scripts = Scripts(self.redis)
-        self.io = RoomIO(self.redis, self.keys, scripts,
+        self.io = RoomIO(self.redis, self.keys, scripts, waits=self.waits,
                          limits=InboxLimits.from_settings(settings),
                          events_maxlen=settings.events_stream_maxlen)
         self.renew_every_s = settings.lease_renew_every_s
@@ -358,7 +368,7 @@ class Coordinator:
                                    self.renew_every_s)
             await asyncio.wait_for(self.control.delete(self.keys.scans_failing(self.id)),
                                    self.renew_every_s)
-        for client in {self.redis, self.control}:
+        for client in {self.redis, self.waits, self.control}:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
         metrics.ROOMS_HELD.remove(self.id)

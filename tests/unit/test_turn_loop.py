@@ -8,10 +8,12 @@ import pytest
 import structlog
 
 from parley.coordinator import policies
+from parley.coordinator.connections import COMMAND_CONNECTIONS
 from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
 from parley.coordinator.service import Coordinator
+from parley.coordinator.transport import InMemoryTransport
 from parley.coordinator.turn_loop import RoomRunner, TurnOptions
 from parley.shared.models import Answer, StopReason
 from parley.shared.scripts import Scripts
@@ -260,3 +262,39 @@ def test_an_unreadable_entry_posted_while_idle_starts_no_run(sync_redis, async_r
     assert (state.status, state.run, state.last_seq) == ("idle", 0, 0)
     assert sync_redis.xlen(keys.dead_letters(ROOM)) == 1
     assert sync_redis.zscore(keys.runnable, ROOM) is None
+
+
+def test_a_rooms_wait_for_answers_holds_a_connection_of_its_own_and_its_commands_share_some():
+    """A standby's thousand rooms read and send their first turns on a few shared
+    connections; only their blocking reads of answers need one each."""
+    settings = Settings(key_prefix="t", coordinator_capacity=500)
+
+    async def pools() -> tuple[int, int, bool]:
+        coordinator = Coordinator(settings, InMemoryTransport(), "c1")
+        try:
+            return (coordinator.io.redis.connection_pool.max_connections,
+                    coordinator.io.waits.connection_pool.max_connections,
+                    coordinator.io.waits is coordinator.waits)
+        finally:
+            for client in (coordinator.redis, coordinator.waits, coordinator.control):
+                await client.aclose()
+
+    assert asyncio.run(pools()) == (COMMAND_CONNECTIONS, 500 + 8, True)
+
+
+def test_the_blocking_read_of_answers_goes_to_the_waits_client(sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
+    store.write_answer(ROOM, Answer(agent="agent0", turn=1, score=0.5, attempt=1), 100)
+    read: list[dict] = []
+
+    class Waits:
+        async def xread(self, streams: dict, block: int) -> list:
+            read.append(streams)
+            return await async_redis.xread(streams, block=block)
+
+    io = RoomIO(async_redis, keys, Scripts(async_redis), waits=Waits())
+    answers = asyncio.run(io.wait_answers(ROOM, "0-0", 10))
+
+    assert [answer.agent for _, answer in answers] == ["agent0"]
+    assert read == [{keys.bids(ROOM): "0-0"}]
