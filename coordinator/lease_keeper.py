@@ -104,11 +104,16 @@ class LeaseKeeper:
             with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to drop
                 self.loop.call_soon_threadsafe(function, *args)
 
-    def drop_lapsing(self) -> None:
-        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
+    def lapsing(self) -> tuple[list[Lease], float]:
+        """The leases with less than their margin left, and the least time any has left
+        (0 when none is lapsing)."""
         with self.vouching:
             lapsing = [lease for lease, _ in self.rooms.values() if lease.lapsing()]
-            least_left_s = min((lease.seconds_left() for lease in lapsing), default=0.0)
+            return lapsing, min((lease.seconds_left() for lease in lapsing), default=0.0)
+
+    def drop_lapsing(self) -> None:
+        """Stop work on rooms whose lease this coordinator can no longer vouch for."""
+        lapsing, least_left_s = self.lapsing()
         if lapsing:
             log.warning("leases_lapsing", rooms=len(lapsing), held=len(self.rooms),
                         least_left_s=round(least_left_s, 3))
@@ -322,10 +327,8 @@ class KeeperProcess(LeaseKeeper):
         hand thousands over at once. It waits at most until the shortest lease has half a
         renewal period left, what a send needs (HeldTransport), so a keeper that does not
         answer still has the rooms dropped in time."""
-        with self.vouching:
-            least_left_s = min((lease.seconds_left() for lease, _ in self.rooms.values()
-                                if lease.lapsing()), default=None)
-        if least_left_s is None:
+        lapsing, least_left_s = self.lapsing()
+        if not lapsing:
             return
         patience_s = least_left_s - self.renew_every_s / 2
         if patience_s > 0:
