@@ -23,6 +23,7 @@ from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.logs import route_to_root
 from parley.shared.models import DEFAULT_ORGANIZATION, AgentSpec, CallKind, ErrorKind, Message
 from parley.shared.settings import Settings
+from parley.workers import http_pool
 from parley.workers.credentials import (
     NO_KEY,
     ApiBaseNotAllowed,
@@ -58,19 +59,15 @@ route_to_root("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 litellm.disable_hf_tokenizer_download = True
 
 
-def unpooled_http_client() -> httpx.Client:
-    """One client for every OpenAI-compatible call of the worker, with no cap on its
-    connections: litellm's own holds at most 1,000 (100 kept open), so a worker holding
-    2,000 calls would queue half of them for a connection and reopen most. The worker's
-    pool size is the bound; idle connections still close after httpx's 5 s."""
+def provider_client() -> httpx.Client:
+    """The worker's client for model providers (workers/http_pool.py), with litellm's TLS
+    settings."""
     from litellm.llms.custom_httpx.http_handler import get_ssl_configuration
 
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    return httpx.Client(limits=limits, verify=get_ssl_configuration(), follow_redirects=True,
-                        timeout=httpx.Timeout(600.0, connect=5.0))
+    return http_pool.provider_client(get_ssl_configuration())
 
 
-litellm.client_session = unpooled_http_client()
+litellm.client_session = provider_client()
 
 log = structlog.get_logger("parley.worker")
 
