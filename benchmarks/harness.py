@@ -105,6 +105,7 @@ def bench_directory(prefix: str) -> Any:
     kept = os.environ.get("PARLEY_BENCH_LOGS")
     if not kept:
         return tempfile.TemporaryDirectory(prefix=prefix)
+    os.makedirs(kept, exist_ok=True)
     return KeptDirectory(tempfile.mkdtemp(prefix=prefix, dir=kept))
 
 

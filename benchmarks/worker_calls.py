@@ -1,10 +1,11 @@
 """One worker process holding many LLM calls, and the worker's own CPU per call.
 
 Calls in flight: a child process (the worker's place) starts ``--hold`` calls at once
-through the worker's bid code against the local stub, which answers each after 2 s (and
-after 10 s: how many calls litellm's own CPU lets a process start within 2 s is the first
-bound); the stub (in this process, so its threads are not the worker's memory) counts how many it held
-at once. Every call at once in the stub means no call waited for a free slot. The child
+through the worker's bid code against benchmarks/hold_server.py, which answers each after
+2 s (and after 10 s: how many calls litellm's own CPU lets a process start within 2 s is
+the first bound) and counts how many it held at once; it runs in a process of its own, so
+its memory and CPU are not the worker's. Every call at once in the server means no call
+waited for a free slot. The child
 reports its peak RSS and its CPU per call, for each pool model it can run (threads;
 gevent when installed; asyncio: every call a coroutine on one event loop, through
 ``litellm.acompletion`` with the worker's own prompt, request and parsing code around it).
@@ -29,6 +30,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from benchmarks.hold_server import HoldServer
 from benchmarks.llm_cost import KEY_VARIABLE, call_cost, transcript
 from parley.shared.models import AgentSpec
 
@@ -131,7 +133,7 @@ def hold_async(calls: int, url: str) -> dict[str, Any]:
     from parley.shared.settings import get_settings
     from parley.workers import llm
 
-    # As the worker does for its threads (llm.unpooled_http_client): no connection cap.
+    # As the worker does for its threads (workers/http_pool.py): no connection cap.
     litellm.aclient_session = httpx.AsyncClient(
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
         timeout=httpx.Timeout(600.0, connect=5.0))
@@ -205,19 +207,16 @@ def run_at_once(model: str, bid: Any, calls: int) -> None:
 
 
 def in_flight(model: str, calls: int, after_s: float) -> dict[str, Any]:
-    """One child process holding ``calls`` calls answered ``after_s`` late; the stub's
-    count of them at once."""
-    from tests.support.openai_stub import OpenAIStub, tool_call
-
-    answer = tool_call(0.8, "A stub answer.", delay_s=after_s)
-    with OpenAIStub(api_key="sk-bench", default=answer, keep_alive=True) as stub:
+    """One child process holding ``calls`` calls answered ``after_s`` late; the hold
+    server's count of them at once."""
+    with HoldServer(after_s, "sk-bench") as server:
         done = subprocess.run([sys.executable, "-m", "benchmarks.worker_calls", "--child",
-                               model, "--hold", str(calls), "--url", stub.url],
+                               model, "--hold", str(calls), "--url", server.url],
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode:
             return {"model": model, "calls": calls, "error": done.stderr[-600:]}
         return {**json.loads(done.stdout.splitlines()[-1]), "answer_after_s": after_s,
-                "most_in_flight": stub.most_in_flight}
+                "most_in_flight": server.held()["most_in_flight"]}
 
 
 def available(model: str) -> bool:
