@@ -5,10 +5,10 @@ through the worker's bid code against benchmarks/hold_server.py, which answers e
 2 s (and after 10 s: how many calls litellm's own CPU lets a process start within 2 s is
 the first bound) and counts how many it held at once; it runs in a process of its own, so
 its memory and CPU are not the worker's. Every call at once in the server means no call
-waited for a free slot. The child
-reports its peak RSS and its CPU per call, for each pool model it can run (threads;
-gevent when installed; asyncio: every call a coroutine on one event loop, through
-``litellm.acompletion`` with the worker's own prompt, request and parsing code around it).
+waited for a free slot. The child reports its peak RSS and its CPU per call, for each
+pool model it can run (threads; gevent when installed; asyncio: every call a coroutine on
+one event loop, through ``litellm.acompletion`` with the worker's own prompt, request and
+parsing code around it).
 
 Own CPU per call: the worker's bid code against the stub over HTTP, less what
 ``litellm.completion`` alone costs for the very request the worker sent (same stub, same

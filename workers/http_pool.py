@@ -12,6 +12,7 @@ from __future__ import annotations
 import ssl
 import threading
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import httpx
 
@@ -36,8 +37,8 @@ class SpreadTransport(httpx.BaseTransport):
         except BaseException:
             self._release(index)
             raise
-        assert isinstance(response.stream, httpx.SyncByteStream)
-        response.stream = CountedStream(response.stream, lambda: self._release(index))
+        body = cast(httpx.SyncByteStream, response.stream)  # a sync transport's
+        response.stream = CountedStream(body, lambda: self._release(index))
         return response
 
     def _release(self, index: int) -> None:
