@@ -18,12 +18,11 @@ import json
 import socket
 import subprocess
 import sys
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any
 
 from tests.support.openai_stub import completion, tool_call
-
-REASONS = {200: b"OK", 401: b"Unauthorized"}
 
 
 class Held:
@@ -63,7 +62,7 @@ async def serve(after_s: float, api_key: str) -> None:
                     held.answered += 1
                 writer.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
                              b"content-length: %d\r\n\r\n%s"
-                             % (status, REASONS[status], len(data), data))
+                             % (status, HTTPStatus(status).phrase.encode(), len(data), data))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client hung up

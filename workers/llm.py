@@ -44,8 +44,8 @@ from parley.workers.prompts import (
 )
 
 use_local_cost_map()  # read by litellm as it loads, just below
-import httpx  # noqa: E402
 import litellm  # noqa: E402
+from litellm.llms.custom_httpx.http_handler import get_ssl_configuration  # noqa: E402
 
 # Keep litellm's help banners out of worker logs: every failure is logged once, by us.
 litellm.suppress_debug_info = True
@@ -59,15 +59,9 @@ route_to_root("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 litellm.disable_hf_tokenizer_download = True
 
 
-def provider_client() -> httpx.Client:
-    """The worker's client for model providers (workers/http_pool.py), with litellm's TLS
-    settings."""
-    from litellm.llms.custom_httpx.http_handler import get_ssl_configuration
-
-    return http_pool.provider_client(get_ssl_configuration())
-
-
-litellm.client_session = provider_client()
+# Every OpenAI-compatible call goes through the worker's own client (workers/http_pool.py),
+# with litellm's TLS settings.
+litellm.client_session = http_pool.provider_client(get_ssl_configuration())
 
 log = structlog.get_logger("parley.worker")
 
