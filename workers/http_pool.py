@@ -16,7 +16,7 @@ from typing import cast
 
 import httpx
 
-POOLS = 64
+POOLS = 256
 
 
 class SpreadTransport(httpx.BaseTransport):
@@ -24,7 +24,10 @@ class SpreadTransport(httpx.BaseTransport):
 
     def __init__(self, verify: ssl.SSLContext | str | bool = True, pools: int = POOLS) -> None:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        self.pools = [httpx.HTTPTransport(verify=verify, limits=limits) for _ in range(pools)]
+        # One TLS context for every pool: each would otherwise load the CA bundle again.
+        context = verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(
+            verify=verify)
+        self.pools = [httpx.HTTPTransport(verify=context, limits=limits) for _ in range(pools)]
         self.in_flight = [0] * pools
         self._lock = threading.Lock()
 

@@ -58,3 +58,12 @@ def test_a_request_that_fails_to_connect_gives_its_pool_back():
         post(client, url)
 
     assert transport.in_flight == [0, 0]
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_every_pool_shares_one_tls_context(verify):
+    transport = SpreadTransport(verify=verify, pools=3)
+
+    contexts = {id(pool._pool._ssl_context) for pool in transport.pools}
+    assert len(contexts) == 1
+    assert transport.pools[0]._pool._ssl_context.check_hostname is verify
