@@ -7,7 +7,8 @@ worker idle, every call sent, the stub still reading them). This one is an async
 that only reads, waits and answers: its count is the worker's, not its own.
 
     python -m benchmarks.hold_server --after 2 --api-key sk-bench
-    # prints its URL; GET /held answers {"in_flight": n, "most_in_flight": n, "answered": n}
+    # prints its URL; GET /held answers {"in_flight": n, "most_in_flight": n, "answered": n,
+    #                                    "arrived": [each held request's arrival, in s]}
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Held:
         self.in_flight = 0
         self.most_in_flight = 0
         self.answered = 0
+        self.arrived: list[float] = []  # the loop's clock when each held request came
 
 
 async def serve(after_s: float, api_key: str) -> None:
@@ -52,6 +54,7 @@ async def serve(after_s: float, api_key: str) -> None:
                 elif headers.get("authorization") != f"Bearer {api_key}":
                     status, data = 401, refusal
                 else:
+                    held.arrived.append(asyncio.get_running_loop().time())
                     held.in_flight += 1
                     held.most_in_flight = max(held.most_in_flight, held.in_flight)
                     try:

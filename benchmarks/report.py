@@ -178,16 +178,19 @@ def worker_calls(results: dict) -> list[str]:
     if not calls:
         return []
     rows = [[r["model"], f"{r.get('answer_after_s', 0):g} s", r["calls"],
-             r.get("most_in_flight", "-"), r.get("rss_mb", "-"), r.get("cpu_ms_per_call", "-"),
+             r.get("most_in_flight", "-"), r.get("arrived_within_s", "-"), r.get("rss_mb", "-"),
+             r.get("cpu_ms_per_call", "-"),
              r.get("wall_s", "-"), r.get("statuses", r.get("error", ""))]
             for r in calls["in_flight"]]
     return ["## 9. One worker holding many calls", "",
             "`.venv/bin/python -m benchmarks.worker_calls --hold 2000`: a process starts "
             "every call at once through the worker's bid code; the stub counts how many it "
-            "held at once. CPU per call is the whole process's.", "",
+            "held at once, and from the first call's arrival to the last one's. CPU per call "
+            "is the whole process's.", "",
             *([f"Measured in a run of its own: `{calls['command']}`, {calls['date']}.", ""]
               if "command" in calls else []),
-            *table(["pool", "answer after", "calls", "most at once", "peak RSS MB",
+            *table(["pool", "answer after", "calls", "most at once", "arrived within s",
+                    "peak RSS MB",
                     "CPU ms/call", "wall s", "answers"], rows), ""]
 
 

@@ -5,10 +5,11 @@ through the worker's bid code against benchmarks/hold_server.py, which answers e
 2 s (and after 10 s: how many calls litellm's own CPU lets a process start within 2 s is
 the first bound) and counts how many it held at once; it runs in a process of its own, so
 its memory and CPU are not the worker's. Every call at once in the server means no call
-waited for a free slot. The child reports its peak RSS and its CPU per call, for each
-pool model it can run (threads; gevent when installed; asyncio: every call a coroutine on
-one event loop, through ``litellm.acompletion`` with the worker's own prompt, request and
-parsing code around it).
+waited for a free slot; they can all be held at once only if they all reached the server
+within the answer's 2 s (``arrived_within_s``). The child reports its peak RSS and its CPU
+per call, for each pool model it can run (threads; gevent when installed; asyncio: every
+call a coroutine on one event loop, through ``litellm.acompletion`` with the worker's own
+prompt, request and parsing code around it).
 
 Own CPU per call: the worker's bid code against the stub over HTTP, less what
 ``litellm.completion`` alone costs for the very request the worker sent (same stub, same
@@ -215,8 +216,11 @@ def in_flight(model: str, calls: int, after_s: float) -> dict[str, Any]:
                               capture_output=True, text=True, timeout=300, check=False)
         if done.returncode:
             return {"model": model, "calls": calls, "error": done.stderr[-600:]}
+        held = server.held()
+        burst = held["arrived"][1:]  # the child's warm-up call came first
         return {**json.loads(done.stdout.splitlines()[-1]), "answer_after_s": after_s,
-                "most_in_flight": server.held()["most_in_flight"]}
+                "most_in_flight": held["most_in_flight"],
+                "arrived_within_s": round(burst[-1] - burst[0], 2) if burst else None}
 
 
 def available(model: str) -> bool:
