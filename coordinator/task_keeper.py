@@ -33,6 +33,7 @@ from parley.shared.tasks import (
 log = structlog.get_logger("parley.tasks")
 
 LAPSED_ERROR = "its worker stopped answering (its heartbeat lapsed)"
+NOT_TAKEN_ERROR = "no worker took it within its max_s"
 
 
 class TaskKeeper:
@@ -92,8 +93,10 @@ class TaskKeeper:
 
     async def finish(self, task: Task, status: str) -> None:
         """End a task its worker no longer speaks for."""
-        error = LAPSED_ERROR if status == "failed" else (
-            "cancelled" if status == "cancelled" else "ran past its max_s")
+        if status == "timed_out":
+            error = "ran past its max_s" if task.status == "running" else NOT_TAKEN_ERROR
+        else:
+            error = LAPSED_ERROR if status == "failed" else "cancelled"
         finished = await self.io.scripts.task_finish(
             keys=finish_keys(self.io.keys, task.room),
             args=finish_args(task, status, "", error, (0, 0, 0.0), self.io.events_maxlen,

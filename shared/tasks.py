@@ -331,8 +331,10 @@ def finish_args(task: Task, status: str, result: str, error: str,
 
 def lapsed(task: Task, now: float, heartbeat_s: float) -> str | None:
     """How a task the coordinator sweeps has ended without its worker saying so, if it has:
-    past its max_s, ``timed_out``; cancelled or heartbeat lapsed, ``cancelled`` or
-    ``failed``."""
+    past its max_s, ``timed_out`` (a queued one too: its message expired with it, so no
+    worker will ever take it); cancelled or heartbeat lapsed, ``cancelled`` or ``failed``."""
+    if task.status == "queued":
+        return "timed_out" if now > task.deadline else None
     if task.status != "running":
         return None
     if now > task.deadline:

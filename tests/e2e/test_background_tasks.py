@@ -27,14 +27,14 @@ SAMPLE = "tests.support.tool_modules.sample"
 
 
 def room_spec(queue: str, hand_back: str, research: list[dict], lead: list[dict],
-              researcher: dict | None = None) -> RoomSpec:
-    """A discussion room: lead's tasks are worked by researcher (on ``queue`` unless its
-    fields say otherwise); helper answers quickly."""
+              researcher: dict | None = None, max_s: float = 3600.0) -> RoomSpec:
+    """A discussion room: lead's tasks (of ``max_s`` each) are worked by researcher (on
+    ``queue`` unless its fields say otherwise); helper answers quickly."""
     return RoomSpec.model_validate({
         "policy": {"kind": "mention", "call_timeout_s": 20},
         "agents": [
             {"name": "lead", "model": "scripted", "queue": queue, "script": lead,
-             "background": {"hand_back": hand_back, "worker": "researcher"}},
+             "background": {"hand_back": hand_back, "worker": "researcher", "max_s": max_s}},
             {"name": "helper", "model": "scripted", "queue": queue,
              "script": [{"content": "Refunds take 3 days."}]},
             {"name": "researcher", "model": "scripted", "queue": queue, "script": research,
@@ -265,6 +265,27 @@ def test_a_task_cancelled_while_no_worker_runs_is_revoked_never_run_and_told(
     assert not real_redis.hexists(client.store.keys.tasks(room), f"{task.id}:running_at")
     assert log_events(processes, "task_running", room) == []
     assert len(log_events(processes, "task_revoked", room)) == 1
+
+
+def test_a_task_no_worker_takes_within_its_max_s_times_out_and_is_told(
+        processes, settings, queue, real_redis):
+    tasks_queue = f"{queue}-tasks"  # no worker serves it until the task has timed out
+    processes.coordinator()
+    client = Client(settings)
+    room = client.create_room(room_spec(
+        queue, "relay", [{"content": "never"}], [{"content": "Nobody got to the review."}],
+        {"queue": tasks_queue}, max_s=2.0))
+    client.start_task(room, "lead", "Go through every support ticket")
+    wait_until(lambda: client.tasks(room)[0].status == "timed_out", 30, "the task swept")
+    swept = client.tasks(room)[0]
+    assert swept.error == "no worker took it within its max_s"
+    processes.worker("-Q", f"{queue},{tasks_queue}", "-c", "4")
+    wait_until(lambda: said(client, room), 30, "lead to say so")
+    assert said(client, room) == [("lead", "Nobody got to the review.")]
+    # The message expired with the task: the worker that reads it later runs nothing.
+    wait_until(lambda: tasks_unfinished(real_redis, tasks_queue) == 0, 30, "the message read")
+    assert log_events(processes, "task_running", room) == []
+    assert client.tasks(room)[0].status == "timed_out"
 
 
 def test_a_revoked_task_waiting_behind_a_busy_worker_is_dropped_unstarted(

@@ -195,6 +195,16 @@ def test_a_running_task_is_swept_once_its_heartbeat_lapses_or_its_max_s_passes(
     assert lapsed(task.model_copy(update={"status": "done"}), now, 2.0) is None
 
 
+@pytest.mark.parametrize(("deadline_in", "ended"), [(60, None), (-1, "timed_out")])
+def test_a_queued_task_no_worker_took_by_its_max_s_is_swept_as_timed_out(deadline_in, ended):
+    now = 1000.0
+    # Its heartbeat never started: only the deadline (its message's expiry) ends it.
+    task = Task(id="abcdef0123456789", room="r1", agent="lead", worker="lead",
+                hand_back="relay", instruction="x", status="queued", beat_at=now - 600,
+                deadline=now + deadline_in, sent=True)
+    assert lapsed(task, now, heartbeat_s=2.0) == ended
+
+
 def test_the_coordinator_revokes_a_sent_task_once_when_it_is_cancelled(client, async_redis):
     client.create_room(room_spec(), "r1")
     task = client.start_task("r1", "lead", "count the tickets")
