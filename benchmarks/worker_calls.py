@@ -12,8 +12,8 @@ call a coroutine on one event loop, through ``litellm.acompletion`` with the wor
 prompt, request and parsing code around it).
 
 Own CPU per call: the worker's bid code against the stub over HTTP, less what
-``litellm.completion`` alone costs for the very request the worker sent (same stub, same
-run), at 40 and at 560 messages.
+``litellm.completion`` alone costs for the very request the worker sent (same stub, the
+two taken in turns), at 40 and at 560 messages.
 
     .venv/bin/python -m benchmarks.worker_calls --hold 2000
 """
@@ -29,10 +29,12 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from benchmarks.hold_server import HoldServer
-from benchmarks.llm_cost import KEY_VARIABLE, call_cost, transcript
+from benchmarks.llm_cost import KEY_VARIABLE, transcript
 from parley.shared.models import AgentSpec
 
 ANSWER_AFTER_S = (2.0, 10.0)
@@ -51,31 +53,53 @@ def served_agent(url: str) -> AgentSpec:
                      api_key_env=KEY_VARIABLE)
 
 
-def litellm_alone(body: dict[str, Any], url: str, calls: int) -> float:
-    """Median CPU (this thread) of ``litellm.completion`` sending ``body`` itself."""
-    import litellm
-
-    request = {key: body[key] for key in ("messages", "tools", "tool_choice", "max_tokens",
-                                          "temperature") if key in body}
-    cpu = []
-    for _ in range(calls + 1):
-        started = time.thread_time()
-        litellm.completion(model="openai/bench-model", api_base=url, api_key="sk-bench",
-                           **request)
-        cpu.append((time.thread_time() - started) * 1000)
-    return statistics.median(cpu[1:])
+def thread_cpu_ms(call: Callable[[], Any]) -> float:
+    """The CPU (this thread's) that ``call`` took."""
+    started = time.thread_time()
+    call()
+    return (time.thread_time() - started) * 1000
 
 
 def own_cpu(calls: int, messages: int) -> dict[str, Any]:
-    """The worker's CPU per call beyond litellm's own, at ``messages`` posts."""
+    """The worker's CPU per call beyond litellm's own, at ``messages`` posts: a worker's bid
+    and ``litellm.completion`` sending the very request the worker sent, one after the
+    other ``calls`` times (so that a change in the machine's pace meets both alike);
+    medians of each."""
+    import litellm
+
+    from parley.shared.settings import get_settings
+    from parley.workers.calls import Call, answer_call
     from tests.support.openai_stub import OpenAIStub, tool_call
 
     with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer."),
                     keep_alive=True) as stub:
-        worker = call_cost(served_agent(stub.url), calls, transcript(messages))["cpu_ms"]
-        alone = litellm_alone(stub.requests_for("bench-model")[-1].body, stub.url, calls)
+        agent = served_agent(stub.url)
+        room = [agent, AgentSpec(name="Other", model="scripted", script=[])]
+        history, settings = transcript(messages), get_settings()
+
+        def bid(turn: int = 0) -> None:
+            answer = answer_call(agent, room, Call(turn, 0), lambda: history,
+                                 time.time() + 30, settings=settings)
+            if answer.status != "ok":
+                raise RuntimeError(f"the bid failed: {answer.error}")
+
+        bid()  # warms up, and sends the request litellm alone sends again
+        body = stub.requests_for("bench-model")[-1].body
+        request = {key: body[key] for key in ("messages", "tools", "tool_choice", "max_tokens",
+                                              "temperature") if key in body}
+
+        def alone() -> None:
+            litellm.completion(model="openai/bench-model", api_base=stub.url,
+                               api_key="sk-bench", **request)
+
+        alone()
+        worker_ms, alone_ms = [], []
+        for turn in range(1, calls + 1):
+            worker_ms.append(thread_cpu_ms(partial(bid, turn)))
+            alone_ms.append(thread_cpu_ms(alone))
+    worker, litellm_ms = statistics.median(worker_ms), statistics.median(alone_ms)
     return {"messages": messages, "worker_ms": round(worker, 2),
-            "litellm_ms": round(alone, 2), "own_ms": round(worker - alone, 2)}
+            "litellm_ms": round(litellm_ms, 2), "own_ms": round(worker - litellm_ms, 2)}
 
 
 def hold(model: str, calls: int, url: str) -> dict[str, Any]:
