@@ -16,6 +16,8 @@ from typing import cast
 
 import httpx
 
+# With 64, a worker holding 2,000 calls still spent a fifth of its call path in the pools'
+# walks; with 256 a seventh, at 10-15% less CPU a call (benchmarks/README.md).
 POOLS = 256
 
 
