@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.harness import Deployment
@@ -34,25 +35,34 @@ def transcript(messages: int) -> list[Message]:
                 score=0.7, turn=seq - 1) for seq in range(2, messages + 1)]
 
 
+def bidder(agent: AgentSpec, history: list[Message]) -> Callable[[int], None]:
+    """One bid of ``agent`` through the worker's own bid code, for a call number: the
+    room is the agent and one silent other; a bid that fails raises."""
+    from parley.workers.calls import Call, answer_call
+
+    room = [agent, AgentSpec(name="Other", model="scripted", script=[])]
+    settings = get_settings()  # this process is the worker: it lends its keys
+
+    def bid(turn: int) -> None:
+        answer = answer_call(agent, room, Call(turn, 0), lambda: history, time.time() + 30,
+                             settings=settings)
+        if answer.status != "ok":
+            raise RuntimeError(f"{agent.model}: the bid failed: {answer.error}")
+
+    return bid
+
+
 def call_cost(agent: AgentSpec, calls: int, history: list[Message]) -> dict[str, float]:
     """CPU (this thread only, so a stub server's threads are not counted) and wall time
     per bid, through the worker's own bid code."""
-    from parley.workers.calls import Call, answer_call
-
-    other = AgentSpec(name="Other", model="scripted", script=[])
-    room = [agent, other]
-    settings = get_settings()  # this process is the worker: it lends its keys
-    answer_call(agent, room, Call(1, 0), lambda: history, time.time() + 30,
-             settings=settings)  # the first call warms up
+    bid = bidder(agent, history)
+    bid(1)  # the first call warms up
     cpu, wall = [], []
     for turn in range(calls):
         started_cpu, started = time.thread_time(), time.perf_counter()
-        bid = answer_call(agent, room, Call(turn + 1, 0), lambda: history, time.time() + 30,
-                       settings=settings)
+        bid(turn + 1)
         cpu.append((time.thread_time() - started_cpu) * 1000)
         wall.append((time.perf_counter() - started) * 1000)
-        if bid.status != "ok":
-            raise RuntimeError(f"{agent.model}: the bid failed: {bid.error}")
     return {"cpu_ms": round(statistics.median(cpu), 2), "wall_ms": round(statistics.median(wall), 2)}
 
 

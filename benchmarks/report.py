@@ -179,8 +179,8 @@ def worker_calls(results: dict) -> list[str]:
         return []
     rows = [[r["model"], f"{r.get('answer_after_s', 0):g} s", r["calls"],
              r.get("most_in_flight", "-"), r.get("arrived_within_s", "-"), r.get("rss_mb", "-"),
-             r.get("cpu_ms_per_call", "-"),
-             r.get("wall_s", "-"), r.get("statuses", r.get("error", ""))]
+             r.get("cpu_ms_per_call", "-"), r.get("wall_s", "-"),
+             r.get("statuses", r.get("error", ""))]
             for r in calls["in_flight"]]
     return ["## 9. One worker holding many calls", "",
             "`.venv/bin/python -m benchmarks.worker_calls --hold 2000`: a process starts "
@@ -190,8 +190,7 @@ def worker_calls(results: dict) -> list[str]:
             *([f"Measured in a run of its own: `{calls['command']}`, {calls['date']}.", ""]
               if "command" in calls else []),
             *table(["pool", "answer after", "calls", "most at once", "arrived within s",
-                    "peak RSS MB",
-                    "CPU ms/call", "wall s", "answers"], rows), ""]
+                    "peak RSS MB", "CPU ms/call", "wall s", "answers"], rows), ""]
 
 
 def per_turn(results: dict) -> list[str]:

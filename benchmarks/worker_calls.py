@@ -34,7 +34,7 @@ from functools import partial
 from typing import Any
 
 from benchmarks.hold_server import HoldServer
-from benchmarks.llm_cost import KEY_VARIABLE, transcript
+from benchmarks.llm_cost import KEY_VARIABLE, bidder, transcript
 from parley.shared.models import AgentSpec
 
 ANSWER_AFTER_S = (2.0, 10.0)
@@ -67,23 +67,12 @@ def own_cpu(calls: int, messages: int) -> dict[str, Any]:
     medians of each."""
     import litellm
 
-    from parley.shared.settings import get_settings
-    from parley.workers.calls import Call, answer_call
     from tests.support.openai_stub import OpenAIStub, tool_call
 
     with OpenAIStub(api_key="sk-bench", default=tool_call(0.8, "A stub answer."),
                     keep_alive=True) as stub:
-        agent = served_agent(stub.url)
-        room = [agent, AgentSpec(name="Other", model="scripted", script=[])]
-        history, settings = transcript(messages), get_settings()
-
-        def bid(turn: int = 0) -> None:
-            answer = answer_call(agent, room, Call(turn, 0), lambda: history,
-                                 time.time() + 30, settings=settings)
-            if answer.status != "ok":
-                raise RuntimeError(f"the bid failed: {answer.error}")
-
-        bid()  # warms up, and sends the request litellm alone sends again
+        bid = bidder(served_agent(stub.url), transcript(messages))
+        bid(0)  # warms up, and sends the request litellm alone sends again
         body = stub.requests_for("bench-model")[-1].body
         request = {key: body[key] for key in ("messages", "tools", "tool_choice", "max_tokens",
                                               "temperature") if key in body}
