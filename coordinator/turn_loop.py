@@ -512,13 +512,16 @@ class RoomRunner:
 
         The due time is read before the last look at the inbox and the room leaves the set
         only if it is unchanged: a post moves it to now, so a post racing with this step
-        keeps the room runnable even if this coordinator dies right here.
+        keeps the room runnable even if this coordinator dies right here. A task started
+        since the loop last served the tasks counts as a post: its start moved the due time
+        before that read, or the last look's state counts it.
         """
         room = self.lease.room
         await self.lease.set_idling(True)  # renewals stop moving the room's due time
         due = await self.io.due_time(room)
         drained = await self.drain()
-        if drained.moved or not await self.io.unschedule(room, due):
+        task_started = drained.state.tasks_started != self.tasks_started
+        if drained.moved or task_started or not await self.io.unschedule(room, due):
             await self.lease.set_idling(False)
             return False
         await self.io.touch(room)

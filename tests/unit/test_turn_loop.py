@@ -19,6 +19,7 @@ from parley.shared.models import Answer, StopReason
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
+from parley.shared.tasks import TaskBook
 from tests.support.fake_turns import serve_once
 from tests.support.local_worker import LocalWorkerTransport
 from tests.support.polling import wait_until_async
@@ -197,6 +198,40 @@ def test_a_post_racing_with_going_idle_keeps_the_room_served(sync_redis, async_r
     assert [m.sender for m in store.read_messages(ROOM)] == ["User", "agent1", "Ann", "agent0"]
     assert store.read_state(ROOM).run == 2
     assert sync_redis.zscore(keys.runnable, ROOM) is None
+
+
+def test_a_task_started_as_the_room_goes_idle_is_sent_not_left_queued(
+        sync_redis, async_redis, keys):
+    store = RoomStore(sync_redis, keys)
+    spec = scripted_spec(rotating_scripts(2, 2), max_messages=2)
+    store.create_room(ROOM, spec)
+    store.post(ROOM, "User", "first")
+    io, leases = runner_parts(async_redis, keys)
+    book = TaskBook(sync_redis, keys, events_maxlen=100, finished_max=200)
+    started: list[str] = []
+    sent: list[str] = []
+
+    class RacingIO(RoomIO):
+        async def due_time(self, room):
+            if not started:  # someone starts a task as the runner begins to go idle
+                started.append(book.start(ROOM, spec, "agent0", "Count the tickets").id)
+            return await super().due_time(room)
+
+    class TasksToo(LocalWorkerTransport):
+        def send_background(self, queue, request, until, task_id):
+            sent.append(request["task"])
+
+    async def serve() -> None:
+        lease = await leases.acquire(ROOM)
+        runner = RoomRunner(lease, RacingIO(async_redis, keys, io.scripts),
+                            Outbox(TasksToo(sync_redis, keys)), TurnOptions("t", 8, 1000))
+        await runner.run()
+
+    asyncio.run(serve())
+
+    assert started and sent == started
+    assert book.get(ROOM, started[0]).sent
+    assert sync_redis.zscore(keys.runnable, ROOM) is not None  # looked at while it runs
 
 
 def test_a_reply_speaking_for_another_participant_is_committed_cut_and_the_cut_recorded(
