@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from kombu.exceptions import OperationalError as BrokerError
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
@@ -46,6 +46,11 @@ CONTROL_CONNECTIONS = 4
 # thousand rooms made 381 turns a second where they made 415 with one each; 256 make as
 # many as one each (377 and 382 against 366 and 363, run by turns).
 COMMAND_CONNECTIONS = 256
+# Readers the rooms' waits for answers share (coordinator/answer_reads.py), each one
+# connection blocked in one XREAD over its rooms' streams: 10,000 waiting rooms are about
+# 160 streams a read, and a read cut short for a room that starts waiting costs Redis one
+# pass over them.
+ANSWER_READERS = 64
 # Connections one pool opens at once. Thousands of rooms taken in one scan would otherwise
 # open thousands at the same moment, overflow Redis's listen backlog (511 by default) and
 # time out connecting, each such room then let go; paced, the pool grows as fast as Redis
@@ -67,10 +72,10 @@ def unusable(error: BaseException) -> bool:
 def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisCluster
     """A coordinator's Redis client with a pool of ``max_connections``.
 
-    Each room waiting for bids holds one connection in XREAD BLOCK for up to its whole bid
-    timeout, so the pool of those waits is sized to the capacity and reads have no socket
-    timeout: the lease keeper bounds every wait instead, by cancelling a room whose lease
-    lapses. A dropped connection (a Redis restart) is retried briefly; a retried fenced
+    On a cluster each room waiting for bids holds one connection in XREAD BLOCK for up to
+    its whole bid timeout, so the pool of those waits is sized to the capacity and reads
+    have no socket timeout: the lease keeper bounds every wait instead, by cancelling a
+    room whose lease lapses. A dropped connection (a Redis restart) is retried briefly; a retried fenced
     script that had already run is refused (NOTURN, TURNOPEN), so a retry never writes
     twice.
     """
@@ -85,6 +90,15 @@ def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisClu
         driver_info=DRIVER_INFO, **redis_kwargs(settings))
     pool.connection_class = paced(pool.connection_class, OPENING_AT_ONCE)
     return Redis(connection_pool=pool)
+
+
+def reader_pool(settings: Settings, readers: int) -> ConnectionPool:
+    """The connections of ``readers`` answer readers: reads without a socket timeout, each
+    bounded by its own BLOCK; commands as in ``connect``."""
+    return ConnectionPool.from_url(
+        settings.redis_url, max_connections=2 * readers, socket_timeout=None,
+        socket_connect_timeout=settings.lease_renew_every_s, driver_info=DRIVER_INFO,
+        **redis_kwargs(settings))
 
 
 def paced(connection_class: type[AbstractConnection], at_once: int) -> type[Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
+from parley.coordinator.answer_reads import AnswerReads, OwnReads
 from parley.coordinator.lease import Lease, LeaseLost
 from parley.coordinator.policies.base import POSTED, Decision, WatchedState
 from parley.shared.approvals import Approval, approval_from_values, field_names
@@ -114,9 +115,9 @@ class RoomIO:
 
     def __init__(self, client: Any, keys: Keys, scripts: Scripts, drain_batch: int = 256,
                  limits: InboxLimits | None = None, events_maxlen: int | None = None,
-                 waits: Any | None = None):
+                 waits: AnswerReads | None = None):
         self.redis = client
-        self.waits = waits or client  # for the blocking reads of answers
+        self.waits = waits or OwnReads(client)  # for the blocking reads of answers
         self.keys = keys
         self.scripts = scripts
         self.drain_batch = drain_batch
@@ -225,9 +226,8 @@ class RoomIO:
 
     async def wait_answers(self, room: str, after_id: str, block_ms: int) -> list[tuple[str, Answer]]:
         """Bids after ``after_id``, waiting up to ``block_ms`` for the first."""
-        reply = await self.waits.xread({self.keys.bids(room): after_id}, block=max(1, block_ms))
-        return [(decode(entry_id), answer_from_fields(fields))
-                for _, entries in reply for entry_id, fields in entries]
+        entries = await self.waits.wait(self.keys.bids(room), after_id, block_ms)
+        return [(decode(entry_id), answer_from_fields(fields)) for entry_id, fields in entries]
 
     async def read_approvals(self, room: str, turn: int, phase: int, since: float
                              ) -> list[Approval]:

@@ -22,10 +22,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from parley.coordinator import debug
+from parley.coordinator.answer_reads import AnswerReads, OwnReads, SharedReads
 from parley.coordinator.connections import (
+    ANSWER_READERS,
     COMMAND_CONNECTIONS,
     CONTROL_CONNECTIONS,
     connect,
+    reader_pool,
     unusable,
 )
 from parley.coordinator.lease import Lease, LeaseLost, Leases
@@ -98,12 +101,13 @@ class Coordinator:
         self.outbox = Outbox(transport)  # the rooms' calls of a tick leave together
         self.id = coordinator_id or new_coordinator_id()
         self.keys = Keys(settings.key_prefix)
-        # The rooms' commands share a few connections; each room waiting for answers holds
-        # one of its own in XREAD BLOCK. A standby taking a thousand rooms opens a
-        # thousand connections, a third of a second each on its busy loop: its rooms'
-        # first reads and calls do not wait for them, only their waits for answers.
+        # The rooms' commands share a few connections, and their waits for answers a few
+        # readers (one connection each); on a cluster each waiting room holds its own.
         self.redis = client or connect(settings, COMMAND_CONNECTIONS)
-        self.waits = client or connect(settings, settings.coordinator_capacity + 8)
+        self.waits: AnswerReads = (
+            OwnReads(client or connect(settings, settings.coordinator_capacity + 8))
+            if client is not None or settings.redis_cluster else
+            SharedReads(reader_pool(settings, ANSWER_READERS), self.redis, ANSWER_READERS))
         # Leases, scans and heartbeats get connections of their own: with every room of a
         # busy coordinator holding one in XREAD BLOCK, a renewal queued behind them for a
         # free connection would let the leases lapse.
@@ -368,7 +372,8 @@ class Coordinator:
                                    self.renew_every_s)
             await asyncio.wait_for(self.control.delete(self.keys.scans_failing(self.id)),
                                    self.renew_every_s)
-        for client in {self.redis, self.waits, self.control}:
+        closing: list[AnswerReads | Redis] = [self.waits, *{self.redis, self.control}]
+        for client in closing:
             with contextlib.suppress(RedisError, TimeoutError):
                 await asyncio.wait_for(client.aclose(), self.renew_every_s)
         metrics.ROOMS_HELD.remove(self.id)

@@ -8,7 +8,8 @@ import pytest
 import structlog
 
 from parley.coordinator import policies
-from parley.coordinator.connections import COMMAND_CONNECTIONS
+from parley.coordinator.answer_reads import OwnReads, SharedReads
+from parley.coordinator.connections import ANSWER_READERS, COMMAND_CONNECTIONS
 from parley.coordinator.lease import LeaseLost, Leases
 from parley.coordinator.outbox import Outbox
 from parley.coordinator.room_io import RoomIO
@@ -299,37 +300,42 @@ def test_an_unreadable_entry_posted_while_idle_starts_no_run(sync_redis, async_r
     assert sync_redis.zscore(keys.runnable, ROOM) is None
 
 
-def test_a_rooms_wait_for_answers_holds_a_connection_of_its_own_and_its_commands_share_some():
-    """A standby's thousand rooms read and send their first turns on a few shared
-    connections; only their blocking reads of answers need one each."""
+def test_the_rooms_share_connections_for_their_commands_and_readers_for_their_waits():
+    """A standby's thousand rooms read, send and wait for their answers on a few shared
+    connections; on a cluster each waiting room holds its own."""
     settings = Settings(key_prefix="t", coordinator_capacity=500)
 
-    async def pools() -> tuple[int, int, bool]:
+    async def pools(settings: Settings) -> tuple[int, object]:
         coordinator = Coordinator(settings, InMemoryTransport(), "c1")
         try:
-            return (coordinator.io.redis.connection_pool.max_connections,
-                    coordinator.io.waits.connection_pool.max_connections,
-                    coordinator.io.waits is coordinator.waits)
+            pool = getattr(coordinator.io.redis, "connection_pool", None)  # none on a cluster
+            return pool and pool.max_connections, coordinator.io.waits
         finally:
             for client in (coordinator.redis, coordinator.waits, coordinator.control):
                 await client.aclose()
 
-    assert asyncio.run(pools()) == (COMMAND_CONNECTIONS, 500 + 8, True)
+    commands, waits = asyncio.run(pools(settings))
+    assert commands == COMMAND_CONNECTIONS
+    assert isinstance(waits, SharedReads)
+    assert len(waits.readers) == ANSWER_READERS
+    assert waits.readers[0].pool.max_connections == 2 * ANSWER_READERS
+    _, cluster_waits = asyncio.run(pools(settings.model_copy(update={"redis_cluster": True})))
+    assert isinstance(cluster_waits, OwnReads)
 
 
-def test_the_blocking_read_of_answers_goes_to_the_waits_client(sync_redis, async_redis, keys):
+def test_the_blocking_read_of_answers_goes_to_the_waits(sync_redis, async_redis, keys):
     store = RoomStore(sync_redis, keys)
     store.create_room(ROOM, scripted_spec(rotating_scripts(2, 1)))
     store.write_answer(ROOM, Answer(agent="agent0", turn=1, score=0.5, attempt=1), 100)
-    read: list[dict] = []
+    read: list[tuple] = []
 
-    class Waits:
-        async def xread(self, streams: dict, block: int) -> list:
-            read.append(streams)
-            return await async_redis.xread(streams, block=block)
+    class Waits(OwnReads):
+        async def wait(self, stream: str, after_id: str, block_ms: int) -> list:
+            read.append((stream, after_id))
+            return await super().wait(stream, after_id, block_ms)
 
-    io = RoomIO(async_redis, keys, Scripts(async_redis), waits=Waits())
+    io = RoomIO(async_redis, keys, Scripts(async_redis), waits=Waits(async_redis))
     answers = asyncio.run(io.wait_answers(ROOM, "0-0", 10))
 
     assert [answer.agent for _, answer in answers] == ["agent0"]
-    assert read == [{keys.bids(ROOM): "0-0"}]
+    assert read == [(keys.bids(ROOM), "0-0")]
