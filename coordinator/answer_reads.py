@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from redis.asyncio import ConnectionPool, Redis
-from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from parley.coordinator.connections import RETRIES, RETRY_BACKOFF
+from parley.shared.records import decode
 
 Entries = list[tuple[Any, dict[Any, Any]]]  # (entry id, fields), as redis-py gives them
 # A read sent but not yet blocked in Redis cannot be cut short: look again this soon.
 RETRY_UNBLOCK_S = 0.001
-# A dropped connection (a Redis restart) is opened again and read again, as the rooms'
-# other commands are retried (coordinator/connections.py); then the error reaches them.
+# A dropped connection is opened again and read again, as the rooms' other commands are
+# retried (coordinator/connections.py); then the error reaches them.
 RETRIED_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
-RETRIES = 3
-BACKOFF = ExponentialWithJitterBackoff(base=0.05, cap=0.5)
 
 
 class AnswerReads(Protocol):
@@ -142,7 +142,7 @@ class Reader:
                 self.reading = {}
                 if isinstance(error, RETRIED_ERRORS) and self.failures < RETRIES:
                     self.failures += 1
-                    await asyncio.sleep(BACKOFF.compute(self.failures))
+                    await asyncio.sleep(RETRY_BACKOFF.compute(self.failures))
                     continue
                 self.failures = 0
                 for stream, waiter in list(self.waiting.items()):
@@ -176,7 +176,7 @@ class Reader:
         if not reply:  # timed out, or cut short
             return []
         pairs = reply.items() if isinstance(reply, dict) else reply  # RESP3 or RESP2
-        return [(_text(stream), [(entry_id, _fields(flat)) for entry_id, flat in entries])
+        return [(decode(stream), [(entry_id, _fields(flat)) for entry_id, flat in entries])
                 for stream, entries in pairs]
 
     async def open(self) -> None:
@@ -219,12 +219,7 @@ class Reader:
             waiter.answered.cancel()
         connection, self.connection = self.connection, None
         if connection is not None:
-            await connection.disconnect()
-            await self.pool.release(connection)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+            await self.release(connection)
 
 
 def _fields(flat: Any) -> dict[Any, Any]:

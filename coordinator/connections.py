@@ -39,6 +39,10 @@ REDIS_REFUSAL_CODES = ("MISCONF ", "BUSY ", "NOREPLICAS ")
 # trouble (OSError covers sockets and bounded waits that timed out), and Redis's own
 # refusals. No fault of the room's: such a failed take is not counted against it.
 UNREACHABLE_ERRORS = (*TRANSIENT_ERRORS, OSError, *REDIS_REFUSALS)
+# A dropped connection (a Redis restart) is opened again and the command sent again, this
+# many times, this far apart; then the error reaches the caller.
+RETRIES = 3
+RETRY_BACKOFF = ExponentialWithJitterBackoff(base=0.05, cap=0.5)
 # Leases, scans and heartbeats: a renewal, a scan and a release or two at once.
 CONTROL_CONNECTIONS = 4
 # The rooms' commands other than their waits for answers. Each holds a connection for a
@@ -75,11 +79,11 @@ def connect(settings: Settings, max_connections: int) -> Redis:  # or a RedisClu
     On a cluster each room waiting for bids holds one connection in XREAD BLOCK for up to
     its whole bid timeout, so the pool of those waits is sized to the capacity and reads
     have no socket timeout: the lease keeper bounds every wait instead, by cancelling a
-    room whose lease lapses. A dropped connection (a Redis restart) is retried briefly; a retried fenced
-    script that had already run is refused (NOTURN, TURNOPEN), so a retry never writes
-    twice.
+    room whose lease lapses. A dropped connection (a Redis restart) is retried briefly; a
+    retried fenced script that had already run is refused (NOTURN, TURNOPEN), so a retry
+    never writes twice.
     """
-    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
+    retry = Retry(RETRY_BACKOFF, retries=RETRIES)
     if settings.redis_cluster:
         return cluster_client(settings, asyncio=True, max_connections=max_connections,
                               socket_timeout=None, retry=retry, driver_info=DRIVER_INFO,
