@@ -5,21 +5,34 @@ from parley.pool_patch import patch_for_pool
 patch_for_pool()  # first: a gevent worker patches socket and ssl before anything imports them
 
 # isort: split
-from typing import Any  # noqa: E402
+from importlib import import_module  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
-from parley.client import Client, RunResult  # noqa: E402
-from parley.shared.protocol import RESPOND_TOOL  # noqa: E402
-from parley.swarms.groupchat import GroupChat, RunFailed  # noqa: E402
+if TYPE_CHECKING:
+    from parley.client import Client, RunResult
+    from parley.shared.protocol import RESPOND_TOOL
+    from parley.swarms.groupchat import GroupChat, RunFailed
+    from parley.workers.tools.python_tools import tool
+
+# The package's names and the modules that hold them, loaded when first asked for: every
+# parley process imports this package, and the keeper, the coordinator and the workers use
+# none of them (the client alone takes about half a second to import).
+EXPORTS = {
+    "Client": "parley.client",
+    "RunResult": "parley.client",
+    "RESPOND_TOOL": "parley.shared.protocol",
+    "GroupChat": "parley.swarms.groupchat",
+    "RunFailed": "parley.swarms.groupchat",
+    "tool": "parley.workers.tools.python_tools",  # the decorator of a worker's Python tools
+}
 
 __all__ = ["RESPOND_TOOL", "Client", "GroupChat", "RunFailed", "RunResult", "tool"]
 
 
 def __getattr__(name: str) -> Any:
-    """``parley.tool``, the decorator of a worker's Python tools, loaded when first asked
-    for: ``import parley`` stays free of the workers' code."""
-    if name == "tool":
-        # Put off: only a tools module needs the workers' code, and it asks for it by name.
-        from parley.workers.tools.python_tools import tool
-
-        return tool
-    raise AttributeError(f"module 'parley' has no attribute {name!r}")
+    """``parley.Client`` and the other exports, imported on first use."""
+    if name not in EXPORTS:
+        raise AttributeError(f"module 'parley' has no attribute {name!r}")
+    value = getattr(import_module(EXPORTS[name]), name)
+    globals()[name] = value  # asked once: later lookups find it without this hook
+    return value

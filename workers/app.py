@@ -7,7 +7,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import celery.apps.worker
 import click
@@ -34,13 +34,15 @@ from parley.shared.litellm_env import use_local_cost_map
 from parley.shared.protocol import DEFAULT_QUEUE
 from parley.shared.settings import Settings, get_settings
 from parley.workers.acp.config import AcpConfigError, read_acp_config
-from parley.workers.acp.sessions import AcpSessions, SessionKey
 from parley.workers.deadlines import STOPPING
 from parley.workers.tools.base import ToolDef
 from parley.workers.tools.catalog_publisher import CatalogPublisher, catalog_client
 from parley.workers.tools.mcp_config import McpConfigError
 from parley.workers.tools.python_tools import ToolLoadError
 from parley.workers.tools.toolbox import build_toolbox
+
+if TYPE_CHECKING:
+    from parley.workers.acp.sessions import AcpSessions, SessionKey
 
 log = structlog.get_logger("parley.worker")
 # The exit code of a worker whose health port cannot be served: bad input, as the CLI's.
@@ -231,6 +233,10 @@ _acp_sessions: list[AcpSessions] = []
 
 def acp_sessions() -> AcpSessions:
     """The worker's ACP sessions, made on first use from its profiles file."""
+    # Put off: the protocol's package takes a third of a worker's imports, and only a worker
+    # running an ACP agent needs it.
+    from parley.workers.acp.sessions import AcpSessions
+
     if not _acp_sessions:
         _acp_sessions.append(AcpSessions(read_acp_config(settings.worker_acp_config),
                                          settings.acp_idle_s, room_gone))

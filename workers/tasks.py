@@ -38,7 +38,6 @@ from parley.shared.organizations import add_usage
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
 from parley.shared.store import RoomNotFound, RoomStore
 from parley.shared.tasks import NOTES_TASKS, SHORT_ID, TaskBook, TaskRefused, notes_line, on_it
-from parley.workers.acp.turns import AcpTurn, run_turn_once_more
 from parley.workers.app import acp_sessions, app, settings
 from parley.workers.calls import Call, ExternalTurn, answer_call, call_in, uses_tools
 from parley.workers.prompts import (
@@ -447,6 +446,10 @@ def external_turn(store: RoomStore, spec: RoomSpec, req: CallRequest, agent: Age
     """How an ACP agent's call runs here: a turn of its session (None for other agents)."""
     if not agent.is_acp:
         return None
+
+    # Put off: the protocol's package takes a third of a worker's imports, and only a worker
+    # running an ACP agent needs it.
+    from parley.workers.acp.turns import AcpTurn, run_turn_once_more
 
     def run(call: Call, transcript: Callable[[], list[Message]], deadline: float,
             stream: ChunkWriter | None) -> tuple[str, list[ToolCallRecord]]:
