@@ -29,8 +29,8 @@ from tests.support.rooms import rotating_scripts, scripted_spec
 
 # hz 10 is Redis's default; AOF everysec is how a deployment that must survive a Redis
 # restart runs it (docs/architecture.md, "Failover invariants": "with AOF on, of Redis").
-# A coordinator holds a connection per room waiting for answers: past Redis's default of
-# 10,000 clients, 10,000 rooms could not all wait at once.
+# Clients up to 20,000: a coordinator once held a connection per room waiting for answers
+# (now 64 shared readers), and the limit stays so that older runs remain comparable.
 REDIS_OPTIONS = ("--appendonly", "yes", "--appendfsync", "everysec", "--hz", "10",
                  "--maxclients", "20000")
 

@@ -171,11 +171,12 @@ def test_a_queue_tool_runs_on_the_worker_serving_its_queue(stub, processes, sett
 def test_a_coordinator_killed_after_a_tool_ran_leaves_its_result_to_the_standby(
         processes, settings, queue, tmp_path):
     runs = tmp_path / "runs"
-    # The model step after the tool is slow: the kill lands between the tool and the commit.
+    # The model step after the tool is slow: the kill lands between the tool and the commit,
+    # and the standby asks the call again before the killed coordinator's call answers.
     spec = investigator_room("tools-takeover", queue, {
         "model": "scripted", "tools": ["counted"],
         "script": [{"tool_calls": [{"name": "counted", "arguments": {"label": "x"}}]},
-                   {"content": "Counted once.", "sleep": 3}]})
+                   {"content": "Counted once.", "sleep": 5}]})
     short_ttl = {"PARLEY_LEASE_TTL_S": "1.5"}
     processes.worker("-Q", queue, "-c", "4",
                      env={"PARLEY_WORKER_TOOLS": SAMPLE, "PARLEY_TEST_TOOL_RUNS": str(runs)})
@@ -183,11 +184,16 @@ def test_a_coordinator_killed_after_a_tool_ran_leaves_its_result_to_the_standby(
     client = offering(settings, "counted")
     room_id = client.create_room(spec)
     posted = client.post(room_id, "Count once")
+    wait_until(lambda: (client.store.lease_holder(room_id) or "").startswith("doomed:"), 30,
+               "the doomed coordinator to take the room")
+    # Running before the kill, the standby takes the room a lease ttl after it, not a
+    # process start later as well (which, on a loaded machine, outlasted the slow step).
+    processes.coordinator("--id", "standby", env=short_ttl)
+    wait_until(lambda: "standby" in dict(client.store.coordinators()), 30, "the standby")
     wait_until(lambda: "tool_result" in [e.type for e in client.store.read_events(room_id)],
                60, "the tool's result")
     processes.kill(doomed)
     assert client.messages(room_id)[1:] == []  # the turn had not committed
-    processes.coordinator("--id", "standby", env=short_ttl)
 
     result = client.wait(room_id, posted, timeout_s=60)
 
