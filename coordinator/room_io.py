@@ -44,6 +44,7 @@ from parley.shared.records import (
 from parley.shared.refusals import FENCED, Refusal, refused_with
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
+from parley.shared.spec_limits import STORED
 from parley.shared.store import now_ms
 
 # How long a coordinator goes by the organizations' limits it read before reading them
@@ -350,7 +351,7 @@ def coordinator_spec(spec_json: bytes) -> RoomSpec:
     for agent in agents if isinstance(agents, list) else ():
         if isinstance(agent, dict) and isinstance(agent.get("script"), list):
             agent["script"] = []
-    return RoomSpec.model_validate(document)
+    return RoomSpec.model_validate(document, context=STORED)
 
 
 def state_of(fields: list[Any]) -> RoomState:

@@ -45,6 +45,7 @@ from parley.shared.spec_limits import (
     check_agent_count,
     check_document_size,
     check_stored_size,
+    is_stored,
 )
 from parley.shared.unknown_fields import has_unknown, with_hints
 
@@ -209,8 +210,8 @@ class ScriptEntry(Strict):
 
     @field_validator("score", "message")
     @classmethod
-    def _plain_values(cls, value: JsonValue) -> JsonValue:
-        return _within_64_bits(value)
+    def _plain_values(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
+        return value if is_stored(info.context) else _within_64_bits(value)
 
     @model_validator(mode="after")
     def _one_shape(self) -> ScriptEntry:
@@ -310,9 +311,9 @@ class AgentSpec(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _bounded_agent(cls, data: Any) -> Any:
+    def _bounded_agent(cls, data: Any, info: ValidationInfo) -> Any:
         # Bounded on its own too: GroupChat and the Python API build agents before rooms.
-        return _bounded(data)
+        return data if is_stored(info.context) else _bounded(data)
 
     @model_validator(mode="before")
     @classmethod
@@ -879,9 +880,9 @@ class RoomSpec(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _bounded_room(cls, data: Any) -> Any:
+    def _bounded_room(cls, data: Any, info: ValidationInfo) -> Any:
         # Before anything else walks it: a YAML alias bomb expands exponentially.
-        return _bounded(data)
+        return data if is_stored(info.context) else _bounded(data)
 
     @field_validator("agents", mode="before")
     @classmethod
@@ -975,7 +976,9 @@ class RoomSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _storable(self) -> RoomSpec:
+    def _storable(self, info: ValidationInfo) -> RoomSpec:
+        if is_stored(info.context):
+            return self
         try:
             check_stored_size(len(self.model_dump_json().encode()))
         except SpecTooLarge as error:

@@ -60,6 +60,11 @@ DEFAULT_MAX_AGENTS = 256
 MAX_AGENTS_SETTING = "PARLEY_MAX_AGENTS"
 # The validation context key that carries the bound to RoomSpec's validators.
 MAX_AGENTS_CONTEXT = "max_agents"
+# The validation context key of a spec read back from its room's store: it was checked
+# against every bound when it was written, and walking it again for each of them was most
+# of a worker's CPU for a room's first call (once per room and worker).
+STORED_CONTEXT = "stored"
+STORED = {STORED_CONTEXT: True}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -79,6 +84,11 @@ class TooManyAgents(ValueError):
 def create_context(max_agents: int) -> dict[str, Any]:
     """The validation context of a spec checked for creating a room under ``max_agents``."""
     return {MAX_AGENTS_CONTEXT: max_agents}
+
+
+def is_stored(context: dict[str, Any] | None) -> bool:
+    """True when a validation ``context`` is a stored spec's (STORED)."""
+    return bool((context or {}).get(STORED_CONTEXT))
 
 
 def check_agent_count(count: int, max_agents: int) -> None:

@@ -56,7 +56,7 @@ from parley.shared.refusals import Refusal, refusal_of
 from parley.shared.scripts import Scripts
 from parley.shared.settings import Settings
 from parley.shared.speakers import same_name
-from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, check_agent_count
+from parley.shared.spec_limits import DEFAULT_MAX_AGENTS, STORED, check_agent_count
 
 # The state fields an archive's delete checks are unchanged since it read the room: any
 # post drained, turn opened or committed, run started or ended, pause or resume moves one.
@@ -370,11 +370,11 @@ class RoomStore:
             return []
 
     def read_spec(self, room: str) -> tuple[int, RoomSpec]:
-        """The room's spec and its version."""
+        """The room's spec and its version (checked against the spec bounds as written)."""
         version, spec_json = self.redis.hmget(self.keys.spec(room), "version", "json")
         if spec_json is None:
             raise RoomNotFound(f"no room {room!r}")
-        return int(version), RoomSpec.model_validate_json(spec_json)
+        return int(version), RoomSpec.model_validate_json(spec_json, context=STORED)
 
     def read_state(self, room: str) -> RoomState:
         """The room's state hash."""

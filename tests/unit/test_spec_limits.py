@@ -3,6 +3,7 @@ costs more to read than its text is long."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from parley.client import load_spec
+from parley.coordinator.room_io import coordinator_spec
 from parley.shared.keys import check_room_id
 from parley.shared.models import AgentSpec, RoomSpec
 from parley.shared.spec_limits import (
@@ -290,3 +292,25 @@ def test_every_spec_that_validates_round_trips_through_its_stored_json(policy, a
     reread = round_trip(spec)
     assert reread == spec
     assert reread.model_dump_json() == spec.model_dump_json()
+
+
+def test_a_stored_spec_is_read_back_without_checking_the_write_bounds_again(store, keys):
+    # Checked against every bound as it was written (or by an earlier version's bounds): a
+    # stored spec is read back as it is, by the workers and the coordinator alike, while
+    # the same document given for a new room is refused.
+    document = room(entry={"message": [2**70]})
+    raw = json.dumps(document)
+    store.redis.hset(keys.spec("stored"), mapping={"version": 1, "json": raw})
+
+    assert store.read_spec("stored")[1].agents[0].script[0].message == [2**70]
+    assert coordinator_spec(raw.encode()).agents[1].name == "Model"
+    assert "fit in 64 bits" in refusal(document)
+
+
+def test_a_stored_spec_that_does_not_validate_still_fails_to_read(store, keys):
+    document = room()
+    document["agents"][1]["temprature"] = 0.2
+    store.redis.hset(keys.spec("stored"), mapping={"version": 1, "json": json.dumps(document)})
+
+    with pytest.raises(ValidationError, match="temprature"):
+        store.read_spec("stored")
