@@ -114,9 +114,11 @@ def check_person_name(name: str) -> str:
     return name
 
 
-def _bounded(document: Any) -> Any:
+def _bounded(document: Any, info: ValidationInfo) -> Any:
     """``document`` unchanged, or one clear error when it is over a spec size bound or
-    holds a string that is not text."""
+    holds a string that is not text (a stored spec's was checked as it was written)."""
+    if is_stored(info.context):
+        return document
     try:
         check_document_size(document)
     except SpecTooLarge as error:
@@ -134,9 +136,10 @@ def _oversized_int(value: Any) -> int | None:
     return next((found for found in map(_oversized_int, items) if found is not None), None)
 
 
-def _within_64_bits(value: JsonValue) -> JsonValue:
-    """``value`` unchanged; ValueError when an integer in it does not fit in 64 bits."""
-    if _oversized_int(value) is not None:
+def _within_64_bits(value: JsonValue, info: ValidationInfo) -> JsonValue:
+    """``value`` unchanged; ValueError when an integer in it does not fit in 64 bits (a
+    stored spec's was checked as it was written)."""
+    if not is_stored(info.context) and _oversized_int(value) is not None:
         raise ValueError(f"integers must fit in 64 bits (at most {MAX_PLAIN_INT:,} either way)")
     return value
 
@@ -211,7 +214,7 @@ class ScriptEntry(Strict):
     @field_validator("score", "message")
     @classmethod
     def _plain_values(cls, value: JsonValue, info: ValidationInfo) -> JsonValue:
-        return value if is_stored(info.context) else _within_64_bits(value)
+        return _within_64_bits(value, info)
 
     @model_validator(mode="after")
     def _one_shape(self) -> ScriptEntry:
@@ -313,7 +316,7 @@ class AgentSpec(Strict):
     @classmethod
     def _bounded_agent(cls, data: Any, info: ValidationInfo) -> Any:
         # Bounded on its own too: GroupChat and the Python API build agents before rooms.
-        return data if is_stored(info.context) else _bounded(data)
+        return _bounded(data, info)
 
     @model_validator(mode="before")
     @classmethod
@@ -381,9 +384,10 @@ class AgentSpec(Strict):
 
     @field_validator("litellm_kwargs")
     @classmethod
-    def _allowed_arguments(cls, kwargs: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    def _allowed_arguments(cls, kwargs: dict[str, JsonValue], info: ValidationInfo
+                           ) -> dict[str, JsonValue]:
         check_litellm_kwargs(kwargs)
-        _within_64_bits(kwargs)
+        _within_64_bits(kwargs, info)
         return kwargs
 
     @model_validator(mode="after")
@@ -882,7 +886,7 @@ class RoomSpec(Strict):
     @classmethod
     def _bounded_room(cls, data: Any, info: ValidationInfo) -> Any:
         # Before anything else walks it: a YAML alias bomb expands exponentially.
-        return data if is_stored(info.context) else _bounded(data)
+        return _bounded(data, info)
 
     @field_validator("agents", mode="before")
     @classmethod

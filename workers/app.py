@@ -233,11 +233,11 @@ _acp_sessions: list[AcpSessions] = []
 
 def acp_sessions() -> AcpSessions:
     """The worker's ACP sessions, made on first use from its profiles file."""
-    # Put off: the protocol's package takes a third of a worker's imports, and only a worker
-    # running an ACP agent needs it.
-    from parley.workers.acp.sessions import AcpSessions
-
     if not _acp_sessions:
+        # Put off: the protocol's package takes a third of a worker's imports, and only a
+        # worker running an ACP agent needs it.
+        from parley.workers.acp.sessions import AcpSessions
+
         _acp_sessions.append(AcpSessions(read_acp_config(settings.worker_acp_config),
                                          settings.acp_idle_s, room_gone))
     return _acp_sessions[0]
