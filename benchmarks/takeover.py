@@ -144,6 +144,9 @@ SCALE_WORKER_CONCURRENCY = "128"
 # How long a room's script lasts at scale: leasing every room, the wait before the kill,
 # the takeover and the check, at the pace a loaded machine gives 1,000 rooms.
 SCALE_TURNS = 150
+# The post and five turns: a turn's calls go out in one message, to one of the two
+# workers, so each room has most likely reached both (all but 1 in 16).
+WARM_MESSAGES = 6
 
 
 def run_at_scale(rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
@@ -170,6 +173,10 @@ def run_at_scale(rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
         (holder,) = cluster.coordinators
         wait_until(lambda: len(holders(client, cluster.rooms)) == rooms, 120 + rooms / 20,
                    f"one coordinator to hold all {rooms} rooms")
+        # Active means under way: every room has had turns on the workers (which read
+        # each room's spec once, on its first call) before the kill, so the takeover is
+        # timed, not the deployment's start.
+        wait_committed(client, cluster.rooms, WARM_MESSAGES, 120 + rooms / 10)
         cluster.start_coordinator()  # the standby: nothing is left for it to take
         wait_until(lambda: len(client.store.redis.zrange(client.store.keys.coordinators, 0, -1))
                    >= 2, 60, "the standby up")
@@ -193,6 +200,20 @@ def run_at_scale(rooms: int, ttl_s: float | None, seed: int) -> dict[str, Any]:
         "min_s": round(min(latencies), 3) if latencies else None,
         "duplicates": duplicates, "standby_holds": standby_holds,
     }
+
+
+def wait_committed(client: Client, rooms: list[str], messages: int, timeout_s: float) -> None:
+    """Wait until every room's log holds at least ``messages`` messages."""
+    redis, keys = client.store.redis, client.store.keys
+
+    def short() -> int:
+        pipe = redis.pipeline(transaction=False)
+        for room in rooms:
+            pipe.hget(keys.state(room), "last_seq")
+        return sum(1 for seq in pipe.execute() if int(seq or 0) < messages)
+
+    wait_until(lambda: short() == 0, timeout_s, f"every room to hold {messages} messages",
+               every_s=0.2)
 
 
 def next_commits(client: Client, rooms: list[str], killed_at: float,
