@@ -31,6 +31,7 @@ from parley.coordinator.connections import (
     reader_pool,
     unusable,
 )
+from parley.coordinator.first_turns import FirstTurns
 from parley.coordinator.lease import Lease, LeaseLost, Leases
 from parley.coordinator.lease_keeper import (
     InProcessKeeper,
@@ -131,6 +132,7 @@ class Coordinator:
         self.rooms: ServedRooms = {}
         metrics.ROOMS_HELD.labels(coordinator=self.id).set_function(lambda: len(self.rooms))
         self.outages = OutageClock()
+        self.first_turns = FirstTurns()
         # Renewals run in a process of their own; a coordinator given its client (the
         # tests' fakeredis, which no other process reaches) renews from its own loop.
         self.keeper: LeaseKeeper = (
@@ -279,7 +281,7 @@ class Coordinator:
         structlog.contextvars.bind_contextvars(room=lease.room, epoch=lease.epoch)
         log.info("room_acquired", coordinator=self.id)
         runner = RoomRunner(lease, self.io, HeldTransport(self.outbox, lease), self.options,
-                            self.outages)
+                            self.outages, self.first_turns)
         reschedule = True
         try:
             await runner.run()

@@ -10,6 +10,7 @@ from typing import Any
 import structlog
 
 from parley.coordinator import policies
+from parley.coordinator.first_turns import FirstTurns
 from parley.coordinator.lease import Lease
 from parley.coordinator.outages import OutageClock
 from parley.coordinator.policies import Calls, Decision, FloorOp, FloorPolicy, Posted, TurnView
@@ -147,8 +148,11 @@ class RoomRunner:
     io: RoomIO
     transport: Sender  # the room's way into the coordinator's outbox
     options: TurnOptions
-    # The coordinator's, shared by all its rooms; a room on its own never sees an outage.
+    # The coordinator's, shared by all its rooms; a room on its own never sees an outage
+    # and never waits for another's first turn.
     outages: OutageClock = field(default_factory=OutageClock)
+    first_turns: FirstTurns = field(default_factory=FirstTurns)
+    ticket: int = field(init=False, default=0)  # the room's place in first_turns
     spec: RoomSpec = field(init=False)
     spec_version: int = field(init=False)
     policy: FloorPolicy = field(init=False)  # the room's policy's record
@@ -166,14 +170,16 @@ class RoomRunner:
         """Take turns until the room goes idle or is paused (a turn already open is
         finished first). LeaseLost propagates to the caller: a cancelled or deleted room
         fences its holder out that way."""
-        self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
-        self.policy = policies.record_of(self.spec)
-        self.tasks = TaskKeeper(self.io, self.transport, self.options.prefix,
-                                self.options.task_heartbeat_s,
-                                self.options.task_finished_max)
+        self.ticket = self.first_turns.take()
         try:
+            self.spec_version, self.spec = await self.io.read_spec(self.lease.room)
+            self.policy = policies.record_of(self.spec)
+            self.tasks = TaskKeeper(self.io, self.transport, self.options.prefix,
+                                    self.options.task_heartbeat_s,
+                                    self.options.task_finished_max)
             await self.serve()
         finally:
+            self.first_turns.opened(self.ticket)
             self.end_workflow()
 
     async def serve(self) -> None:
@@ -190,10 +196,12 @@ class RoomRunner:
                 if posted:
                     continue  # drain again: the log moved
             if state.turn_open:
+                self.first_turns.opened(self.ticket)
                 drained = await self.take_turn(state, self.resume_turn(state))
                 continue
             if relay is not None and not state.paused:
                 # The relay comes before the policy's next turn, in a run or as a new one.
+                await self.first_turns.before_turn(self.ticket)
                 drained = await self.open_relay(state, relay)
                 continue
             if state.status is not RoomStatus.RUNNING or state.paused:
@@ -208,6 +216,7 @@ class RoomRunner:
                                       floor_fields(first), self.policy.watched)
                 self.end_workflow()
                 continue
+            await self.first_turns.before_turn(self.ticket)
             turn = await self.io.open_turn(self.lease, self.spec.policy.call_timeout,
                                            self.run_trace(state))
             if turn is not None:  # None: paused since the drain; look again
