@@ -460,14 +460,15 @@ def header(results: dict) -> list[str]:
 
 def refreshed(parts: dict) -> list[str]:
     """The parts measured by a later partial run (``run_all --only``), each with its run."""
-    rows = [[name, f"`{run['command']}`", run["date"], f"{run['wall_s']:.0f} s",
+    rows = [[name, f"`{run['command']}`", run["date"], run.get("cpu", "not recorded"),
+             f"{run['wall_s']:.0f} s",
              f"{run['quiet']['before']['load']} / {run['quiet']['after']['load']}",
              f"{run['quiet']['before']['pytest']} / {run['quiet']['after']['pytest']}"]
             for name, run in parts.items()]
     if not rows:
         return []
     return ["Measured later, by a run of their own:", "",
-            *table(["part", "command", "date", "took", "load before / after",
+            *table(["part", "command", "date", "CPU", "took", "load before / after",
                     "other test runs before / after"], rows), ""]
 
 

@@ -174,6 +174,8 @@ def main(argv: list[str] | None = None) -> None:
         # A partial run refreshes only its parts; the rest, and the header, stay the
         # whole run's, and each refreshed part names the run that measured it.
         results = {**json.loads(previous.read_text()), **results}
+        # Machines differ in pace: a part measured on another than the header's says so.
+        run["cpu"] = machine()["CPU"]
         results.setdefault("parts", {}).update({name: run for name in args.only})
     else:
         results.update(run, machine=machine(), parts={})

@@ -61,3 +61,15 @@ def test_only_names_the_suite_parts_and_refuses_others_by_name():
         "ten_thousand_rooms", "takeover_at_scale"]
     with pytest.raises(argparse.ArgumentTypeError, match="unknown part tenk"):
         run_all.parts("turns,tenk")
+
+
+def test_a_part_measured_later_names_the_cpu_it_ran_on_or_says_it_was_not_recorded():
+    quiet = {"before": {"load": "0.1", "pytest": 0}, "after": {"load": "0.2", "pytest": 0}}
+    run = {"command": "python -m benchmarks.run_all --only takeover_at_scale",
+           "date": "2026-12-07 23:50 UTC", "wall_s": 80.0, "quiet": quiet}
+    lines = report.refreshed({"takeover_at_scale": {**run, "cpu": "2 x Intel(R) Xeon(R)"},
+                              "worker_calls": run})
+
+    assert "| CPU |" in lines[2]
+    assert "| 2 x Intel(R) Xeon(R) |" in lines[4]
+    assert "| not recorded |" in lines[5]
