@@ -2,13 +2,11 @@
 next one.
 
 A coordinator's rooms share its event loop and the workers. A standby taking a thousand
-rooms starts them one after another, and without an order the rooms it started first go
-on turning: each of their turns costs what the rooms not yet started then wait for, and
-the last of them were seen committing again 14 s after the kill, where the first took 4.
-So a room under way, before it opens its next turn, waits until every room taken before
-that moment has opened its first (or has stopped), for ``MOST_WAIT_S`` at most: a room
-slow to start delays the others by no more than that, and rooms taken later do not make
-it wait again.
+rooms starts them one after another; unordered, the rooms it started first go on turning,
+and each of their turns costs what the rooms still to start wait for. So a room under way,
+before it opens its next turn, waits until every room taken before that moment has opened
+its first (or stopped), for ``MOST_WAIT_S`` at most: a room slow to start delays the
+others no longer than that, and rooms taken later do not prolong the wait.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class FirstTurns:
 
     async def before_turn(self, ticket: int) -> None:
         """Before the room of ``ticket`` opens a turn: its first goes at once; a later one
-        waits for the rooms taken before it to open their first."""
+        waits for the rooms taken by now to open their first."""
         if ticket in self.waiting:
             self.opened(ticket)
         else:
