@@ -11,6 +11,7 @@ becomes the silent bid (0.0, "") with the reason kept for operators, and its kin
 from __future__ import annotations
 
 import ast
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -139,10 +140,20 @@ def _load_text(text: str) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:
+        # JSON orjson refuses for a lone surrogate escape ("\ud83d" alone): the json
+        # module reads it, and keeps the pairs beside it whole, as a literal would not.
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        pass
+    try:
         return _literal(ast.parse(text, mode="eval").body)
     # TypeError: a literal mapping with a list for a key ({[1]: 2}).
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as error:
         raise Unparseable(f"not JSON or a Python literal: {_snippet(text)}") from error
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity are refused, as orjson does
 
 
 def _literal(node: ast.AST) -> Any:

@@ -87,6 +87,16 @@ def test_a_json_string_of_the_arguments_is_read():
     assert_decision(ARGUMENTS)
 
 
+def test_arguments_with_a_lone_surrogate_escape_keep_the_pairs_beside_it_whole():
+    # orjson refuses the lone half; a Python literal would split the pair into two halves.
+    arguments = '{"score": 0.8, "message": "half \\ud83d, whole \\ud83d\\ude00"}'
+    assert_decision(arguments, message="half \ud83d, whole \U0001f600")
+
+
+def test_arguments_with_nan_are_not_read_as_json():
+    assert_silent('{"score": NaN, "message": "x"}', "not JSON")
+
+
 def test_a_json_string_of_tool_calls_is_read():
     assert_decision(json.dumps([CALL]))
 
