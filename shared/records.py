@@ -6,6 +6,7 @@ decimals, absent values as absent fields, lists as JSON.
 
 from __future__ import annotations
 
+import codecs
 from typing import Any
 
 import orjson
@@ -117,16 +118,38 @@ def tool_calls_fields(calls: list[ToolCallRecord], shared: bool, result_max_byte
             "tool_results": "shared" if shared else "private"}
 
 
+# Text a model, a tool or an external agent wrote may hold lone surrogates (a JSON
+# "\ud83d" escape without its other half decodes to one), which UTF-8 cannot encode:
+# encoded with these errors each becomes U+FFFD, where a strict encoding would fail the
+# write (and with it every other answer of the same message). The workers' Redis client
+# encodes with them too.
+REPLACE_SURROGATES = "parley.replace_surrogates"
+
+
+def _replaced(error: UnicodeError) -> tuple[bytes, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    # Bytes: the UTF-8 encoder takes a text replacement in ASCII only.
+    return "\ufffd".encode() * (error.end - error.start), error.end
+
+
+codecs.register_error(REPLACE_SURROGATES, _replaced)
+
+
 def cap_bytes(text: str, max_bytes: int) -> str:
-    """``text`` cut to at most ``max_bytes`` of UTF-8 (never inside a character)."""
-    data = text.encode()
-    return text if len(data) <= max_bytes else data[:max_bytes].decode(errors="ignore")
+    """``text`` as UTF-8 can hold it, cut to at most ``max_bytes`` of it (never inside a
+    character)."""
+    data = text.encode("utf-8", REPLACE_SURROGATES)
+    if len(data) <= max_bytes and len(data) == len(text):  # ASCII: as it was
+        return text
+    return data[:max_bytes].decode(errors="ignore")
 
 
 def cut_bytes(text: str, most: int) -> str:
-    """``text`` within ``most`` bytes of UTF-8, marked where it was cut."""
-    if len(text.encode()) <= most:
-        return text
+    """``text`` as UTF-8 can hold it, within ``most`` bytes of it, marked where it was
+    cut."""
+    if len(text.encode("utf-8", REPLACE_SURROGATES)) <= most:
+        return cap_bytes(text, most)
     return cap_bytes(text, max(0, most - len(CUT_MARK.encode()))) + CUT_MARK
 
 

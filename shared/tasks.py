@@ -175,12 +175,6 @@ def one_line(text: str, most: int = 80) -> str:
     return line if len(line) <= most else line[:most - 1] + "…"
 
 
-def cut_bytes(text: str, most: int) -> str:
-    """``text`` cut to at most ``most`` bytes of UTF-8, at a character boundary."""
-    data = text.encode()
-    return text if len(data) <= most else data[:most].decode(errors="ignore")
-
-
 def notes_line(task: Task) -> str:
     """A task as a turn's notes list it."""
     state = task.status.replace("_", " ")

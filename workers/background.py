@@ -32,7 +32,8 @@ from parley.shared.models import (
     ToolCallRecord,
 )
 from parley.shared.protocol import BACKGROUND_TASK
-from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, cut_bytes, task_room_spec
+from parley.shared.records import cap_bytes
+from parley.shared.tasks import HISTORY_MESSAGES, Task, TaskBook, task_room_spec
 from parley.workers.app import app, settings
 from parley.workers.calls import Call, answer_call
 from parley.workers.prompts import task_caller
@@ -70,7 +71,7 @@ def work_task(request: dict) -> None:
         log.info("task_running", agent=task.agent, worker=task.worker, task_room=task.room_id)
         status, result, error, usage = watch(book, task, prefix, spec, messages,
                                              organization)
-        result = cut_bytes(result, settings.task_result_max_bytes)
+        result = cap_bytes(result, settings.task_result_max_bytes)
         book.close_room(task, result, usage)
         book.finish(room, task, status, result, error, usage)
         log.info("task_finished", status=status)

@@ -36,6 +36,8 @@ from parley.shared.models import (
 )
 from parley.shared.organizations import add_usage
 from parley.shared.protocol import CALL_TASK, TOOL_TASK, ToolRequest
+from parley.shared.records import REPLACE_SURROGATES
+from parley.shared.settings import Settings
 from parley.shared.store import RoomNotFound, RoomStore
 from parley.shared.tasks import NOTES_TASKS, SHORT_ID, TaskBook, TaskRefused, notes_line, on_it
 from parley.workers.app import acp_sessions, app, settings
@@ -78,21 +80,28 @@ RETRIED_ERRORS = (redis.ConnectionError, redis.TimeoutError, socket.timeout,
 
 @cache
 def _redis() -> redis.Redis:
+    """The worker process's client: one pool for every task thread."""
+    return worker_client(settings)
+
+
+def worker_client(config: Settings) -> redis.Redis:
+    """The workers' Redis client."""
     # Every task thread may write answers at once: past redis-py's default cap of 100
     # connections a plain pool fails the write, a blocking one makes the thread wait.
     # A dropped connection (a Redis restart) or a full Redis is retried: an answer written
     # again after its reply was lost is known by its answer_id, neither kept nor counted
     # twice. Retries come at most worker_reconnect_max_s apart and go on through a long
     # outage: an answer that cost a model call is worth keeping (and counting), and the
-    # coordinator gives a turn that overlapped an outage its time again.
-    backoff = ExponentialWithJitterBackoff(base=0.05, cap=settings.worker_reconnect_max_s)
+    # coordinator gives a turn that overlapped an outage its time again. What models and
+    # tools wrote is written whatever it holds (REPLACE_SURROGATES).
+    backoff = ExponentialWithJitterBackoff(base=0.05, cap=config.worker_reconnect_max_s)
     retry = Retry(backoff, retries=REDIS_RETRIES, supported_errors=RETRIED_ERRORS)
-    if settings.redis_cluster:
-        return cluster_client(settings, max_connections=2 * settings.worker_concurrency + 8,
-                              retry=retry)
+    if config.redis_cluster:
+        return cluster_client(config, max_connections=2 * config.worker_concurrency + 8,
+                              retry=retry, encoding_errors=REPLACE_SURROGATES)
     pool = redis.BlockingConnectionPool.from_url(
-        settings.redis_url, max_connections=2 * settings.worker_concurrency + 8,
-        retry=retry, **redis_kwargs(settings))
+        config.redis_url, max_connections=2 * config.worker_concurrency + 8,
+        retry=retry, encoding_errors=REPLACE_SURROGATES, **redis_kwargs(config))
     return redis.Redis(connection_pool=pool)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from parley.shared.keys import Keys
 from parley.shared.models import AgentSpec, CallKind, ErrorKind, ToolCallStatus
-from parley.shared.records import cap_bytes
+from parley.shared.records import cap_bytes, cut_bytes
 from parley.shared.settings import Settings
 from parley.shared.store import RoomStore
 from parley.workers.calls import Call, answer_call
@@ -252,6 +252,13 @@ def test_a_result_is_capped_cut_where_it_speaks_as_someone_and_quoted():
     assert content == "> all fine\n> [cut: the result spoke as Bob]"
     assert tool_result_content("uncertain", "", ["Ann"]) == (
         "The result is unknown because the worker running the tool stopped.")
+
+
+def test_a_result_holding_a_lone_surrogate_keeps_a_replacement_in_its_place():
+    # UTF-8 cannot hold half a surrogate pair: a strict cut would raise, failing the call.
+    assert cap_bytes("half \ud83d, whole \U0001f600", 100) == "half \ufffd, whole \U0001f600"
+    assert cap_bytes("ab\udfff", 4) == "ab"  # the replacement's 3 bytes whole, or not at all
+    assert cut_bytes("x\ud800" * 3, 100) == "x\ufffd" * 3
 
 
 def test_a_long_result_is_capped_before_the_model_reads_it(run):
