@@ -335,7 +335,8 @@ def takeover_at_scale(results: dict) -> list[str]:
     return ["## 6b. Takeover at scale", "",
             f"`{scale['command']}`: one coordinator holds {scale['rooms']:,} active rooms "
             f"(3 scripted agents sleeping 50-200 ms, never lulling) with a standby running; "
-            f"`kill -9` of the holder at a random point of its renewal period. Per room, the "
+            f"once every room has had five turns, `kill -9` of the holder at a random point "
+            f"of its renewal period. Per room, the "
             f"time from the kill to its next committed message; every room's log is then "
             f"checked for a (run, turn) committed twice. Lease ttl {scale['lease_ttl_s']:g} s.",
             "", *table(["rooms", "committed again", "median s", "p95 s", "max s", "min s",

@@ -13,9 +13,10 @@ the bound these are compared with: lease ttl + scan interval + the resumed turn.
     .venv/bin/python -m benchmarks.takeover --active 1000 [--json FILE]
 
 At scale (``--active``): one coordinator holds that many active rooms with a standby
-running (and two workers); one ``kill -9`` of the holder at a random point of its renewal
-period; per room the time from the kill to its next committed message, and every room's
-log checked afterwards for a (run, turn) committed twice.
+running (and two workers); once every room has had five turns, one ``kill -9`` of the
+holder at a random point of its renewal period; per room the time from the kill to its
+next committed message, and every room's log checked afterwards for a (run, turn)
+committed twice.
 """
 
 from __future__ import annotations
