@@ -163,9 +163,15 @@ def test_a_redis_outage_is_said_and_the_console_follows_on_from_where_it_was(tmp
                 client.pause(room)  # written while the console waits to read again
                 await wait_until_async(lambda: "· the room is paused" in notes(app), 15,
                                        "the pause, read from where the console was", 0.05)
+                # Said once the read that brought the pause has returned: just after it.
+                await wait_until_async(
+                    lambda: "· Redis answers again: following on" in notes(app), 15,
+                    "the console to say Redis answers again", 0.05)
                 return down, str(status.render())
 
         down, after = asyncio.run(scenario())
     assert down.startswith(f"cannot reach Redis at {server.url}") and down.endswith("trying again")
     assert after == ""
-    assert "· Redis answers again: following on" in notes(app)
+    said = notes(app)
+    outage = next(i for i, note in enumerate(said) if "cannot reach Redis" in note)
+    assert said.index("· Redis answers again: following on") > outage
