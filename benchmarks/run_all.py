@@ -46,17 +46,22 @@ def quietness() -> dict[str, Any]:
     return {"load": " ".join(f"{x:.2f}" for x in os.getloadavg()), "pytest": pytest_runs}
 
 
-def machine() -> dict[str, str]:
-    """What the numbers were measured on."""
+def cpu() -> str:
+    """The machine's cores and CPU model."""
     model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
                   .splitlines() if line.startswith("model name")), platform.processor())
+    return f"{os.cpu_count()} x {model}"
+
+
+def machine() -> dict[str, str]:
+    """What the numbers were measured on."""
     memory_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text()
                      .splitlines() if line.startswith("MemTotal"))
     redis_version = subprocess.run(["redis-server", "--version"], capture_output=True,
                                    text=True).stdout.split()[2].removeprefix("v=")
     versions = ", ".join(f"{name} {metadata.version(name)}"
                          for name in ("celery", "kombu", "redis", "hiredis", "litellm", "pydantic"))
-    return {"CPU": f"{os.cpu_count()} x {model}", "memory": f"{memory_kb / 1024 ** 2:.1f} GiB",
+    return {"CPU": cpu(), "memory": f"{memory_kb / 1024 ** 2:.1f} GiB",
             "OS": platform.platform(), "Python": platform.python_version(),
             "Redis server": redis_version, "libraries": versions}
 
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         # whole run's, and each refreshed part names the run that measured it.
         results = {**json.loads(previous.read_text()), **results}
         # Machines differ in pace: a part measured on another than the header's says so.
-        run["cpu"] = machine()["CPU"]
+        run["cpu"] = cpu()
         results.setdefault("parts", {}).update({name: run for name in args.only})
     else:
         results.update(run, machine=machine(), parts={})

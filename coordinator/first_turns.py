@@ -42,7 +42,7 @@ class FirstTurns:
         if ticket in self.waiting:
             self.opened(ticket)
         else:
-            await self.wait_turn()
+            await self._wait_turn()
 
     def opened(self, ticket: int) -> None:
         """The room of ``ticket`` opened its first turn, or stopped without one."""
@@ -57,7 +57,7 @@ class FirstTurns:
                 break
             self.behind.pop(last).set()
 
-    async def wait_turn(self) -> None:
+    async def _wait_turn(self) -> None:
         """Wait until every room taken so far has opened its first turn (or stopped), or
         for ``most_wait_s``."""
         last = self.taken
